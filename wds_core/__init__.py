@@ -1,0 +1,121 @@
+"""wds: fast, checkpointable streaming of WebDataset shards, with no ML framework.
+
+>>> import wds_core as wds
+>>> ds = wds.WebDataset("train-{000000..000009}.tar", shardshuffle=True, seed=7)  # doctest: +SKIP
+>>> for sample in ds.shuffle(1000).to_tuple("jpg;png", "json").batched(16): ...  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .buffers import Batch, Shuffle, Slice, Unbatch
+from .collate import default_collation_fn
+from .compat import (
+    batched,
+    map,
+    map_dict,
+    map_tuple,
+    rename,
+    select,
+    shuffle,
+    slice,
+    to_tuple,
+    unbatched,
+)
+from .errors import (
+    CheckpointError,
+    EmptyDatasetError,
+    PipeError,
+    SampleError,
+    ShardNotFoundError,
+    ShardOpenError,
+    SpecError,
+    TarFormatError,
+    TruncatedShardError,
+    WdsError,
+)
+from .fluid import FluidInterface, WebDataset
+from .handlers import (
+    ignore_and_continue,
+    ignore_and_stop,
+    reraise_exception,
+    warn_and_continue,
+    warn_and_stop,
+)
+from .pipeline import DataPipeline
+from .samples import TarfileToSamples, group_members, split_key, tarfile_to_samples
+from .shards import (
+    ResampledShards,
+    SimpleShardList,
+    SplitByNode,
+    SplitByWorker,
+    single_node_only,
+    split_by_node,
+    split_by_worker,
+)
+from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst
+from .storage import open_shard
+from .tario import iter_members
+from .urls import expand_urls
+
+__version__ = "0.1.0"
+
+Pipeline = DataPipeline
+
+__all__ = [
+    "Batch",
+    "CheckpointError",
+    "DataPipeline",
+    "EmptyDatasetError",
+    "FluidInterface",
+    "Map",
+    "MapDict",
+    "MapTuple",
+    "PipeError",
+    "Pipeline",
+    "Rename",
+    "ResampledShards",
+    "SampleError",
+    "Select",
+    "ShardNotFoundError",
+    "ShardOpenError",
+    "Shuffle",
+    "SimpleShardList",
+    "Slice",
+    "SpecError",
+    "SplitByNode",
+    "SplitByWorker",
+    "TarFormatError",
+    "TarfileToSamples",
+    "ToTuple",
+    "TruncatedShardError",
+    "Unbatch",
+    "WdsError",
+    "WebDataset",
+    "__version__",
+    "batched",
+    "default_collation_fn",
+    "expand_urls",
+    "getfirst",
+    "group_members",
+    "ignore_and_continue",
+    "ignore_and_stop",
+    "iter_members",
+    "map",
+    "map_dict",
+    "map_tuple",
+    "open_shard",
+    "rename",
+    "reraise_exception",
+    "select",
+    "shuffle",
+    "single_node_only",
+    "slice",
+    "split_by_node",
+    "split_by_worker",
+    "split_key",
+    "tarfile_to_samples",
+    "to_tuple",
+    "unbatched",
+    "warn_and_continue",
+    "warn_and_stop",
+]

@@ -1,0 +1,1 @@
+"""The ``wds`` command line: one module per subcommand."""

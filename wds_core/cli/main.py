@@ -1,0 +1,28 @@
+"""Entry point of the ``wds`` console script: dispatches to the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import demo
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wds", description="Work with WebDataset shards.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo.add_parser(commands)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exn:  # noqa: BLE001 - the CLI reports every failure the same way
+        print(f"wds {args.command}: {type(exn).__name__}: {exn}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Who am I: rank and world size of this process, worker index within it.
+
+Learnt, in this order, from an explicit provider registered by a framework
+adapter, from the environment variables webdataset users already set (``RANK``,
+``WORLD_SIZE``, ``WORKER``, ``NUM_WORKERS``), and from PyTorch when it is
+already imported.  Nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+__all__ = ["node_info", "set_node_info_provider", "set_worker_info_provider", "worker_info"]
+
+_node_provider: Callable[[], tuple[int, int] | None] | None = None
+_worker_provider: Callable[[], tuple[int, int] | None] | None = None
+
+
+def set_node_info_provider(fn: Callable[[], tuple[int, int] | None] | None) -> None:
+    """Register ``fn() -> (rank, world_size) | None``, asked before anything else."""
+    global _node_provider
+    _node_provider = fn
+
+
+def set_worker_info_provider(fn: Callable[[], tuple[int, int] | None] | None) -> None:
+    """Register ``fn() -> (worker, num_workers) | None``, asked before anything else."""
+    global _worker_provider
+    _worker_provider = fn
+
+
+def _env_pair(first: str, second: str) -> tuple[int, int] | None:
+    if first in os.environ and second in os.environ:
+        return int(os.environ[first]), int(os.environ[second])
+    return None
+
+
+def node_info() -> tuple[int, int]:
+    """``(rank, world_size)`` of this process; ``(0, 1)`` when not distributed."""
+    if _node_provider is not None:
+        found = _node_provider()
+        if found is not None:
+            return found
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return _env_pair("RANK", "WORLD_SIZE") or (0, 1)
+
+
+def worker_info() -> tuple[int, int]:
+    """``(worker, num_workers)`` of this process within its rank; ``(0, 1)`` outside workers."""
+    if _worker_provider is not None:
+        found = _worker_provider()
+        if found is not None:
+            return found
+    data = sys.modules.get("torch.utils.data")
+    if data is not None:
+        info = data.get_worker_info()
+        if info is not None:
+            return info.id, info.num_workers
+    return _env_pair("WORKER", "NUM_WORKERS") or (0, 1)

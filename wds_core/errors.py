@@ -1,0 +1,126 @@
+"""The exception hierarchy of wds.
+
+Every error the library raises on purpose derives from :class:`WdsError`, and
+also from the builtin a caller would naturally catch::
+
+    WdsError
+     ├── SpecError (ValueError)             a shard spec or argument that cannot work
+     │    └── EmptyDatasetError             a spec or a whole epoch with nothing in it
+     ├── ShardOpenError (OSError)           a shard that cannot be opened or read
+     │    ├── ShardNotFoundError            ... because it does not exist (FileNotFoundError)
+     │    └── PipeError                     a ``pipe:`` command that failed
+     ├── TarFormatError (ValueError)        bytes that are not a valid tar stream
+     │    └── TruncatedShardError           the shard ends before it should
+     ├── SampleError (ValueError)           members that do not form a valid sample
+     └── CheckpointError (ValueError)       a state that cannot be taken or restored
+
+Errors about data carry ``url``, ``member`` and ``offset`` attributes (each may
+be ``None``) and put them in the message.  Messages never contain credentials:
+URLs are passed through :func:`redact_url` before they are shown.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "CheckpointError",
+    "EmptyDatasetError",
+    "PipeError",
+    "SampleError",
+    "ShardNotFoundError",
+    "ShardOpenError",
+    "SpecError",
+    "TarFormatError",
+    "TruncatedShardError",
+    "WdsError",
+    "redact_url",
+]
+
+_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
+_SECRET_QUERY = re.compile(
+    r"((?:^|[?&;])(?:[^=&;]*(?:key|secret|token|signature|credential|password)[^=&;]*)=)[^&;]*",
+    re.IGNORECASE,
+)
+
+
+def redact_url(url: object) -> str:
+    """Return ``url`` as text fit for a message: user info and secret query values hidden."""
+    text = str(url)
+    if text.startswith("pipe:"):
+        return text
+    text = _USERINFO.sub(r"\1***@", text)
+    return _SECRET_QUERY.sub(r"\1***", text)
+
+
+class WdsError(Exception):
+    """Base class of every error wds raises on purpose."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: object = None,
+        member: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.reason = message
+        self.url = None if url is None else redact_url(url)
+        self.member = member
+        self.offset = offset
+        super().__init__(self._compose())
+
+    def _compose(self) -> str:
+        where = []
+        if self.url is not None:
+            where.append(f"shard {self.url}")
+        if self.member is not None:
+            where.append(f"member {self.member!r}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        if not where:
+            return self.reason
+        return f"{self.reason} ({', '.join(where)})"
+
+    def __reduce__(self):  # keep the attributes when sent between processes
+        return (_rebuild, (type(self), self.reason, self.url, self.member, self.offset))
+
+
+def _rebuild(cls, reason, url, member, offset):
+    return cls(reason, url=url, member=member, offset=offset)
+
+
+class SpecError(WdsError, ValueError):
+    """A shard spec or an argument that cannot work."""
+
+
+class EmptyDatasetError(SpecError):
+    """A spec that expands to nothing, or an epoch that produced no sample."""
+
+
+class ShardOpenError(WdsError, OSError):
+    """A shard that cannot be opened or read."""
+
+
+class ShardNotFoundError(ShardOpenError, FileNotFoundError):
+    """A shard that does not exist."""
+
+
+class PipeError(ShardOpenError):
+    """A ``pipe:`` command that exited with an error."""
+
+
+class TarFormatError(WdsError, ValueError):
+    """Bytes that are not a valid tar stream."""
+
+
+class TruncatedShardError(TarFormatError):
+    """A shard that ends in the middle of a header or a member."""
+
+
+class SampleError(WdsError, ValueError):
+    """Members that do not form a valid sample (for example a field given twice)."""
+
+
+class CheckpointError(WdsError, ValueError):
+    """A state that cannot be taken, or cannot be restored into this pipeline."""

@@ -1,0 +1,135 @@
+"""``WebDataset`` and the fluid methods (``.shuffle().to_tuple().batched()``...).
+
+Each fluid method returns a new pipeline with one more stage; the pipeline it
+was called on is left as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .buffers import Batch, Shuffle, Slice, Unbatch
+from .collate import default_collation_fn
+from .dist import node_info, worker_info
+from .errors import SpecError
+from .handlers import reraise_exception
+from .pipeline import DataPipeline
+from .samples import TarfileToSamples
+from .shards import ResampledShards, SimpleShardList, split_by_node, split_by_worker
+from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple
+
+__all__ = ["FluidInterface", "WebDataset"]
+
+Handler = Callable[[BaseException], bool]
+
+
+class FluidInterface:
+    """The chainable methods shared by ``WebDataset`` and ``DataPipeline`` subclasses."""
+
+    def compose(self, *stages: Any) -> Any:  # pragma: no cover - provided by DataPipeline
+        raise NotImplementedError
+
+    def batched(
+        self, batchsize: int, collation_fn: Callable | None = default_collation_fn, partial: bool = True
+    ) -> Any:
+        return self.compose(Batch(batchsize, collation_fn, partial))
+
+    def unbatched(self) -> Any:
+        return self.compose(Unbatch())
+
+    def listed(self, batchsize: int, partial: bool = True) -> Any:
+        return self.compose(Batch(batchsize, None, partial))
+
+    def unlisted(self) -> Any:
+        return self.compose(Unbatch())
+
+    def shuffle(self, size: int, **kw: Any) -> Any:
+        if size < 1:
+            return self
+        return self.compose(Shuffle(size, **kw))
+
+    def map(self, f: Callable, handler: Handler = reraise_exception) -> Any:
+        return self.compose(Map(f, handler=handler))
+
+    def map_dict(self, handler: Handler = reraise_exception, **kw: Callable) -> Any:
+        return self.compose(MapDict(handler=handler, **kw))
+
+    def select(self, predicate: Callable, handler: Handler = reraise_exception) -> Any:
+        return self.compose(Select(predicate, handler=handler))
+
+    def to_tuple(self, *fields: str, **kw: Any) -> Any:
+        return self.compose(ToTuple(*fields, **kw))
+
+    def map_tuple(self, *fns: Callable | None, handler: Handler = reraise_exception) -> Any:
+        return self.compose(MapTuple(*fns, handler=handler))
+
+    def rename(self, handler: Handler = reraise_exception, keep: bool = True, **kw: str) -> Any:
+        return self.compose(Rename(handler=handler, keep=keep, **kw))
+
+    def slice(self, *args: int | None) -> Any:
+        return self.compose(Slice(*args))
+
+
+class WebDataset(DataPipeline, FluidInterface):
+    """Samples from WebDataset shards: ``WebDataset("train-{000000..000099}.tar")``.
+
+    The stages are: the shard list (shuffled per epoch when ``shardshuffle`` is
+    true or a number, which is accepted for compatibility: the whole list is
+    permuted), the node splitter, the worker splitter (both on by default, so
+    several ranks and DataLoader workers each read their own shards), and the
+    tar reader.  ``resampled=True`` draws shards with replacement forever
+    instead (each rank and worker its own stream; no splitting).
+    ``empty_check`` makes an epoch that yields nothing an error.
+    """
+
+    def __init__(
+        self,
+        urls: Any,
+        handler: Handler = reraise_exception,
+        mode: str | None = None,
+        resampled: bool = False,
+        repeat: bool = False,
+        shardshuffle: bool | int | None = None,
+        cache_size: int = -1,
+        cache_dir: str | None = None,
+        url_to_name: Callable | None = None,
+        detshuffle: bool = False,
+        nodesplitter: Callable | None = split_by_node,
+        workersplitter: Callable | None = split_by_worker,
+        select_files: Callable[[str], bool] | None = None,
+        rename_files: Callable[[str], str] | None = None,
+        empty_check: bool = True,
+        verbose: bool = False,
+        seed: int | None = None,
+        storage_options: dict | None = None,
+    ) -> None:
+        super().__init__(seed=seed)
+        if cache_dir is not None:
+            raise SpecError("cache_dir= is not supported yet; read the shards directly or copy them locally")
+        if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))):
+            raise SpecError("dataset-spec files (YAML/JSON) are not supported yet; pass shard URLs")
+        resampled = resampled or mode == "resampled"
+        if resampled:
+            shards: Any = ResampledShards(urls, seed=seed)
+            self.append(shards)
+        else:
+            shards = SimpleShardList(urls, seed=self.seed, shuffle=bool(shardshuffle))
+            self.append(shards)
+            if nodesplitter is not None:
+                self.append(nodesplitter)
+            if workersplitter is not None:
+                self.append(workersplitter)
+        self.nshards = len(shards.urls)
+        self.append(TarfileToSamples(handler, select_files, rename_files, storage_options))
+        self.empty_check = empty_check
+        if repeat:
+            self.repeat()
+
+    def empty_message(self) -> str:
+        rank, world = node_info()
+        worker, workers = worker_info()
+        message = f"no samples in this epoch (rank {rank}/{world}, worker {worker}/{workers}, {self.nshards} shards)"
+        if self.nshards < world * workers:
+            message += "; there are fewer shards than ranks x workers: use more shards or resampled=True"
+        return message + "; pass empty_check=False to allow empty epochs"

@@ -1,0 +1,216 @@
+"""Members to samples: webdataset's key rules, and the ``tarfile_to_samples`` stage.
+
+A member ``dir/abc.seg.JPG`` belongs to the sample with key ``dir/abc`` (the path
+up to the first dot of the basename) under the field ``seg.jpg`` (the rest,
+lower-cased).  Consecutive members with the same key form one sample; samples
+never span shards; top-level ``__*__`` members are metadata and skipped, and so
+are members whose basename has no dot.  A field given twice in one sample is an
+error.
+
+The stage remembers, between samples, the shard it is in and the byte offset at
+which the next sample starts, which is all a checkpoint needs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import SampleError, WdsError
+from .handlers import reraise_exception
+from .state import Recipe, RunContext, StageIterator
+from .storage import local_path, open_shard, url_of
+from .tario import iter_members, open_decompressed
+
+__all__ = ["TarfileToSamples", "group_members", "split_key", "tarfile_to_samples"]
+
+_KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+_META_RE = re.compile(r"__[^/]*__($|/)")
+_SKIP_CHUNK = 1 << 20
+
+
+def split_key(name: str) -> tuple[str, str] | tuple[None, None]:
+    """``(key, field)`` of a member name, or ``(None, None)`` when it has none.
+
+    >>> split_key("dir.v2/abc.seg.JPG")
+    ('dir.v2/abc', 'seg.JPG')
+    """
+    slash = name.rfind("/")
+    dot = name.find(".", slash + 1)
+    if dot > slash + 1 and "\n" not in name:
+        return name[:dot], name[dot + 1 :]
+    match = _KEY_RE.match(name)
+    if match is None:
+        return None, None
+    return match.group(1), match.group(2)
+
+
+def is_meta(name: str) -> bool:
+    """Top-level ``__name__`` members (and anything under a ``__dir__/``) are metadata."""
+    return name.startswith("__") and _META_RE.match(name) is not None
+
+
+def group_members(
+    members: Iterator[tuple[str, bytes, int]],
+    url: str,
+    *,
+    position: Any = None,
+    rename: Callable[[str], str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Group the members of one shard into samples.
+
+    When ``position`` is given, its ``offset`` attribute is set, just before each
+    sample is yielded, to the offset at which the following sample starts (or
+    ``-1`` after the last one).
+    """
+    path = local_path(url)
+    key = None
+    sample: dict[str, Any] | None = None
+    for name, data, offset in members:
+        if name[0] == "_" and is_meta(name):
+            continue
+        if rename is not None:
+            name = rename(name)
+        slash = name.rfind("/")
+        dot = name.find(".", slash + 1)
+        if dot > slash + 1 and "\n" not in name:
+            k, field = name[:dot], name[dot + 1 :].lower()
+        else:
+            k, field = split_key(name)  # type: ignore[assignment]
+            if k is None:
+                continue
+            field = field.lower()
+        if k != key:
+            if sample is not None:
+                if position is not None:
+                    position.offset = offset
+                yield sample
+            key = k
+            sample = {"__key__": k, "__url__": url}
+            if path is not None:
+                sample["__local_path__"] = path
+        elif field in sample:  # type: ignore[operator]
+            raise SampleError(f"field {field!r} occurs twice in sample {k!r}", url=url, member=name, offset=offset)
+        sample[field] = data  # type: ignore[index]
+    if sample is not None:
+        if position is not None:
+            position.offset = -1
+        yield sample
+
+
+class TarfileToSamples(Recipe):
+    """Stage: a stream of shards (URLs or ``{"url": ...}``) to a stream of samples.
+
+    ``handler`` decides what happens when a shard cannot be opened or is
+    corrupt: the samples completed before the problem are always delivered, the
+    sample in progress is dropped, and the handler's ``True`` moves on to the next
+    shard while ``False`` ends the stream.  ``select_files(name)`` keeps only the
+    members it accepts (their data is not even read); ``rename_files(name)``
+    renames members before grouping.
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[BaseException], bool] = reraise_exception,
+        select_files: Callable[[str], bool] | None = None,
+        rename_files: Callable[[str], str] | None = None,
+        storage_options: dict | None = None,
+    ) -> None:
+        self.handler = handler
+        self.select_files = select_files
+        self.rename_files = rename_files
+        self.storage_options = storage_options
+
+    def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
+        return _TarSamplesIterator(src, self)
+
+    def want(self) -> Callable[[str], bool] | None:
+        select, rename = self.select_files, self.rename_files
+        if select is None:
+            return None
+        if rename is None:
+            return lambda name: not is_meta(name) and select(name)
+        return lambda name: not is_meta(name) and select(rename(name))
+
+
+def tarfile_to_samples(
+    handler: Callable[[BaseException], bool] = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+    storage_options: dict | None = None,
+) -> TarfileToSamples:
+    """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples."""
+    return TarfileToSamples(handler, select_files, rename_files, storage_options)
+
+
+class _TarSamplesIterator(StageIterator):
+    def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
+        super().__init__(src)
+        self.recipe = recipe
+        self.url: str | None = None  # shard being read
+        self.offset = -1  # where its next sample starts; -1 when it is finished
+        self.pax_global: dict[str, str] = {}
+
+    def _own_state(self) -> dict[str, Any]:
+        url = self.url if self.offset >= 0 else None
+        state: dict[str, Any] = {"url": url, "offset": self.offset if url else 0}
+        if url and self.pax_global:
+            state["pax_global"] = dict(self.pax_global)
+        return state
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        self.url = state.get("url")
+        self.offset = int(state.get("offset", 0)) if self.url else -1
+        self.pax_global = dict(state.get("pax_global", {}))
+
+    def _run(self) -> Iterator[dict[str, Any]]:
+        if self.url is not None and self.offset >= 0:
+            go_on = yield from self._shard(self.url, self.offset)
+            if not go_on:
+                return
+        for item in self.src:
+            self.url = url = url_of(item)
+            self.offset = 0
+            self.pax_global = {}
+            go_on = yield from self._shard(url, 0)
+            if not go_on:
+                return
+
+    def _shard(self, url: str, start: int) -> Iterator[dict[str, Any]]:
+        recipe = self.recipe
+        try:
+            stream = open_shard(url, recipe.storage_options)
+        except Exception as exn:
+            self.offset = -1
+            return bool(recipe.handler(exn))
+        try:
+            tar = _positioned(stream, start, url)
+            members = iter_members(tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want())
+            yield from group_members(members, url, position=self, rename=recipe.rename_files)
+        except Exception as exn:
+            self.offset = -1
+            if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
+                exn.args = (f"{exn.args[0]} (while reading shard {url})",) + exn.args[1:]
+            return bool(recipe.handler(exn))
+        finally:
+            stream.close()
+        self.offset = -1
+        return True
+
+
+def _positioned(stream: Any, start: int, url: str) -> Any:
+    """The uncompressed tar stream of a shard, positioned at ``start``."""
+    tar, compressed = open_decompressed(stream)
+    if start == 0:
+        return tar
+    if not compressed and getattr(stream, "seekable", lambda: False)():
+        stream.seek(start)
+        return stream
+    remaining = start
+    while remaining > 0:
+        got = len(tar.read(min(remaining, _SKIP_CHUNK)))
+        if got == 0:
+            raise SampleError("the shard is shorter than the checkpointed offset", url=url, offset=start)
+        remaining -= got
+    return tar

@@ -1,0 +1,179 @@
+"""Per-sample stages with no state of their own: map, select, to_tuple, rename...
+
+Each takes a ``handler`` deciding what happens when the user's function (or a
+missing field) raises: re-raise (default), skip the sample, or end the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import SampleError
+from .handlers import reraise_exception
+from .state import Recipe, RunContext, Stateless
+
+__all__ = ["Map", "MapDict", "MapTuple", "Rename", "Select", "ToTuple", "getfirst"]
+
+Handler = Callable[[BaseException], bool]
+
+
+def _where(sample: Any) -> dict[str, Any]:
+    if isinstance(sample, dict):
+        return {"url": sample.get("__url__"), "member": sample.get("__key__")}
+    return {}
+
+
+def getfirst(sample: dict, keys: str | list[str], default: Any = None, missing_is_error: bool = True) -> Any:
+    """The value of the first of ``keys`` (a list, or names joined by ``;``) present in ``sample``."""
+    names = keys.split(";") if isinstance(keys, str) else list(keys)
+    for name in names:
+        if name in sample:
+            return sample[name]
+    if missing_is_error:
+        fields = sorted(k for k in sample if not k.startswith("__"))
+        raise SampleError(f"none of the fields {names} is in the sample; it has {fields}", **_where(sample))
+    return default
+
+
+class _PerSample(Recipe):
+    """A stage that looks at each item on its own; subclasses define ``process``."""
+
+    handler: Handler = staticmethod(reraise_exception)  # type: ignore[assignment]
+
+    def build(self, src: Any, ctx: RunContext) -> Stateless:
+        return Stateless(src, self._iterate)
+
+    def process(self, sample: Any) -> Any:  # pragma: no cover - subclasses define it
+        raise NotImplementedError
+
+    def _iterate(self, src: Iterator[Any]) -> Iterator[Any]:
+        process, handler = self.process, self.handler
+        for sample in src:
+            try:
+                result = process(sample)
+            except Exception as exn:
+                if handler(exn):
+                    continue
+                return
+            if result is not None:
+                yield result
+
+
+class Map(_PerSample):
+    """``f(sample)`` for each sample; ``None`` results are dropped; dict results keep ``__key__``."""
+
+    def __init__(self, f: Callable[[Any], Any], handler: Handler = reraise_exception) -> None:
+        if not callable(f):
+            raise TypeError(f"map needs a callable, got {type(f).__name__}")
+        self.f, self.handler = f, handler
+
+    def _iterate(self, src: Iterator[Any]) -> Iterator[Any]:
+        f, handler = self.f, self.handler
+        for sample in src:
+            try:
+                result = f(sample)
+            except Exception as exn:
+                if handler(exn):
+                    continue
+                return
+            if result is None:
+                continue
+            if isinstance(result, dict) and isinstance(sample, dict) and result is not sample:
+                result["__key__"] = sample.get("__key__")
+            yield result
+
+
+class Select(_PerSample):
+    """Keep the samples for which ``predicate(sample)`` is true."""
+
+    def __init__(self, predicate: Callable[[Any], bool], handler: Handler = reraise_exception) -> None:
+        if not callable(predicate):
+            raise TypeError(f"select needs a callable, got {type(predicate).__name__}")
+        self.predicate, self.handler = predicate, handler
+
+    def process(self, sample: Any) -> Any:
+        return sample if self.predicate(sample) else None
+
+
+class ToTuple(_PerSample):
+    """Turn dict samples into tuples of fields; ``"jpg;png"`` takes the first present."""
+
+    def __init__(
+        self,
+        *fields: str | list[str],
+        handler: Handler = reraise_exception,
+        missing_is_error: bool = True,
+        none_is_error: bool | None = None,
+    ) -> None:
+        if len(fields) == 1 and isinstance(fields[0], str) and " " in fields[0]:
+            fields = tuple(fields[0].split())
+        if not fields:
+            raise ValueError("to_tuple needs at least one field name")
+        self.fields = fields
+        self.handler = handler
+        self.missing_is_error = missing_is_error
+        self.none_is_error = missing_is_error if none_is_error is None else none_is_error
+
+    def process(self, sample: Any) -> Any:
+        missing = self.missing_is_error
+        result = tuple(getfirst(sample, f, missing_is_error=missing) for f in self.fields)
+        if self.none_is_error and any(x is None for x in result):
+            raise SampleError(f"to_tuple{self.fields}: a field is None", **_where(sample))
+        return result
+
+
+class MapTuple(_PerSample):
+    """Apply the i-th function to the i-th element of tuple samples (``None`` = unchanged)."""
+
+    def __init__(self, *fns: Callable[[Any], Any] | None, handler: Handler = reraise_exception) -> None:
+        for f in fns:
+            if f is not None and not callable(f):
+                raise TypeError(f"map_tuple needs callables or None, got {type(f).__name__}")
+        self.fns, self.handler = fns, handler
+
+    def process(self, sample: Any) -> Any:
+        if not isinstance(sample, (list, tuple)):
+            raise SampleError(f"map_tuple expects tuple samples, got {type(sample).__name__}")
+        out = list(sample)
+        for i, f in enumerate(self.fns[: len(out)]):
+            if f is not None:
+                out[i] = f(out[i])
+        return tuple(out)
+
+
+class MapDict(_PerSample):
+    """Apply ``kw[field]`` to each named field of dict samples."""
+
+    def __init__(self, handler: Handler = reraise_exception, **fns: Callable[[Any], Any]) -> None:
+        if not fns:
+            raise ValueError("map_dict needs at least one field=function argument")
+        for name, f in fns.items():
+            if not callable(f):
+                raise TypeError(f"map_dict: {name}= must be callable, got {type(f).__name__}")
+        self.fns, self.handler = fns, handler
+
+    def process(self, sample: Any) -> Any:
+        for name, f in self.fns.items():
+            if name not in sample:
+                raise SampleError(f"map_dict: no field {name!r} in the sample", **_where(sample))
+            sample[name] = f(sample[name])
+        return sample
+
+
+class Rename(_PerSample):
+    """Rename fields: ``rename(image="jpg;png")``; ``keep=False`` keeps only the renamed ones."""
+
+    def __init__(self, handler: Handler = reraise_exception, keep: bool = True, **names: str | list[str]) -> None:
+        if not names:
+            raise ValueError("rename needs at least one new=old argument")
+        self.names, self.handler, self.keep = names, handler, keep
+        self.replaced = {old for v in names.values() for old in (v.split(";") if isinstance(v, str) else v)}
+
+    def process(self, sample: Any) -> Any:
+        renamed = {new: getfirst(sample, old) for new, old in self.names.items()}
+        if not self.keep:
+            return renamed
+        result = {k: v for k, v in sample.items() if k not in self.replaced}
+        result.update(renamed)
+        return result

@@ -1,0 +1,134 @@
+"""The checkpoint protocol shared by every built-in iterator.
+
+A *recipe* (a stage object, picklable, no run-time state) builds an *iterator*
+with ``recipe.build(upstream, ctx)``.  Iterators derive from
+:class:`StageIterator`:
+
+* ``iter(it)`` returns a plain generator doing the work, so a pipeline of them
+  costs one generator resumption per stage and item;
+* ``it.state_dict()`` returns JSON-serialisable state that nests the upstream
+  iterator's state under ``"parent"``; it is valid between two items;
+* ``it.load_state_dict(state)`` must be called before iteration starts and makes
+  the iterator continue exactly where the state was taken.
+
+Plain generators (user stages) have no state: asking for the state of a
+pipeline that contains one raises :class:`CheckpointError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CheckpointError
+
+__all__ = ["Recipe", "RunContext", "StageIterator", "Stateless", "describe", "load_state", "state_of"]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What one iteration of a pipeline knows about itself.
+
+    ``seed`` is the pipeline seed in force (always an int while iterating),
+    ``epoch`` the epoch number, ``stage`` the index of the stage being built;
+    rank and worker are learnt where they are used (see :mod:`wds_core.dist`).
+    """
+
+    seed: int = 0
+    epoch: int = 0
+    stage: int = 0
+
+    def for_stage(self, index: int) -> RunContext:
+        return RunContext(self.seed, self.epoch, index)
+
+
+def describe(obj: Any) -> str:
+    """A short name for a stage or iterator, for messages."""
+    code = getattr(obj, "gi_code", None)
+    if code is not None:
+        return f"generator {code.co_name}()"
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return name
+
+
+def state_of(it: Any) -> Any:
+    """The state of an upstream iterator, or a clear error when it has none."""
+    getter = getattr(it, "state_dict", None)
+    if getter is None:
+        raise CheckpointError(
+            f"the stage producing {describe(it)} cannot be checkpointed: it is a plain iterator "
+            "without state_dict(); use the built-in stages (map, select, ...) around your function"
+        )
+    return getter()
+
+
+def load_state(it: Any, state: Any) -> None:
+    loader = getattr(it, "load_state_dict", None)
+    if loader is None:
+        raise CheckpointError(f"the stage producing {describe(it)} cannot be restored from a checkpoint")
+    loader(state)
+
+
+class StageIterator:
+    """Base of the built-in iterators: a generator inside, state outside."""
+
+    def __init__(self, src: Any = None) -> None:
+        self.src = src
+        self._gen: Iterator[Any] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._gen is None:
+            self._gen = self._run()
+        return self._gen
+
+    def __next__(self) -> Any:
+        return next(iter(self))
+
+    def _run(self) -> Iterator[Any]:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def _own_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self._own_state()
+        if self.src is not None:
+            state["parent"] = state_of(self.src)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self._gen is not None:
+            raise CheckpointError(f"{describe(self)}: load_state_dict() must come before iteration starts")
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{describe(self)}: expected a dict state, got {type(state).__name__}")
+        if self.src is not None:
+            if "parent" not in state:
+                raise CheckpointError(f"{describe(self)}: the state has no 'parent' entry")
+            load_state(self.src, state["parent"])
+        self._load_own_state(state)
+
+
+class Recipe:
+    """Base of the built-in stages: immutable, picklable, builds an iterator per run."""
+
+    def build(self, src: Any, ctx: RunContext) -> StageIterator:  # pragma: no cover - subclasses define it
+        raise NotImplementedError
+
+    def __call__(self, src: Any) -> StageIterator:
+        """Use the stage on its own, as webdataset allows: ``shuffle(10)(iterable)``."""
+        return self.build(src, RunContext())
+
+
+class Stateless(StageIterator):
+    """An iterator whose only state is its upstream's: ``fn(upstream)`` does the work."""
+
+    def __init__(self, src: Any, fn: Any) -> None:
+        super().__init__(src)
+        self.fn = fn
+
+    def _run(self) -> Iterator[Any]:
+        return self.fn(iter(self.src))

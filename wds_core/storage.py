@@ -1,0 +1,165 @@
+"""The only place where shard bytes are opened.
+
+``open_shard(url)`` returns a binary stream for
+
+* a local path or ``file://`` URL (unbuffered: readers ask for large blocks),
+* ``-`` for standard input,
+* ``pipe:COMMAND`` (a shell command whose standard output is the shard; a
+  non-zero exit status is an error naming the command, its status and the tail
+  of its standard error, never a silently short shard),
+* any other URL through fsspec (``memory://``, ``s3://``, ``gs://``, ``http://``...).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any, BinaryIO
+
+from .errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
+
+__all__ = ["PipeStream", "local_path", "open_shard", "url_of"]
+
+_STDERR_TAIL = 2000
+
+
+def url_of(item: Any) -> str:
+    """The URL of a shard-list item: a string, a path, or webdataset's ``{"url": ...}``."""
+    if isinstance(item, dict):
+        item = item.get("url")
+    if isinstance(item, os.PathLike):
+        item = os.fspath(item)
+    if not isinstance(item, str):
+        raise TypeError(f"expected a shard URL, got {type(item).__name__}: {item!r}")
+    return item
+
+
+def local_path(url: str) -> str | None:
+    """The filesystem path of a local shard URL, or ``None`` for anything else."""
+    if url.startswith("file://"):
+        return url[len("file://") :]
+    if url == "-" or url.startswith("pipe:") or "://" in url:
+        return None
+    return url
+
+
+def open_shard(url: str, storage_options: dict | None = None) -> BinaryIO:
+    """Open ``url`` for reading as a binary stream; the caller closes it."""
+    if url == "-":
+        return _StdinStream()
+    if url.startswith("pipe:"):
+        return PipeStream(url[len("pipe:") :])
+    path = local_path(url)
+    if path is not None:
+        try:
+            return open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            raise ShardNotFoundError("shard not found", url=url) from None
+        except OSError as exn:
+            raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
+    return _open_fsspec(url, storage_options or {})
+
+
+def _open_fsspec(url: str, options: dict) -> BinaryIO:
+    try:
+        import fsspec
+    except ImportError:  # pragma: no cover - fsspec is a hard dependency
+        raise ShardOpenError("fsspec is required to open this URL: pip install fsspec", url=url) from None
+    protocol = url.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except (ValueError, ImportError) as exn:
+        hint = {"s3": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]"}.get(protocol)
+        extra = f'; install it with pip install "{hint}"' if hint else ""
+        raise ShardOpenError(f"no storage backend for {protocol}:// URLs ({exn}){extra}", url=url) from None
+    try:
+        return fsspec.open(url, "rb", **options).open()
+    except FileNotFoundError:
+        raise ShardNotFoundError("shard not found", url=url) from None
+    except OSError as exn:
+        raise ShardOpenError(f"cannot open shard: {type(exn).__name__}: {exn}", url=url) from None
+
+
+class _StdinStream(io.RawIOBase):
+    """Standard input, left open when the reader closes the stream."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return sys.stdin.buffer.read(size)
+
+    def readinto(self, buffer) -> int:  # pragma: no cover - read() is what readers use
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class PipeStream(io.RawIOBase):
+    """The standard output of a shell command, read as a shard.
+
+    Reading to the end checks the exit status: a failing command raises
+    :class:`PipeError` with its status and the tail of its standard error.
+    Closing before the end (the consumer stopped early) terminates the command
+    quietly.
+    """
+
+    def __init__(self, command: str) -> None:
+        super().__init__()
+        self.command = command
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen(
+                command, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr
+            )
+        except OSError as exn:
+            self._stderr.close()
+            raise PipeError(f"cannot start command: {exn}", url=f"pipe:{command}") from None
+        assert self._proc.stdout is not None
+        self._out = self._proc.stdout
+        self._finished = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._out.read(size)
+        if size < 0 or len(data) < size:
+            self._check_exit()
+        return data
+
+    def readinto(self, buffer) -> int:  # pragma: no cover - read() is what readers use
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _check_exit(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        status = self._proc.wait()
+        if status != 0:
+            self._stderr.seek(0, os.SEEK_END)
+            end = self._stderr.tell()
+            self._stderr.seek(max(0, end - _STDERR_TAIL))
+            tail = self._stderr.read().decode("utf-8", "replace").strip()
+            detail = f"; its stderr ends with: {tail}" if tail else ""
+            raise PipeError(f"command exited with status {status}{detail}", url=f"pipe:{self.command}")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._proc.poll() is None:
+                self._proc.terminate()
+            self._out.close()
+            self._proc.wait()
+        finally:
+            self._stderr.close()
+            super().close()
+
+    def __repr__(self) -> str:
+        return f"PipeStream({redact_url('pipe:' + self.command)!r})"
