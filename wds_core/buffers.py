@@ -116,7 +116,7 @@ class _ShuffleIterator(StageIterator):
             return self.restored
         if self.snapshot_error is not None:
             raise self.snapshot_error
-        if self._gen is None and not self.snapshots:
+        if not self.snapshots:  # nothing pulled yet (iteration may have been set up, not started)
             self._snapshot()
             if self.snapshot_error is not None:
                 raise self.snapshot_error

@@ -114,7 +114,7 @@ class WebDataset(DataPipeline, FluidInterface):
             shards: Any = ResampledShards(urls, seed=seed)
             self.append(shards)
         else:
-            shards = SimpleShardList(urls, seed=self.seed, shuffle=bool(shardshuffle))
+            shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
             self.append(shards)
             if nodesplitter is not None:
                 self.append(nodesplitter)

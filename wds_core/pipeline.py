@@ -233,7 +233,7 @@ class _Run(StageIterator):
                 yield item
             else:
                 return
-            if self.rep_count == 0:
+            if self.rep_count == 0 or self.rep + 1 >= p.repetitions:
                 break
             self.rep += 1
             self.rep_count = 0

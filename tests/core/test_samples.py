@@ -1,0 +1,150 @@
+import os
+import tarfile
+import warnings
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import make_samples, tar_bytes, write_shard
+from wds_core import (
+    DataPipeline,
+    SampleError,
+    SimpleShardList,
+    TruncatedShardError,
+    WebDataset,
+    group_members,
+    ignore_and_continue,
+    split_key,
+    tarfile_to_samples,
+    warn_and_continue,
+)
+
+webdataset = pytest.importorskip("webdataset")
+from webdataset.tariterators import base_plus_ext  # noqa: E402
+
+
+@given(st.text(st.sampled_from("ab./_X\n"), max_size=12))
+@settings(max_examples=500, deadline=None)
+def test_split_key_is_webdatasets_rule(name):
+    assert split_key(name) == base_plus_ext(name)
+
+
+def members(*names):
+    return iter([(n, n.encode(), i * 1024) for i, n in enumerate(names)])
+
+
+def test_grouping_rules():
+    got = list(
+        group_members(
+            members("__meta__", "a.jpg", "a.JSON", "a.seg.PNG", "noext", "b/c.d/e.txt", ".hidden", "__d__/x.txt"),
+            "u.tar",
+        )
+    )
+    assert got == [
+        {"__key__": "a", "__url__": "u.tar", "__local_path__": "u.tar", "jpg": b"a.jpg", "json": b"a.JSON",
+         "seg.png": b"a.seg.PNG"},
+        {"__key__": "b/c.d/e", "__url__": "u.tar", "__local_path__": "u.tar", "txt": b"b/c.d/e.txt"},
+    ]  # fmt: skip
+
+
+def test_duplicate_field_is_an_error_naming_member_and_offset():
+    with pytest.raises(SampleError, match="occurs twice") as info:
+        list(group_members(members("a.jpg", "a.JPG"), "u.tar"))
+    assert info.value.member == "a.JPG" and info.value.offset == 1024 and info.value.url == "u.tar"
+
+
+def test_samples_never_span_shards(tmp_path):
+    a = write_shard(tmp_path / "a.tar", [{"__key__": "same", "txt": b"1"}])
+    b = write_shard(tmp_path / "b.tar", [{"__key__": "same", "cls": b"2"}])
+    got = list(WebDataset([a, b]))
+    assert [sorted(k for k in s if not k.startswith("__")) for s in got] == [["txt"], ["cls"]]
+
+
+def interop_shard(path):
+    """Names that exercise webdataset's rules, written by the standard library (pax)."""
+    long_key = "k" * 120
+    names = [
+        ("__meta__.json", b"{}"),
+        (f"dir.v1/{long_key}.jpg", b"j"),
+        (f"dir.v1/{long_key}.txt.gz", b"g"),
+        ("dir.v1/x.seg.PNG", b"p"),
+        ("dir.v1/x.Cls", b"3"),
+        ("dir.v1/x.empty", b""),
+        ("plain", b"dropped"),
+        ("y.json", b"{}"),
+    ]
+    path.write_bytes(tar_bytes(names, tarfile.PAX_FORMAT))
+    return str(path)
+
+
+def normalise(samples):
+    return [{k: v for k, v in s.items()} for s in samples]
+
+
+def test_same_samples_as_webdataset(tmp_path, shards):
+    spec, paths, keys = shards
+    extra = interop_shard(tmp_path / "interop.tar")
+    urls = paths + [extra]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = list(webdataset.WebDataset(urls, shardshuffle=False, nodesplitter=None))
+    ours = list(WebDataset(urls))
+    assert normalise(ours) == normalise(theirs)
+
+
+def test_pipeline_form_and_select_rename(shards):
+    spec, paths, keys = shards
+    ds = DataPipeline(
+        SimpleShardList(paths[0]),
+        tarfile_to_samples(
+            select_files=lambda n: n.endswith(".label"), rename_files=lambda n: n.replace(".cls", ".label")
+        ),
+    )
+    got = list(ds)
+    assert [s["__key__"] for s in got] == keys[:25]
+    assert all(set(s) == {"__key__", "__url__", "__local_path__", "label"} for s in got)
+
+
+def test_truncated_shard_with_skipping_handler_keeps_complete_samples(tmp_path):
+    samples = make_samples("t", 10)
+    full = write_shard(tmp_path / "full.tar", samples)
+    raw = open(full, "rb").read()
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(raw[: 6 * 2048 + 700])  # inside sample 6's first member data
+    after = write_shard(tmp_path / "after.tar", make_samples("u", 3))
+    with pytest.raises(TruncatedShardError) as info:
+        list(WebDataset([str(cut), after]))
+    assert str(cut) in str(info.value) and info.value.offset is not None
+    with pytest.warns(UserWarning, match="TruncatedShardError"):
+        got = [s["__key__"] for s in WebDataset([str(cut), after], handler=warn_and_continue)]
+    assert got == [f"t{i:05d}" for i in range(6)] + ["u00000", "u00001", "u00002"]
+
+
+def test_missing_shard_with_skipping_handler_moves_on(tmp_path, shards):
+    spec, paths, keys = shards
+    got = [s["__key__"] for s in WebDataset([str(tmp_path / "missing.tar"), paths[0]], handler=ignore_and_continue)]
+    assert got == keys[:25]
+
+
+def test_shard_without_end_of_archive_is_reported(tmp_path):
+    with open(write_shard(tmp_path / "x.tar", make_samples("v", 2)), "rb") as f:
+        raw = f.read()[: 4 * 1024]  # both samples, but not the end-of-archive blocks
+    path = tmp_path / "noend.tar"
+    path.write_bytes(raw)
+    with pytest.raises(TruncatedShardError, match="end-of-archive"):
+        list(WebDataset(str(path)))
+
+
+def test_empty_dataset_check(tmp_path):
+    path = tmp_path / "empty.tar"
+    path.write_bytes(bytes(1024))
+    with pytest.raises(ValueError, match="no samples"):
+        list(WebDataset(str(path)))
+    assert list(WebDataset(str(path), empty_check=False)) == []
+
+
+def test_big_members_read_intact(tmp_path):
+    blobs = [os.urandom(n) for n in (3 << 20, 1, 1 << 20, 70_000)]
+    path = write_shard(tmp_path / "big.tar", [{"__key__": f"b{i}", "bin": b} for i, b in enumerate(blobs)])
+    assert [s["bin"] for s in WebDataset(path)] == blobs

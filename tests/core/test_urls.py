@@ -1,0 +1,25 @@
+import pathlib
+
+import pytest
+
+from wds_core import EmptyDatasetError, SpecError, expand_urls
+
+
+def test_braces_lists_and_double_colon():
+    assert expand_urls("a-{0..2}.tar") == ["a-0.tar", "a-1.tar", "a-2.tar"]
+    assert expand_urls("a-{000..001}.tar::b-{x,y}.tar") == ["a-000.tar", "a-001.tar", "b-x.tar", "b-y.tar"]
+    assert expand_urls(["a-{0..1}.tar", pathlib.Path("c.tar")]) == ["a-0.tar", "a-1.tar", "c.tar"]
+
+
+def test_empty_spec_is_an_error_that_says_so():
+    with pytest.raises(EmptyDatasetError, match="expands to no URL"):
+        expand_urls("")
+    with pytest.raises(EmptyDatasetError):
+        expand_urls([])
+
+
+def test_wrong_types_are_errors():
+    with pytest.raises(SpecError):
+        expand_urls(42)
+    with pytest.raises(SpecError):
+        expand_urls([b"bytes.tar"])
