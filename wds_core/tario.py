@@ -133,15 +133,19 @@ def _checksum_ok(block: bytes) -> bool:
     return stored == signed + 8 * 32
 
 
-def _first_bad_checksum(buf: bytes, positions: list[int]) -> int:
-    """Index into ``positions`` of the first header with a wrong checksum, or -1."""
+def _first_bad_checksum(buf: bytes, positions: list[int], origin: int = 0) -> int:
+    """Index into ``positions`` of the first header with a wrong checksum, or -1.
+
+    Headers sit at ``origin`` plus multiples of the block size in ``buf``.
+    """
     if len(positions) < 4:
         for i, pos in enumerate(positions):
             if not _checksum_ok(buf[pos : pos + BLOCK]):
                 return i
         return -1
-    blocks = np.frombuffer(buf, np.uint8, count=(len(buf) // BLOCK) * BLOCK).reshape(-1, BLOCK)
-    rows = blocks[np.array(positions) // BLOCK]
+    count = ((len(buf) - origin) // BLOCK) * BLOCK
+    blocks = np.frombuffer(buf, np.uint8, count=count, offset=origin).reshape(-1, BLOCK)
+    rows = blocks[(np.array(positions) - origin) // BLOCK]
     field = rows[:, 148:156]
     expected = rows.sum(axis=1, dtype=np.uint32) - field.sum(axis=1, dtype=np.uint32) + 8 * 32
     digits = ((expected[:, None] >> _SHIFTS) & 7) + 48
@@ -259,16 +263,16 @@ def iter_members(
         # -- refill: a new aligned block; a header never straddles two blocks
         base += len(buf)
         buf = read(skip + next_read)
-        if skip:
-            if len(buf) < skip:
-                raise TruncatedShardError("the shard ends inside a member's padding", url=url, offset=base + len(buf))
-            base += skip
-            buf = buf[skip:]
-            skip = 0
+        # the padding is skipped by starting the walk past it, not by copying the block
+        if len(buf) < skip:
+            raise TruncatedShardError("the shard ends inside a member's padding", url=url, offset=base + len(buf))
+        origin, skip = skip, 0
         next_read = CHUNK
-        pos = 0
+        pos = origin
         n = len(buf)
-        if n < BLOCK:
+        if n - origin < BLOCK:
+            base += origin
+            n -= origin
             if n == 0 and not seen_any:
                 raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=base)
             if n == 0:
@@ -321,7 +325,7 @@ def iter_members(
                     start = -1
             pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
 
-        bad = _first_bad_checksum(buf, headers)
+        bad = _first_bad_checksum(buf, headers, origin)
         if bad >= 0:
             yield from _before(out, base + headers[bad])
             raise _corrupt(base + headers[bad], url)
