@@ -23,6 +23,7 @@ import numpy as np
 from PIL import Image
 
 from wds_core.tario import encode_member, end_of_archive
+from wds_core.urls import expand_urls
 
 
 def write(path, samples):
@@ -67,12 +68,6 @@ def make_datasets(root):
     return specs
 
 
-def files_of(spec):
-    import braceexpand
-
-    return list(braceexpand.braceexpand(spec))
-
-
 def time_best(fn, repeats):
     best = float("inf")
     for _ in range(repeats):
@@ -113,7 +108,7 @@ def main():
     specs = make_datasets(args.dir)
     results = {}
     for name, (spec, expected) in specs.items():
-        files = files_of(spec)
+        files = expand_urls(spec)
         nbytes = sum(os.path.getsize(f) for f in files)
         subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
         ours, n1 = time_best(lambda spec=spec: read_ours(spec), args.repeats)

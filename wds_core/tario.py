@@ -271,15 +271,14 @@ def iter_members(
         pos = origin
         n = len(buf)
         if n - origin < BLOCK:
-            base += origin
-            n -= origin
-            if n == 0 and not seen_any:
-                raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=base)
-            if n == 0:
+            here = base + origin
+            if n == origin and not seen_any:
+                raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=here)
+            if n == origin:
                 raise TruncatedShardError(
-                    "the shard ends without an end-of-archive block; it is probably truncated", url=url, offset=base
+                    "the shard ends without an end-of-archive block; it is probably truncated", url=url, offset=here
                 )
-            raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=base)
+            raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=here)
         seen_any = True
         out: list[Member] = []
         headers: list[int] = []
