@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
-from wds_core.tario import encode_member, end_of_archive
+from wds_core.tarwrite import encode_member, end_of_archive
 from wds_core.urls import expand_urls
 
 

@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from wds_core.tario import encode_member, end_of_archive
+from wds_core.tarwrite import encode_member, end_of_archive
 
 
 def write_shard(path, samples, fields=("txt", "cls")):

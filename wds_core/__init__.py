@@ -21,9 +21,13 @@ from .compat import (
     to_tuple,
     unbatched,
 )
+from .decode import Decode, Decoder, decode
 from .errors import (
     CheckpointError,
+    DecodingError,
     EmptyDatasetError,
+    EncodingError,
+    FieldError,
     PipeError,
     SampleError,
     ShardNotFoundError,
@@ -32,6 +36,18 @@ from .errors import (
     TarFormatError,
     TruncatedShardError,
     WdsError,
+)
+from .fieldcodecs import (
+    Continue,
+    ImageHandler,
+    ImageSpec,
+    basichandlers,
+    gzfilter,
+    handle_extension,
+    imagehandler,
+    register_decoder,
+    register_encoder,
+    register_image_spec,
 )
 from .fluid import FluidInterface, WebDataset
 from .handlers import (
@@ -42,6 +58,7 @@ from .handlers import (
     warn_and_stop,
 )
 from .pipeline import DataPipeline
+from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .samples import TarfileToSamples, group_members, split_key, tarfile_to_samples
 from .shards import (
     ResampledShards,
@@ -56,6 +73,7 @@ from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst
 from .storage import open_shard
 from .tario import iter_members
 from .urls import expand_urls
+from .writer import ShardWriter, TarWriter
 
 __version__ = "0.1.0"
 
@@ -63,13 +81,23 @@ Pipeline = DataPipeline
 
 __all__ = [
     "Batch",
+    "CborsWriter",
     "CheckpointError",
+    "Continue",
     "DataPipeline",
+    "Decode",
+    "Decoder",
+    "DecodingError",
     "EmptyDatasetError",
+    "EncodingError",
+    "FieldError",
     "FluidInterface",
+    "ImageHandler",
+    "ImageSpec",
     "Map",
     "MapDict",
     "MapTuple",
+    "MsgpacksWriter",
     "PipeError",
     "Pipeline",
     "Rename",
@@ -78,6 +106,7 @@ __all__ = [
     "Select",
     "ShardNotFoundError",
     "ShardOpenError",
+    "ShardWriter",
     "Shuffle",
     "SimpleShardList",
     "Slice",
@@ -85,6 +114,7 @@ __all__ = [
     "SplitByNode",
     "SplitByWorker",
     "TarFormatError",
+    "TarWriter",
     "TarfileToSamples",
     "ToTuple",
     "TruncatedShardError",
@@ -92,18 +122,28 @@ __all__ = [
     "WdsError",
     "WebDataset",
     "__version__",
+    "basichandlers",
     "batched",
+    "cbors_to_samples",
+    "decode",
     "default_collation_fn",
     "expand_urls",
     "getfirst",
     "group_members",
+    "gzfilter",
+    "handle_extension",
     "ignore_and_continue",
     "ignore_and_stop",
+    "imagehandler",
     "iter_members",
     "map",
     "map_dict",
     "map_tuple",
+    "msgpacks_to_samples",
     "open_shard",
+    "register_decoder",
+    "register_encoder",
+    "register_image_spec",
     "rename",
     "reraise_exception",
     "select",

@@ -12,6 +12,9 @@ also from the builtin a caller would naturally catch::
      ├── TarFormatError (ValueError)        bytes that are not a valid tar stream
      │    └── TruncatedShardError           the shard ends before it should
      ├── SampleError (ValueError)           members that do not form a valid sample
+     │    └── FieldError                    one field of a sample (``key``, ``field``)
+     │         ├── DecodingError            ... whose bytes cannot be decoded
+     │         └── EncodingError            ... that cannot be encoded or written
      └── CheckpointError (ValueError)       a state that cannot be taken or restored
 
 Errors about data carry ``url``, ``member`` and ``offset`` attributes (each may
@@ -25,7 +28,10 @@ import re
 
 __all__ = [
     "CheckpointError",
+    "DecodingError",
     "EmptyDatasetError",
+    "EncodingError",
+    "FieldError",
     "PipeError",
     "SampleError",
     "ShardNotFoundError",
@@ -70,14 +76,15 @@ class WdsError(Exception):
         self.offset = offset
         super().__init__(self._compose())
 
+    def _where(self) -> list[tuple[str, object]]:
+        return [("shard", self.url), ("member", self.member), ("offset", self.offset)]
+
     def _compose(self) -> str:
-        where = []
-        if self.url is not None:
-            where.append(f"shard {self.url}")
-        if self.member is not None:
-            where.append(f"member {self.member!r}")
-        if self.offset is not None:
-            where.append(f"offset {self.offset}")
+        where = [
+            f"{label} {value if label in ('shard', 'offset') else repr(value)}"
+            for label, value in self._where()
+            if value is not None
+        ]
         if not where:
             return self.reason
         return f"{self.reason} ({', '.join(where)})"
@@ -124,3 +131,47 @@ class SampleError(WdsError, ValueError):
 
 class CheckpointError(WdsError, ValueError):
     """A state that cannot be taken, or cannot be restored into this pipeline."""
+
+
+class FieldError(SampleError):
+    """A field of a sample that cannot be decoded or encoded.
+
+    ``key`` is the sample key and ``field`` the field name (``"jpg"``,
+    ``"seg.png"``); ``member`` is the tar member they make.  ``k`` and
+    ``sample`` are kept for code written against webdataset.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: object = None,
+        key: str | None = None,
+        field: str | None = None,
+        sample: object = None,
+    ) -> None:
+        self.key, self.field, self.sample = key, field, sample
+        member = None if key is None or field is None else f"{key}.{field}"
+        super().__init__(message, url=url, member=member)
+
+    def _where(self) -> list[tuple[str, object]]:
+        return [("shard", self.url), ("sample", self.key), ("field", self.field)]
+
+    @property
+    def k(self) -> str | None:
+        return self.field
+
+    def __reduce__(self):  # the sample stays behind: it may be large or unpicklable
+        return (_rebuild_field_error, (type(self), self.reason, self.url, self.key, self.field))
+
+
+def _rebuild_field_error(cls, reason, url, key, field):
+    return cls(reason, url=url, key=key, field=field)
+
+
+class DecodingError(FieldError):
+    """A field whose bytes cannot be decoded."""
+
+
+class EncodingError(FieldError):
+    """A field that cannot be encoded, or a sample that cannot be written as it is."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
+from .decode import decode
 from .dist import node_info, worker_info
 from .errors import SpecError
 from .handlers import reraise_exception
@@ -69,6 +70,31 @@ class FluidInterface:
 
     def slice(self, *args: int | None) -> Any:
         return self.compose(Slice(*args))
+
+    def decode(
+        self,
+        *handlers: Any,
+        pre: list[Callable] | None = None,
+        post: list[Callable] | None = None,
+        only: Any = None,
+        partial: bool = False,
+        handler: Handler = reraise_exception,
+        allow_pickle: bool = False,
+        num_threads: int = 0,
+    ) -> Any:
+        """Decode fields by extension; strings are image specs (``"rgb8"``, ``"pil"``...); see :class:`Decoder`."""
+        return self.compose(
+            decode(
+                *handlers,
+                pre=pre,
+                post=post,
+                only=only,
+                partial=partial,
+                handler=handler,
+                allow_pickle=allow_pickle,
+                num_threads=num_threads,
+            )
+        )
 
 
 class WebDataset(DataPipeline, FluidInterface):

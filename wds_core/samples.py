@@ -23,7 +23,7 @@ from .state import Recipe, RunContext, StageIterator
 from .storage import local_path, open_shard, url_of
 from .tario import iter_members, open_decompressed
 
-__all__ = ["TarfileToSamples", "group_members", "split_key", "tarfile_to_samples"]
+__all__ = ["ShardReader", "TarfileToSamples", "group_members", "skip_to", "split_key", "tarfile_to_samples"]
 
 _KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 _META_RE = re.compile(r"__[^/]*__($|/)")
@@ -144,40 +144,50 @@ def tarfile_to_samples(
     return TarfileToSamples(handler, select_files, rename_files, storage_options)
 
 
-class _TarSamplesIterator(StageIterator):
-    def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
+class ShardReader(StageIterator):
+    """Base of the stages that read each shard URL from upstream into items.
+
+    The state is the shard being read and the byte offset where its next item
+    starts (``-1`` once it is finished); restoring reopens that shard there.
+    Subclasses define ``_items(stream, url, start)``, which yields the items of
+    the shard from ``start`` and keeps ``self.offset`` current.  The recipe has
+    ``handler`` and ``storage_options``: a shard that cannot be opened or read
+    goes to the handler (``True`` moves on to the next shard, ``False`` ends
+    the stream), after the items read before the problem.
+    """
+
+    def __init__(self, src: Any, recipe: Any) -> None:
         super().__init__(src)
         self.recipe = recipe
         self.url: str | None = None  # shard being read
-        self.offset = -1  # where its next sample starts; -1 when it is finished
-        self.pax_global: dict[str, str] = {}
+        self.offset = -1  # where its next item starts; -1 when it is finished
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
-        state: dict[str, Any] = {"url": url, "offset": self.offset if url else 0}
-        if url and self.pax_global:
-            state["pax_global"] = dict(self.pax_global)
-        return state
+        return {"url": url, "offset": self.offset if url else 0}
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         self.url = state.get("url")
         self.offset = int(state.get("offset", 0)) if self.url else -1
-        self.pax_global = dict(state.get("pax_global", {}))
 
-    def _run(self) -> Iterator[dict[str, Any]]:
+    def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+    def _starting(self, url: str) -> None:
+        """Called before a shard is read from its start."""
+
+    def _run(self) -> Iterator[Any]:
         if self.url is not None and self.offset >= 0:
-            go_on = yield from self._shard(self.url, self.offset)
-            if not go_on:
+            if not (yield from self._shard(self.url, self.offset)):
                 return
         for item in self.src:
             self.url = url = url_of(item)
             self.offset = 0
-            self.pax_global = {}
-            go_on = yield from self._shard(url, 0)
-            if not go_on:
+            self._starting(url)
+            if not (yield from self._shard(url, 0)):
                 return
 
-    def _shard(self, url: str, start: int) -> Iterator[dict[str, Any]]:
+    def _shard(self, url: str, start: int) -> Iterator[Any]:
         recipe = self.recipe
         try:
             stream = open_shard(url, recipe.storage_options)
@@ -185,9 +195,7 @@ class _TarSamplesIterator(StageIterator):
             self.offset = -1
             return bool(recipe.handler(exn))
         try:
-            tar = _positioned(stream, start, url)
-            members = iter_members(tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want())
-            yield from group_members(members, url, position=self, rename=recipe.rename_files)
+            yield from self._items(stream, url, start)
         except Exception as exn:
             self.offset = -1
             if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
@@ -199,8 +207,33 @@ class _TarSamplesIterator(StageIterator):
         return True
 
 
-def _positioned(stream: Any, start: int, url: str) -> Any:
-    """The uncompressed tar stream of a shard, positioned at ``start``."""
+class _TarSamplesIterator(ShardReader):
+    def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
+        super().__init__(src, recipe)
+        self.pax_global: dict[str, str] = {}
+
+    def _own_state(self) -> dict[str, Any]:
+        state = super()._own_state()
+        if state["url"] and self.pax_global:
+            state["pax_global"] = dict(self.pax_global)
+        return state
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        super()._load_own_state(state)
+        self.pax_global = dict(state.get("pax_global", {}))
+
+    def _starting(self, url: str) -> None:
+        self.pax_global = {}
+
+    def _items(self, stream: Any, url: str, start: int) -> Iterator[dict[str, Any]]:
+        recipe = self.recipe
+        tar = skip_to(stream, start, url)
+        members = iter_members(tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want())
+        yield from group_members(members, url, position=self, rename=recipe.rename_files)
+
+
+def skip_to(stream: Any, start: int, url: str) -> Any:
+    """``stream`` decompressed when it is compressed, positioned at ``start`` (seeking when it can)."""
     tar, compressed = open_decompressed(stream)
     if start == 0:
         return tar

@@ -1,4 +1,4 @@
-"""Tar headers in and out, with byte offsets: the project's own streaming tar codec.
+"""Tar headers in, with byte offsets: the project's own streaming tar reader.
 
 :func:`iter_members` walks a tar stream and yields ``(name, data, offset)`` for
 every regular file, where ``offset`` is the position of the member's first
@@ -14,8 +14,7 @@ large aligned blocks and their checksums are verified a block at a time with
 numpy, which is what makes small samples fast; large members are read with a
 single copy.
 
-:func:`encode_member` writes the header(s) for one member: plain ustar when the
-name and size fit, a pax header otherwise.
+Writing is in :mod:`wds_core.tarwrite`.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import numpy as np
 
 from .errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
 
-__all__ = ["BLOCK", "encode_member", "end_of_archive", "iter_members", "open_decompressed"]
+__all__ = ["BLOCK", "iter_members", "open_decompressed"]
 
 BLOCK = 512
 CHUNK = 1 << 20  # bytes per read while headers are dense
@@ -436,66 +435,3 @@ def _corrupt(offset: int, url: object) -> TarFormatError:
     if offset == 0:
         return TarFormatError("not a tar archive: the first header has a bad checksum", url=url, offset=0)
     return TarFormatError("corrupt tar header (bad checksum)", url=url, offset=offset)
-
-
-def end_of_archive() -> bytes:
-    """The two zero blocks that end a tar archive."""
-    return _ZERO_BLOCK * 2
-
-
-# ---------------------------------------------------------------- writing
-
-
-def _octal(value: int, width: int) -> bytes:
-    return b"%0*o\x00" % (width - 1, value)
-
-
-def _pax_record(key: str, value: str) -> bytes:
-    body = f" {key}={value}\n".encode()
-    length = len(body) + 1
-    while len(str(length)) + len(body) != length:
-        length += 1
-    return str(length).encode() + body
-
-
-def _header(name: bytes, size: int, kind: bytes, mtime: int, mode: int, uid: int, gid: int) -> bytes:
-    head = (
-        name.ljust(100, b"\x00")
-        + _octal(mode, 8)
-        + _octal(uid, 8)
-        + _octal(gid, 8)
-        + _octal(size, 12)
-        + _octal(mtime, 12)
-        + b"        "
-        + kind
-        + bytes(100)
-        + _USTAR_MAGIC
-        + b"00"
-        + bytes(32 + 32 + 8 + 8 + 155 + 12)
-    )
-    chksum = sum(head)
-    return head[:148] + b"%06o\x00 " % chksum + head[156:]
-
-
-def encode_member(name: str, data: bytes, *, mtime: int = 0, mode: int = 0o444, uid: int = 0, gid: int = 0) -> bytes:
-    """The header(s), data and padding of one regular member.
-
-    A plain ustar header when the name fits in 100 bytes and the size in 11
-    octal digits; otherwise a pax header carrying ``path`` and/or ``size``.
-    """
-    raw = name.encode("utf-8", "surrogateescape")
-    size = len(data)
-    parts = []
-    records = b""
-    if len(raw) > 100:
-        records += _pax_record("path", name)
-    if size >= 8**11:
-        records += _pax_record("size", str(size))
-    if records:
-        pax_name = b"PaxHeaders/" + raw[-80:].split(b"/")[-1]
-        parts.append(_header(pax_name[:100], len(records), b"x", mtime, mode, uid, gid))
-        parts.append(records + bytes((-len(records)) % BLOCK))
-    parts.append(_header(raw[:100], min(size, 8**11 - 1), b"0", mtime, mode, uid, gid))
-    parts.append(data)
-    parts.append(bytes((-size) % BLOCK))
-    return b"".join(parts)

@@ -65,6 +65,11 @@ def pipelines(spec):
             seed=11,
         ),
         "list-source": lambda: wds.DataPipeline(list(range(50)), wds.shuffle(8), wds.batched(3), seed=1),
+        "decode": lambda: wds.WebDataset(spec, seed=12).shuffle(10).decode(only="txt"),
+        "decode-threads": lambda: wds.WebDataset(spec, seed=13).shuffle(10).decode(only="txt", num_threads=2),
+        "decode-threads-batched": lambda: (
+            wds.WebDataset(spec, seed=14).decode(only="txt", num_threads=3).to_tuple("__key__", "txt").batched(5)
+        ),
     }
 
 
@@ -72,7 +77,7 @@ def pipelines(spec):
 def test_resume_at_every_step(name, shards):
     spec, paths, keys = shards
     make = pipelines(spec)[name]
-    step = 1 if name in ("shuffle", "batched", "list-source", "pipeline") else 7
+    step = 1 if name in ("shuffle", "batched", "list-source", "pipeline", "decode-threads") else 7
     oracle(make, step)
 
 
@@ -119,3 +124,15 @@ def test_restore_seeks_inside_the_shard(shards):
         next(it)
     chain = ds.state_dict()["chain"]
     assert chain["url"] == paths[1] and chain["offset"] == 5 * 2048
+
+
+@pytest.mark.parametrize("fmt", ["cbor", "msgpack"])
+def test_record_streams_resume_at_every_step(tmp_path, fmt):
+    writer = wds.CborsWriter if fmt == "cbor" else wds.MsgpacksWriter
+    stage = wds.cbors_to_samples if fmt == "cbor" else wds.msgpacks_to_samples
+    paths = [str(tmp_path / f"r{s}.{fmt}s") for s in range(3)]
+    for s, path in enumerate(paths):
+        with writer(path) as sink:
+            for i in range(12):
+                sink.write({"__key__": f"{s}-{i}", "v": "x" * i})
+    oracle(lambda: wds.DataPipeline(wds.SimpleShardList(paths, seed=5, shuffle=True), stage(), wds.shuffle(5), seed=5))

@@ -1,0 +1,220 @@
+"""Decoding samples: the :class:`Decoder` and the ``decode`` stage.
+
+``Decoder(handlers...)`` decodes every field of a sample by trying, in order,
+the *pre* handlers (gunzip), the user's handlers (a string such as ``"rgb8"``
+is an image spec) and the *post* handlers (the built-in extensions).  The
+first handler returning something other than ``None`` wins; a field no handler
+claims stays ``bytes``.  A failure becomes a :class:`DecodingError` naming the
+shard, the sample key and the field.
+
+``decode(..., num_threads=N)`` decodes up to ``N`` samples at once in a thread
+pool (Pillow releases the GIL while it decodes) and delivers them in their
+original order; its checkpoint is the upstream state at the start of the
+read-ahead window plus how many samples of the window were delivered.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .errors import CheckpointError, DecodingError
+from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
+from .handlers import reraise_exception
+from .stages import _PerSample
+from .state import RunContext, StageIterator, state_of
+
+__all__ = ["Decode", "Decoder", "decode"]
+
+Handler = Callable[[BaseException], bool]
+_BYTES = (bytes, bytearray, memoryview)
+
+
+class Decoder:
+    """Decode whole samples: ``Decoder("rgb8")(sample)``; on an iterable of samples it returns a stream.
+
+    ``handlers`` are callables ``f(".ext", data)`` or image spec strings;
+    ``only`` (field names, a list or a space-separated string) limits decoding
+    to those fields; ``partial=True`` leaves fields that are not bytes alone
+    instead of failing on them; ``allow_pickle=True`` lets the built-in
+    decoders load ``.pyd``/``.pickle``/``.pkl`` fields (never do it for data you
+    do not trust: loading a pickle runs code of the writer's choosing).
+    """
+
+    def __init__(
+        self,
+        *handlers: Any,
+        pre: list[Callable] | None = None,
+        post: list[Callable] | None = None,
+        only: str | Iterable[str] | None = None,
+        partial: bool = False,
+        allow_pickle: bool = False,
+    ) -> None:
+        if len(handlers) == 1 and isinstance(handlers[0], (list, tuple)):
+            handlers = tuple(handlers[0])
+        main = [ImageHandler(h) if isinstance(h, str) else h for h in handlers]
+        pre = [gzfilter] if pre is None else list(pre)
+        post = [basic_decoders(allow_pickle)] if post is None else list(post)
+        for h in pre + main + post:
+            if not callable(h):
+                raise TypeError(f"decoder handlers must be callables f(key, data) or image specs, got {h!r}")
+        self.handlers = pre + main + post
+        self.only = None if only is None else frozenset(only.split() if isinstance(only, str) else only)
+        self.partial = partial
+        self.allow_pickle = allow_pickle
+
+    def decode1(self, field: str, data: Any) -> Any:
+        """The decoded value of one field (``field`` without a leading dot)."""
+        key = "." + field
+        for handler in self.handlers:
+            result = handler(key, data)
+            if result is None:
+                continue
+            if result is NULL:
+                return None
+            if isinstance(result, Continue):
+                key, data = result.key, result.data
+                continue
+            return result
+        return data
+
+    def decode(self, sample: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(sample, dict):
+            raise TypeError(f"decode expects samples as dicts, got {type(sample).__name__}; decode before to_tuple")
+        result: dict[str, Any] = {}
+        only, partial = self.only, self.partial
+        for field, value in sample.items():
+            if field[:2] == "__":
+                result[field] = bytes(value).decode("utf-8", "replace") if isinstance(value, _BYTES) else value
+                continue
+            if only is not None and field not in only:
+                result[field] = value
+                continue
+            if not isinstance(value, _BYTES):
+                if partial:
+                    result[field] = value
+                    continue
+                raise _error(f"the field holds a {type(value).__name__}, not bytes (pass partial=True)", sample, field)
+            try:
+                result[field] = self.decode1(field, value)
+            except DecodingError:
+                raise
+            except PickleNotAllowed as exn:
+                raise _error(str(exn), sample, field) from None
+            except Exception as exn:
+                raise _error(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
+        return result
+
+    def __call__(self, sample_or_samples: Any) -> Any:
+        if isinstance(sample_or_samples, dict):
+            return self.decode(sample_or_samples)
+        return Decode(self)(sample_or_samples)
+
+
+def _error(message: str, sample: dict[str, Any], field: str) -> DecodingError:
+    return DecodingError(message, url=sample.get("__url__"), key=sample.get("__key__"), field=field, sample=sample)
+
+
+class Decode(_PerSample):
+    """Stage: decode each sample with ``decoder``; ``handler`` decides about failures."""
+
+    def __init__(self, decoder: Decoder, handler: Handler = reraise_exception, num_threads: int = 0) -> None:
+        if not isinstance(num_threads, int) or num_threads < 0:
+            raise ValueError(f"num_threads must be an int >= 0, got {num_threads!r}")
+        self.decoder, self.handler, self.num_threads = decoder, handler, num_threads
+
+    def build(self, src: Any, ctx: RunContext) -> StageIterator:
+        if self.num_threads <= 1:
+            return super().build(src, ctx)
+        return _ThreadedDecode(src, self)
+
+    def process(self, sample: dict[str, Any]) -> dict[str, Any]:
+        return self.decoder.decode(sample)
+
+
+class _ThreadedDecode(StageIterator):
+    """Decodes a window of samples ahead in a thread pool and yields them in order."""
+
+    def __init__(self, src: Any, recipe: Decode) -> None:
+        super().__init__(src)
+        self.recipe = recipe
+        self.window = 4 * recipe.num_threads
+        self._skip = 0  # samples of the restored window that were delivered before the checkpoint
+        self._snapshots: deque[tuple[int, Any]] = deque()  # (samples pulled, upstream state before them)
+        self._delivered = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._gen is None:
+            return {"skip": self._skip, "parent": state_of(self.src)}
+        pulled, parent = self._snapshots[0]
+        if isinstance(parent, CheckpointError):
+            raise parent
+        return {"skip": self._delivered - pulled, "parent": parent}
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        self._skip = int(state.get("skip", 0))
+
+    def _snapshot(self) -> Any:
+        try:
+            return state_of(self.src)
+        except CheckpointError as exn:
+            return exn  # raised only if someone asks for a checkpoint
+
+    def _run(self) -> Iterator[dict[str, Any]]:
+        src = iter(self.src)
+        for _ in range(self._skip):
+            if next(src, None) is None:
+                return
+        decode, handler, window = self.recipe.decoder.decode, self.recipe.handler, self.window
+        snapshots = self._snapshots
+        pending: deque[Any] = deque()
+        pulled = 0
+        exhausted = False
+        pool = ThreadPoolExecutor(self.recipe.num_threads, thread_name_prefix="wds-decode")
+        try:
+            while True:
+                while not exhausted and len(pending) < window:
+                    if pulled % window == 0:
+                        snapshots.append((pulled, self._snapshot()))
+                    try:
+                        sample = next(src)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    pending.append(pool.submit(decode, sample))
+                    pulled += 1
+                if not pending:
+                    return
+                future = pending.popleft()
+                self._delivered += 1
+                while len(snapshots) > 1 and snapshots[1][0] <= self._delivered:
+                    snapshots.popleft()
+                try:
+                    result = future.result()
+                except Exception as exn:
+                    if handler(exn):
+                        continue
+                    return
+                yield result
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def decode(
+    *handlers: Any,
+    handler: Handler = reraise_exception,
+    pre: list[Callable] | None = None,
+    post: list[Callable] | None = None,
+    only: str | Iterable[str] | None = None,
+    partial: bool = False,
+    allow_pickle: bool = False,
+    num_threads: int = 0,
+) -> Decode:
+    """webdataset's ``decode(...)`` stage: ``decode("rgb8")``, ``decode(my_handler, "pil")``.
+
+    ``num_threads`` > 1 decodes that many samples at once and keeps their order.
+    """
+    decoder = Decoder(*handlers, pre=pre, post=post, only=only, partial=partial, allow_pickle=allow_pickle)
+    return Decode(decoder, handler=handler, num_threads=num_threads)

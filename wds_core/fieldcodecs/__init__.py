@@ -1,0 +1,48 @@
+"""Decoders and encoders by extension, and the image spec table.
+
+* :mod:`.decoders` -- ``txt``/``cls``/``json``/``npy``/``npz``/``msgpack``/``cbor``/
+  gzip/pickle (pickle only when allowed) and the handler helpers;
+* :mod:`.images` -- ``"pil"``, ``"rgb8"``, ``"rgb"``... specs and image encoding;
+* :mod:`.encoders` -- the writer's side: every decodable extension can be written.
+"""
+
+from .decoders import (
+    NULL,
+    Continue,
+    PickleNotAllowed,
+    basic_decoders,
+    basichandlers,
+    gzfilter,
+    handle_extension,
+    register_decoder,
+)
+from .encoders import FieldEncoder, register_encoder
+from .images import (
+    IMAGE_EXTENSIONS,
+    ImageHandler,
+    ImageSpec,
+    encode_image,
+    image_spec,
+    imagehandler,
+    register_image_spec,
+)
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "NULL",
+    "Continue",
+    "FieldEncoder",
+    "ImageHandler",
+    "ImageSpec",
+    "PickleNotAllowed",
+    "basic_decoders",
+    "basichandlers",
+    "encode_image",
+    "gzfilter",
+    "handle_extension",
+    "image_spec",
+    "imagehandler",
+    "register_decoder",
+    "register_encoder",
+    "register_image_spec",
+]

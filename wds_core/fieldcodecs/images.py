@@ -1,0 +1,198 @@
+"""Images: the decode spec table (``"rgb8"``, ``"pil"``...) and the image encoders.
+
+A spec names a Pillow mode and a converter from the decoded (and converted)
+PIL image to what the user gets.  The table is open: an adapter registers its
+own specs (``wds_torch`` adds ``torchrgb8`` and friends) with
+:func:`register_image_spec`; a ``torch*`` spec asked for before ``wds_torch``
+was imported imports it then, so the core itself never imports a framework.
+
+Pillow is imported on first use.  Decoding keeps to one copy of the pixels
+where it can: no conversion when the file is already in the wanted mode.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "ImageHandler",
+    "ImageSpec",
+    "encode_image",
+    "image_spec",
+    "imagehandler",
+    "register_image_spec",
+]
+
+# Extensions of the still-image formats Pillow reads (video containers such as mpg are left out).
+IMAGE_EXTENSIONS = frozenset(
+    "apng avif blp bmp bw dds dib emf eps gif icb icns ico iim im j2c j2k jfif jp2 jpc jpe jpeg jpf jpg jpx "
+    "msp pbm pcd pcx pgm png pnm ppm psd pxr qoi ras rgb rgba sgi tga tif tiff vda vst webp wmf xbm xpm".split()
+)
+
+
+def _pil(img: Any) -> Any:
+    return img
+
+
+def _uint8(img: Any) -> np.ndarray:
+    return np.array(img)  # a writable copy: torch.from_numpy and in-place augmentation want one
+
+
+def _float(img: Any) -> np.ndarray:
+    out = np.asarray(img).astype(np.float32)
+    out /= 255.0
+    return out
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """``mode`` is the Pillow mode to convert to; ``convert`` maps the PIL image to the result."""
+
+    mode: str
+    convert: Callable[[Any], Any]
+
+
+_SPECS: dict[str, ImageSpec] = {
+    "pil": ImageSpec("RGB", _pil),
+    "pilrgb": ImageSpec("RGB", _pil),
+    "pill": ImageSpec("L", _pil),
+    "pilrgba": ImageSpec("RGBA", _pil),
+    "l8": ImageSpec("L", _uint8),
+    "rgb8": ImageSpec("RGB", _uint8),
+    "rgba8": ImageSpec("RGBA", _uint8),
+    "l": ImageSpec("L", _float),
+    "rgb": ImageSpec("RGB", _float),
+    "rgba": ImageSpec("RGBA", _float),
+}
+
+
+def register_image_spec(name: str, spec: ImageSpec) -> None:
+    """Make ``decode(name)`` available; names are case-insensitive."""
+    if spec.mode not in ("L", "RGB", "RGBA"):
+        raise SpecError(f"image spec mode must be L, RGB or RGBA, got {spec.mode!r}")
+    _SPECS[name.lower()] = spec
+
+
+def image_spec(name: str) -> ImageSpec:
+    """The spec registered under ``name`` (case-insensitive), or a clear error."""
+    key = name.lower()
+    if key not in _SPECS and key.startswith("torch"):
+        try:
+            importlib.import_module("wds_torch")
+        except ImportError as exn:
+            raise SpecError(f"image spec {name!r} needs PyTorch: pip install 'wds[torch]' ({exn})") from None
+    if key not in _SPECS:
+        raise SpecError(f"unknown image spec {name!r}; known specs: {', '.join(sorted(_SPECS))}")
+    return _SPECS[key]
+
+
+def decode_image(data: bytes, spec: ImageSpec) -> Any:
+    import PIL.Image
+
+    with PIL.Image.open(io.BytesIO(data)) as img:
+        img.load()
+        if img.mode != spec.mode:
+            img = img.convert(spec.mode)
+        elif spec.convert is _pil:
+            img = img.copy()  # detach from the closed file
+        return spec.convert(img)
+
+
+class ImageHandler:
+    """A decoder handler for image fields: ``ImageHandler("rgb8")(".jpg", data)``.
+
+    Returns ``None`` for fields whose last extension is not an image extension,
+    so other handlers get their turn.
+    """
+
+    def __init__(self, imagespec: str, extensions: Any = IMAGE_EXTENSIONS) -> None:
+        self.imagespec = imagespec.lower()
+        self.spec = image_spec(imagespec)
+        if isinstance(extensions, str):
+            extensions = extensions.split()
+        self.extensions = frozenset(e.lower().lstrip(".") for e in extensions)
+
+    def __call__(self, key: str, data: bytes) -> Any:
+        extension = key.rsplit(".", 1)[-1].lower()
+        if extension not in self.extensions:
+            return None
+        return decode_image(data, self.spec)
+
+    def __repr__(self) -> str:
+        return f"ImageHandler({self.imagespec!r})"
+
+
+def imagehandler(imagespec: str, extensions: Any = IMAGE_EXTENSIONS) -> ImageHandler:
+    """webdataset's lowercase name for :class:`ImageHandler`."""
+    return ImageHandler(imagespec, extensions)
+
+
+# ---------------------------------------------------------------- encoding
+
+_FORMATS = {
+    "jpg": "JPEG",
+    "jpeg": "JPEG",
+    "jpe": "JPEG",
+    "jfif": "JPEG",
+    "img": "PPM",
+    "image": "PPM",
+    "png": "PNG",
+    "ppm": "PPM",
+    "pgm": "PPM",
+    "pbm": "PPM",
+    "pnm": "PPM",
+    "tif": "TIFF",
+    "tiff": "TIFF",
+    "webp": "WEBP",
+    "bmp": "BMP",
+    "gif": "GIF",
+}
+IMAGE_ENCODE_EXTENSIONS = frozenset(_FORMATS)
+JPEG_QUALITY = 95
+
+
+def _to_pil(image: Any) -> Any:
+    import PIL.Image
+
+    if isinstance(image, PIL.Image.Image):
+        return image
+    array = np.asarray(image)
+    if array.dtype.kind == "f":
+        low, high = float(array.min(initial=0.0)), float(array.max(initial=0.0))
+        if low < -0.001 or high > 1.001:
+            raise ValueError(f"float images must hold values in [0, 1], got [{low:.4g}, {high:.4g}]")
+        array = (np.clip(array, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    elif array.dtype != np.uint8:
+        raise ValueError(f"images must be uint8 or float arrays in [0, 1], got dtype {array.dtype}")
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (3, 4)):
+        raise ValueError(f"images must be HxW, HxWx1, HxWx3 or HxWx4 arrays, got shape {array.shape}")
+    return PIL.Image.fromarray(np.ascontiguousarray(array))
+
+
+def encode_image(image: Any, extension: str) -> bytes:
+    """``image`` (a PIL image, or a uint8 / [0, 1] float array) in the format ``extension`` names."""
+    fmt = _FORMATS.get(extension.lower())
+    if fmt is None:
+        raise ValueError(f"cannot encode images as {extension!r}; known: {', '.join(sorted(_FORMATS))}")
+    img = _to_pil(image)
+    options: dict[str, Any] = {}
+    if fmt == "JPEG":
+        options["quality"] = JPEG_QUALITY
+        if "A" in img.mode:
+            raise ValueError(f"JPEG cannot store the alpha channel of a {img.mode} image; use png or drop the alpha")
+        if img.mode not in ("L", "RGB", "CMYK"):
+            img = img.convert("RGB")
+    out = io.BytesIO()
+    img.save(out, format=fmt, **options)
+    return out.getvalue()

@@ -1,0 +1,350 @@
+"""Writing shards: :class:`TarWriter` (one shard) and :class:`ShardWriter` (a numbered series).
+
+Samples are dicts ``{"__key__": "dir/abc", "jpg": ..., "seg.png": ...}``; each
+field becomes the member ``dir/abc.<field>``, fields in sorted order.  Values
+are encoded by extension (see :mod:`wds_core.fieldcodecs.encoders`).  Headers
+carry a fixed mtime (0), mode (0444) and owner (0/0) unless told otherwise, so
+the same samples always give byte-identical shards.
+
+Keys and fields are checked before anything is written: a key whose last path
+component has a dot (the reader would split it elsewhere), an empty key, an
+absolute or ``..`` path, and two fields that the reader would see as one are
+errors here rather than silently different samples later.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .errors import EncodingError, SpecError
+from .fieldcodecs import FieldEncoder
+from .sinks import CommitOnExit, ShardSink, create_shard
+from .tarwrite import MemberPacker, end_of_archive
+
+__all__ = ["ShardWriter", "TarWriter"]
+
+_FLUSH = 1 << 20
+_BYTES = (bytes, bytearray, memoryview)
+_READER_FIELDS = frozenset({"__key__", "__url__", "__local_path__"})
+_COMPRESSORS = {"gz": "gzip", "gzip": "gzip", "bz2": "bz2", "xz": "xz"}
+
+
+def _compression(dest: Any, compress: bool | str | None) -> str | None:
+    if compress is None:
+        name = dest if isinstance(dest, str) else ""
+        for suffix, kind in ((".tgz", "gz"), (".gz", "gz"), (".bz2", "bz2"), (".xz", "xz")):
+            if name.endswith(suffix):
+                return kind
+        return None
+    if compress is False:
+        return None
+    if compress is True:
+        return "gz"
+    kind = _COMPRESSORS.get(str(compress).lower())
+    if kind is None:
+        raise SpecError(f"compress must be True, False, 'gz', 'bz2' or 'xz', got {compress!r}")
+    return "gz" if kind == "gzip" else kind
+
+
+class _Compressed:
+    """A compressor in front of a sink; deterministic output (no name, no timestamp)."""
+
+    def __init__(self, sink: ShardSink, kind: str) -> None:
+        self.sink = sink
+        if kind == "gz":
+            self.file: Any = gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=6, mtime=0)
+        elif kind == "bz2":
+            self.file = bz2.BZ2File(sink, "wb")
+        else:
+            self.file = lzma.LZMAFile(sink, "wb")
+        self.write = self.file.write
+
+    def commit(self) -> None:
+        self.file.close()
+        self.sink.commit()
+
+    def abort(self) -> None:
+        self.sink.abort()
+
+
+def check_key(key: Any) -> str:
+    """``key`` if it can be written as a sample key, else a clear error."""
+    if not isinstance(key, str):
+        raise EncodingError(f"__key__ must be a str, got {type(key).__name__}")
+    base = key.rsplit("/", 1)[-1]
+    if not base:
+        raise EncodingError(f"the sample key {key!r} is empty or ends with '/'", key=key)
+    if "." in base:
+        raise EncodingError(
+            f"the sample key {key!r} has a '.' in its last component; readers split keys at the first dot "
+            "after the last '/', so this sample would come back under another key (replace the dot)",
+            key=key,
+        )
+    if key.startswith("/") or ".." in key.split("/") or any(c in key for c in "\x00\n"):
+        raise EncodingError(f"the sample key {key!r} is absolute, has a '..' component or a control character", key=key)
+    return key
+
+
+def _make_encoder(encoder: Any, allow_pickle: bool) -> Callable[[dict], dict] | FieldEncoder | None:
+    if encoder is True:
+        return FieldEncoder(None, allow_pickle)
+    if encoder is False or encoder is None:
+        return None
+    if isinstance(encoder, Mapping):
+        return FieldEncoder(encoder, allow_pickle)
+    if callable(encoder):
+        return encoder
+    raise SpecError(f"encoder must be True, False, a dict {{extension: function}} or a callable, got {encoder!r}")
+
+
+class TarWriter(CommitOnExit):
+    """Write samples to one tar shard: ``with TarWriter("out.tar") as sink: sink.write(sample)``.
+
+    ``dest`` is a path, a URL (through fsspec, with ``storage_options``), ``-``,
+    ``pipe:CMD`` or a binary stream (left open).  ``encoder``: ``True`` encodes
+    by extension, ``False`` expects bytes or str, a dict ``{extension: fn}``
+    replaces the encoders, a callable maps whole samples.  ``compress`` (or a
+    ``.tgz``/``.tar.gz`` destination) gzips; ``"bz2"``/``"xz"`` work too.
+    ``keep_meta`` also writes fields starting with ``_``.  ``allow_pickle``
+    permits ``.pyd``/``.pickle``/``.pkl`` fields.  ``user``/``group`` name the
+    owner, ``format`` is accepted for webdataset compatibility (members are
+    always ustar, with pax headers only where a name or size needs one).
+    A local shard appears under its name only once ``close()`` succeeds; leaving
+    the ``with`` block by an exception discards it.
+    """
+
+    def __init__(
+        self,
+        dest: Any,
+        *,
+        encoder: Any = True,
+        compress: bool | str | None = None,
+        mtime: float = 0,
+        mode: int = 0o444,
+        uid: int = 0,
+        gid: int = 0,
+        user: str = "",
+        group: str = "",
+        keep_meta: bool = False,
+        allow_pickle: bool = False,
+        storage_options: dict | None = None,
+        format: Any = None,
+    ) -> None:
+        self._encoder = _make_encoder(encoder, allow_pickle)
+        self._packer = MemberPacker(mtime=int(mtime), mode=mode, uid=uid, gid=gid, uname=user, gname=group)
+        kind = _compression(dest, compress)
+        self.keep_meta = keep_meta
+        sink = create_shard(dest, storage_options)
+        self.url = sink.url
+        self._sink: Any = _Compressed(sink, kind) if kind else sink
+        self._pending: list[Any] = []
+        self._pending_size = 0
+        self.count = 0  # samples written
+        self.size = 0  # uncompressed tar bytes written, end-of-archive blocks excluded
+        self.closed = False
+
+    def pack(self, sample: dict[str, Any]) -> tuple[list[Any], int]:
+        """The encoded pieces of ``sample`` and their total size, without writing them."""
+        if not isinstance(sample, dict):
+            raise EncodingError(f"samples to write must be dicts, got {type(sample).__name__}", url=self.url)
+        if "__key__" not in sample:
+            raise EncodingError("the sample has no __key__", url=self.url)
+        key = check_key(sample["__key__"])
+        encoder = self._encoder
+        if encoder is not None and not isinstance(encoder, FieldEncoder):
+            sample = encoder(sample)
+            encoder = None
+        pieces: list[Any] = []
+        seen: set[str] = set()
+        for field in sorted(sample):
+            if field[0] == "_" and (not self.keep_meta or field in _READER_FIELDS):
+                continue
+            value = sample[field]
+            try:
+                if encoder is not None:
+                    value = encoder(field, value)
+                elif isinstance(value, str):
+                    value = value.encode("utf-8")
+                elif not isinstance(value, _BYTES):
+                    raise TypeError(f"without an encoder, values must be bytes or str, got {type(value).__name__}")
+            except EncodingError:
+                raise
+            except Exception as exn:
+                raise EncodingError(f"cannot encode: {exn}", url=self.url, key=key, field=field) from exn
+            folded = field.lower()
+            if not field or "/" in field or "\n" in field or folded in seen:
+                what = "a duplicate (fields are case-insensitive)" if folded in seen else "not a valid field name"
+                raise EncodingError(f"{field!r} is {what}", url=self.url, key=key, field=field)
+            seen.add(folded)
+            pieces += self._packer.pack(f"{key}.{field}", value)
+        return pieces, sum(len(p) if type(p) is bytes else memoryview(p).nbytes for p in pieces)
+
+    def write(self, sample: dict[str, Any]) -> int:
+        """Encode and write one sample; returns the number of tar bytes it took."""
+        pieces, size = self.pack(sample)
+        self.write_packed(pieces, size)
+        return size
+
+    def write_packed(self, pieces: list[Any], size: int) -> None:
+        if self.closed:
+            raise ValueError("write to a closed TarWriter")
+        self._pending += pieces
+        self._pending_size += size
+        if self._pending_size >= _FLUSH:
+            self._flush()
+        self.count += 1
+        self.size += size
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._sink.write(b"".join(self._pending))
+            self._pending.clear()
+            self._pending_size = 0
+
+    def close(self) -> None:
+        """Finish the shard (end-of-archive blocks, compression trailer, rename into place)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._pending.append(end_of_archive())
+            self._flush()
+            self._sink.commit()
+        except BaseException:
+            self._sink.abort()
+            raise
+
+    def abort(self) -> None:
+        """Discard the shard: nothing appears under its name."""
+        if self.closed:
+            return
+        self.closed = True
+        self._pending.clear()
+        self._sink.abort()
+
+
+class ShardWriter(CommitOnExit):
+    """Write samples to numbered shards: ``ShardWriter("out-%06d.tar", maxcount=10000)``.
+
+    A new shard starts when the current one holds ``maxcount`` samples or when
+    the next sample would take it past ``maxsize`` bytes (uncompressed; a single
+    larger sample gets a shard of its own).  Shards are opened on the first
+    sample they receive, so there is never an empty trailing shard.
+    ``post(path)`` runs after each shard is complete.  ``descriptor`` names a
+    JSON file that ``close()`` writes in the wids format
+    (``{"wids_version": 1, "shardlist": [{"url", "nsamples", "filesize"}]}``);
+    URLs in it are relative to its folder when the shards are below it.
+    Other keyword arguments go to :class:`TarWriter`.
+    """
+
+    def __init__(
+        self,
+        pattern: str,
+        maxcount: int = 100000,
+        maxsize: float = 3e9,
+        post: Callable[[str], Any] | None = None,
+        start_shard: int = 0,
+        verbose: int | bool = False,
+        opener: Callable[[str], Any] | None = None,
+        descriptor: str | None = None,
+        **kw: Any,
+    ) -> None:
+        if maxcount < 1:
+            raise SpecError(f"maxcount must be >= 1, got {maxcount}")
+        if maxsize <= 0:
+            raise SpecError(f"maxsize must be > 0, got {maxsize}")
+        try:
+            pattern % start_shard
+        except TypeError:
+            raise SpecError(f"the shard pattern {pattern!r} needs one %d-style field, as in 'out-%06d.tar'") from None
+        self.pattern, self.maxcount, self.maxsize = pattern, maxcount, maxsize
+        self.post, self.verbose, self.opener, self.descriptor = post, verbose, opener, descriptor
+        self.kw = kw
+        self.shard = start_shard  # number of the next shard to open
+        self.fname: str | None = None
+        self.tarstream: TarWriter | None = None
+        self.count = 0  # samples in the current shard
+        self.size = 0  # bytes in the current shard
+        self.total = 0  # samples written in all
+        self.shards: list[dict[str, Any]] = []  # {"url", "nsamples", "filesize"} of each finished shard
+        self.closed = False
+
+    def abort(self) -> None:
+        """Discard the shard being written; finished shards stay."""
+        stream, self.tarstream = self.tarstream, None
+        if stream is not None:
+            stream.abort()
+        self.closed = True
+
+    def _open(self) -> TarWriter:
+        self.fname = self.pattern % self.shard
+        self.shard += 1
+        dest = self.opener(self.fname) if self.opener else self.fname
+        if self.verbose:
+            import sys
+
+            print(f"# writing {self.fname} ({self.total} samples so far)", file=sys.stderr)
+        self.tarstream = TarWriter(dest, **self.kw)
+        self.count = self.size = 0
+        return self.tarstream
+
+    def write(self, sample: dict[str, Any]) -> int:
+        """Write one sample, starting a new shard first when the limits say so."""
+        if self.closed:
+            raise ValueError("write to a closed ShardWriter")
+        stream = self.tarstream or self._open()
+        pieces, size = stream.pack(sample)
+        if self.count > 0 and (self.count >= self.maxcount or self.size + size > self.maxsize):
+            self.finish()
+            stream = self._open()
+        stream.write_packed(pieces, size)
+        self.count += 1
+        self.size += size
+        self.total += 1
+        return size
+
+    def finish(self) -> None:
+        """Complete the current shard, if any (``close()`` calls it)."""
+        stream, self.tarstream = self.tarstream, None
+        if stream is None:
+            return
+        stream.close()
+        assert self.fname is not None
+        entry: dict[str, Any] = {"url": self.fname, "nsamples": stream.count}
+        if os.path.exists(self.fname):
+            entry["filesize"] = os.path.getsize(self.fname)
+        self.shards.append(entry)
+        if callable(self.post):
+            self.post(self.fname)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.finish()
+        self.closed = True
+        if self.descriptor is not None:
+            write_descriptor(self.descriptor, self.shards, name=os.path.basename(self.pattern))
+
+
+def write_descriptor(path: str, shards: list[dict[str, Any]], name: str = "") -> None:
+    """Write a wids v1 dataset descriptor listing ``shards`` to the local file ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    entries = []
+    for shard in shards:
+        entry = dict(shard)
+        url = entry["url"]
+        if "://" not in url and not url.startswith("pipe:"):
+            relative = os.path.relpath(os.path.abspath(url), folder)
+            entry["url"] = url if relative.startswith("..") else relative
+        entries.append(entry)
+    body = {"wids_version": 1, "name": name, "shardlist": entries}
+    partial = f"{path}.partial"
+    with open(partial, "w") as out:
+        json.dump(body, out, indent=1)
+    os.replace(partial, path)
