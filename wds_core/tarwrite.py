@@ -14,6 +14,8 @@ per member.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["BLOCK", "MemberPacker", "encode_member", "end_of_archive"]
 
 BLOCK = 512
@@ -70,10 +72,21 @@ class MemberPacker:
         self._owner = bytes(100) + b"ustar\x0000" + _text_field(uname, 32) + _text_field(gname, 32) + bytes(16)
         # checksum of everything but name, size, prefix and type flag, the checksum field counted as spaces
         self._base_sum = sum(self._middle) + sum(self._mtime) + 8 * 32 + sum(self._owner)
+        self._plain_tail = self._owner + bytes(155 + 12)  # after the type flag, when there is no prefix
+        self._sizes: dict[int, tuple[bytes, int]] = {}  # size -> (size field, its checksum share)
+
+    def _size_field(self, size: int) -> tuple[bytes, int]:
+        known = self._sizes.get(size)
+        if known is None:
+            field = _octal(size, 12)
+            known = (field, sum(field) + self._base_sum)
+            if len(self._sizes) < 65536:
+                self._sizes[size] = known
+        return known
 
     def header(self, raw_name: bytes, size: int, kind: bytes = b"0", prefix: bytes = b"") -> bytes:
-        size_field = _octal(size, 12)
-        chksum = self._base_sum + sum(raw_name) + sum(size_field) + kind[0] + sum(prefix)
+        size_field, partial_sum = self._size_field(size)
+        chksum = partial_sum + sum(raw_name) + kind[0] + sum(prefix)
         return b"".join(
             (
                 raw_name.ljust(100, b"\x00"),
@@ -88,10 +101,33 @@ class MemberPacker:
             )
         )
 
+    def pack_into(self, out: list[Any], name: str, data: bytes | bytearray | memoryview) -> int:
+        """Append the pieces of one member to ``out``; return how many bytes they take."""
+        raw = name.encode("utf-8", "surrogateescape")
+        size = len(data) if type(data) is bytes else memoryview(data).nbytes
+        if len(raw) <= 100 and size <= _MAX_SIZE:  # the common case, header() inlined
+            size_field, partial_sum = self._sizes.get(size) or self._size_field(size)
+            header = b"".join(
+                (
+                    raw.ljust(100, b"\x00"),
+                    self._middle,
+                    size_field,
+                    self._mtime,
+                    b"%06o\x00 0" % (partial_sum + sum(raw) + 48),
+                    self._plain_tail,
+                )
+            )
+            pad = (-size) % BLOCK
+            out += (header, data, _ZEROS[:pad])
+            return BLOCK + size + pad
+        pieces = self.pack(name, data)
+        out += pieces
+        return sum(len(p) if type(p) is bytes else memoryview(p).nbytes for p in pieces)
+
     def pack(self, name: str, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
         """The pieces (headers, data, padding) of one member, to be written in order."""
         raw = name.encode("utf-8", "surrogateescape")
-        size = len(data)
+        size = len(data) if type(data) is bytes else memoryview(data).nbytes
         pad = _ZEROS[: (-size) % BLOCK]
         if len(raw) <= 100 and size <= _MAX_SIZE:
             return [self.header(raw, size), data, pad]

@@ -77,7 +77,11 @@ def check_key(key: Any) -> str:
     """``key`` if it can be written as a sample key, else a clear error."""
     if not isinstance(key, str):
         raise EncodingError(f"__key__ must be a str, got {type(key).__name__}")
-    base = key.rsplit("/", 1)[-1]
+    slash = key.rfind("/")
+    if key and key.find(".", slash + 1) < 0 and key[:1] != "/" and "\x00" not in key and "\n" not in key:
+        if slash < 0 or (slash < len(key) - 1 and "/../" not in f"/{key}/"):
+            return key  # the common case, checked with a few C-level scans
+    base = key[slash + 1 :]
     if not base:
         raise EncodingError(f"the sample key {key!r} is empty or ends with '/'", key=key)
     if "." in base:
@@ -145,6 +149,7 @@ class TarWriter(CommitOnExit):
         self._sink: Any = _Compressed(sink, kind) if kind else sink
         self._pending: list[Any] = []
         self._pending_size = 0
+        self._layouts: dict[tuple, list[str]] = {}  # the sample's keys, in dict order -> fields to write
         self.count = 0  # samples written
         self.size = 0  # uncompressed tar bytes written, end-of-archive blocks excluded
         self.closed = False
@@ -160,11 +165,13 @@ class TarWriter(CommitOnExit):
         if encoder is not None and not isinstance(encoder, FieldEncoder):
             sample = encoder(sample)
             encoder = None
+        layout = self._layouts.get(tuple(sample))
+        if layout is None:
+            layout = self._layout(sample, key)
         pieces: list[Any] = []
-        seen: set[str] = set()
-        for field in sorted(sample):
-            if field[0] == "_" and (not self.keep_meta or field in _READER_FIELDS):
-                continue
+        size = 0
+        pack_into = self._packer.pack_into
+        for field in layout:
             value = sample[field]
             try:
                 if encoder is not None:
@@ -177,13 +184,28 @@ class TarWriter(CommitOnExit):
                 raise
             except Exception as exn:
                 raise EncodingError(f"cannot encode: {exn}", url=self.url, key=key, field=field) from exn
+            size += pack_into(pieces, f"{key}.{field}", value)
+        return pieces, size
+
+    def _layout(self, sample: dict[str, Any], key: str) -> list[str]:
+        """The fields of samples with these keys to write, in order; checked once per set of keys."""
+        layout = []
+        seen: set[str] = set()
+        for field in sorted(sample):
+            if not isinstance(field, str):
+                raise EncodingError(f"field names must be str, got {field!r}", url=self.url, key=key)
+            if field[:1] == "_" and (not self.keep_meta or field in _READER_FIELDS):
+                continue
             folded = field.lower()
-            if not field or "/" in field or "\n" in field or folded in seen:
+            if not field or "/" in field or "\n" in field or "\x00" in field or folded in seen:
                 what = "a duplicate (fields are case-insensitive)" if folded in seen else "not a valid field name"
                 raise EncodingError(f"{field!r} is {what}", url=self.url, key=key, field=field)
             seen.add(folded)
-            pieces += self._packer.pack(f"{key}.{field}", value)
-        return pieces, sum(len(p) if type(p) is bytes else memoryview(p).nbytes for p in pieces)
+            layout.append(field)
+        if len(self._layouts) > 256:
+            self._layouts.clear()
+        self._layouts[tuple(sample)] = layout
+        return layout
 
     def write(self, sample: dict[str, Any]) -> int:
         """Encode and write one sample; returns the number of tar bytes it took."""

@@ -45,8 +45,11 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+_JSON = json.JSONEncoder(default=_plain)  # one encoder: json.dumps(default=...) builds a new one per call
+
+
 def _json(value: Any) -> bytes:
-    return json.dumps(value, default=_plain).encode("utf-8")
+    return _JSON.encode(value).encode("utf-8")
 
 
 def _npy(value: Any) -> bytes:
@@ -110,37 +113,44 @@ class FieldEncoder:
     def __init__(self, table: Mapping[str, Callable[[Any], bytes]] | None = None, allow_pickle: bool = False) -> None:
         self.table = dict(_ENCODERS) if table is None else {k.lower().lstrip("."): f for k, f in table.items()}
         self.allow_pickle = allow_pickle
+        self._plans: dict[str, tuple[str, bool, bool, Any]] = {}  # field -> what to do, worked out once
+
+    def _plan(self, field: str) -> tuple[str, bool, bool, Any]:
+        compress = field[-3:].lower() == ".gz"
+        extension = (field[:-3] if compress else field).rsplit(".", 1)[-1].lower()
+        if len(self._plans) > 1024:  # fields are few in practice; never let odd data grow this
+            self._plans.clear()
+        plan = (extension, compress, extension not in _BINARY_STRUCTURED, self.table.get(extension))
+        self._plans[field] = plan
+        return plan
 
     def __call__(self, field: str, value: Any) -> bytes | bytearray | memoryview:
-        if type(value) is bytes:
-            return value
-        compress = field[-3:].lower() == ".gz"
-        name = field[:-3] if compress else field
-        extension = name.rsplit(".", 1)[-1].lower()
+        extension, compress, str_is_text, fn = self._plans.get(field) or self._plan(field)
         if isinstance(value, _BYTES):
             encoded: Any = value
-        elif isinstance(value, str) and extension not in _BINARY_STRUCTURED:
+        elif str_is_text and type(value) is str:
             encoded = value.encode("utf-8")
-        else:
-            fn = self.table.get(extension)
-            if fn is not None:
-                encoded = fn(value)
-            elif extension in _PICKLE:
-                if not self.allow_pickle:
-                    raise ValueError(
-                        f"refusing to pickle a .{extension} field: pickles run code when loaded; "
-                        "pass allow_pickle=True to the writer to write them anyway, or use a safe format (npy, json...)"
-                    )
-                import pickle
-
-                encoded = pickle.dumps(value)
-            else:
-                raise TypeError(
-                    f"no encoder for extension {extension!r} and a {type(value).__name__} value; "
-                    "give bytes or str, or pass encoder={extension: function}"
-                )
+        elif fn is not None:
+            encoded = fn(value)
             if not isinstance(encoded, _BYTES):
                 raise TypeError(f"the encoder for {extension!r} returned {type(encoded).__name__}, not bytes")
-        if compress:
-            return gzip.compress(encoded, mtime=0)
-        return encoded
+        else:
+            encoded = self._fallback(extension, value)
+        return gzip.compress(encoded, mtime=0) if compress else encoded
+
+    def _fallback(self, extension: str, value: Any) -> bytes:
+        if extension in _PICKLE:
+            if not self.allow_pickle:
+                raise ValueError(
+                    f"refusing to pickle a .{extension} field: pickles run code when loaded; "
+                    "pass allow_pickle=True to the writer to write them anyway, or use a safe format (npy, json...)"
+                )
+            import pickle
+
+            return pickle.dumps(value)
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        raise TypeError(
+            f"no encoder for extension {extension!r} and a {type(value).__name__} value; "
+            "give bytes or str, or pass encoder={extension: function}"
+        )

@@ -102,3 +102,8 @@ def test_structured_formats_round_trip(value):
 def test_json_str_is_json_text():
     assert round_trip("json", '{"a": 1}') == {"a": 1}
     assert round_trip("mp", "plain") == "plain"
+
+
+def test_bytes_under_gz_are_compressed_too():
+    assert gzip.decompress(ENCODE("bin.gz", b"raw bytes")) == b"raw bytes"
+    assert round_trip("txt.gz", b"already text") == "already text"
