@@ -43,22 +43,27 @@ def _pil(img: Any) -> Any:
     return img
 
 
-def _uint8(img: Any) -> np.ndarray:
-    return np.array(img)  # a writable copy: torch.from_numpy and in-place augmentation want one
+def _uint8(array: np.ndarray) -> np.ndarray:
+    return array
 
 
-def _float(img: Any) -> np.ndarray:
-    out = np.asarray(img).astype(np.float32)
+def _float(array: np.ndarray) -> np.ndarray:
+    out = array.astype(np.float32)
     out /= 255.0
     return out
 
 
 @dataclass(frozen=True)
 class ImageSpec:
-    """``mode`` is the Pillow mode to convert to; ``convert`` maps the PIL image to the result."""
+    """``mode`` is the Pillow mode to convert to; ``convert`` maps the decoded image to the result.
+
+    ``convert`` receives a PIL image, or with ``array=True`` a fresh, writable
+    uint8 array (HxW for ``L``, HxWxC otherwise).
+    """
 
     mode: str
     convert: Callable[[Any], Any]
+    array: bool = False
 
 
 _SPECS: dict[str, ImageSpec] = {
@@ -66,12 +71,12 @@ _SPECS: dict[str, ImageSpec] = {
     "pilrgb": ImageSpec("RGB", _pil),
     "pill": ImageSpec("L", _pil),
     "pilrgba": ImageSpec("RGBA", _pil),
-    "l8": ImageSpec("L", _uint8),
-    "rgb8": ImageSpec("RGB", _uint8),
-    "rgba8": ImageSpec("RGBA", _uint8),
-    "l": ImageSpec("L", _float),
-    "rgb": ImageSpec("RGB", _float),
-    "rgba": ImageSpec("RGBA", _float),
+    "l8": ImageSpec("L", _uint8, array=True),
+    "rgb8": ImageSpec("RGB", _uint8, array=True),
+    "rgba8": ImageSpec("RGBA", _uint8, array=True),
+    "l": ImageSpec("L", _float, array=True),
+    "rgb": ImageSpec("RGB", _float, array=True),
+    "rgba": ImageSpec("RGBA", _float, array=True),
 }
 
 
@@ -102,9 +107,9 @@ def decode_image(data: bytes, spec: ImageSpec) -> Any:
         img.load()
         if img.mode != spec.mode:
             img = img.convert(spec.mode)
-        elif spec.convert is _pil:
+        elif not spec.array:
             img = img.copy()  # detach from the closed file
-        return spec.convert(img)
+        return spec.convert(np.array(img) if spec.array else img)
 
 
 class ImageHandler:

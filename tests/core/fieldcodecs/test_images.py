@@ -93,3 +93,51 @@ def test_unknown_specs_and_pluggable_specs():
     register_image_spec("test-shape", ImageSpec("RGB", lambda img: img.size))
     assert ImageHandler("TEST-SHAPE")(".png", png_bytes(RGB)) == (7, 5)
     assert image_spec("Rgb8") is image_spec("rgb8")
+
+
+def jpeg(array, **options):
+    out = io.BytesIO()
+    PIL.Image.fromarray(array).save(out, format="JPEG", **options)
+    return out.getvalue()
+
+
+PHOTO = (np.random.default_rng(1).normal(128, 40, (37, 53, 3)).clip(0, 255)).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        jpeg(PHOTO),
+        jpeg(PHOTO, progressive=True),
+        jpeg(PHOTO, subsampling=0, quality=95),
+        jpeg(PHOTO, optimize=True),
+        jpeg(PHOTO[:, :, 0]),
+        jpeg(PHOTO, exif=PIL.Image.Exif().tobytes()),
+        jpeg(PHOTO.copy(), icc_profile=b"\0" * 200),
+    ],
+    ids=["baseline", "progressive", "444", "optimized", "grey", "exif", "icc"],
+)
+@pytest.mark.parametrize("spec", ["rgb8", "l8", "rgb", "rgba8", "pil"])
+def test_jpeg_variants_decode_like_pillow(data, spec):
+    mode = image_spec(spec).mode
+    expected = np.asarray(PIL.Image.open(io.BytesIO(data)).convert(mode))
+    got = ImageHandler(spec)(".jpg", data)
+    got = np.asarray(got) if spec == "pil" else got
+    if spec == "rgb":
+        expected = expected.astype(np.float32) / 255.0
+    np.testing.assert_array_equal(got, expected)
+    assert got.flags.c_contiguous
+
+
+def test_cmyk_jpegs_are_converted_like_pillow_does():
+    cmyk = PIL.Image.fromarray(PHOTO).convert("CMYK")
+    out = io.BytesIO()
+    cmyk.save(out, format="JPEG")
+    expected = np.asarray(PIL.Image.open(io.BytesIO(out.getvalue())).convert("RGB"))
+    np.testing.assert_array_equal(ImageHandler("rgb8")(".jpg", out.getvalue()), expected)
+
+
+def test_a_truncated_jpeg_is_an_error_not_a_grey_image():
+    data = jpeg(PHOTO)
+    with pytest.raises(OSError):
+        ImageHandler("rgb8")(".jpg", data[: len(data) // 2])
