@@ -336,6 +336,10 @@ class ShardWriter(CommitOnExit):
         stream, self.tarstream = self.tarstream, None
         if stream is None:
             return
+        if stream.count == 0:  # opened for a sample that could not be encoded: no empty shard
+            stream.abort()
+            self.shard -= 1
+            return
         stream.close()
         assert self.fname is not None
         entry: dict[str, Any] = {"url": self.fname, "nsamples": stream.count}

@@ -163,6 +163,18 @@ def test_shardwriter_rotates_by_count_and_never_leaves_an_empty_shard(tmp_path):
     assert empty.shards == [] and not any(n.startswith("none") for n in os.listdir(tmp_path))
 
 
+def test_a_bad_first_sample_does_not_leave_an_empty_shard(tmp_path):
+    with ShardWriter(str(tmp_path / "out-%03d.tar")) as sink:
+        with pytest.raises(EncodingError):
+            sink.write({"__key__": "bad.key", "cls": 1})
+    assert os.listdir(tmp_path) == [] and sink.shards == []
+    with ShardWriter(str(tmp_path / "out-%03d.tar")) as sink:
+        with pytest.raises(EncodingError):
+            sink.write({"__key__": "bad.key", "cls": 1})
+        sink.write(samples(1)[0])
+    assert os.listdir(tmp_path) == ["out-000.tar"]
+
+
 def test_shardwriter_keeps_shards_under_maxsize(tmp_path):
     pattern = str(tmp_path / "out-%03d.tar")
     with ShardWriter(pattern, maxsize=10_000) as sink:
