@@ -30,6 +30,7 @@ __all__ = ["Decode", "Decoder", "decode"]
 
 Handler = Callable[[BaseException], bool]
 _BYTES = (bytes, bytearray, memoryview)
+_END = object()
 
 
 class Decoder:
@@ -165,7 +166,7 @@ class _ThreadedDecode(StageIterator):
     def _run(self) -> Iterator[dict[str, Any]]:
         src = iter(self.src)
         for _ in range(self._skip):
-            if next(src, None) is None:
+            if next(src, _END) is _END:
                 return
         decode, handler, window = self.recipe.decoder.decode, self.recipe.handler, self.window
         snapshots = self._snapshots

@@ -17,7 +17,7 @@ import tempfile
 from typing import Any, BinaryIO
 
 from .errors import PipeError, ShardOpenError
-from .storage import local_path
+from .storage import local_path, pipe_failure
 
 __all__ = ["CommitOnExit", "ShardSink", "create_shard"]
 
@@ -104,7 +104,7 @@ class _StreamSink(ShardSink):
 
 class _PipeSink(ShardSink):
     def __init__(self, command: str) -> None:
-        self.url = f"pipe:{command}"
+        self.url, self._command = f"pipe:{command}", command
         self._stderr = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stderr=self._stderr)
@@ -131,12 +131,11 @@ class _PipeSink(ShardSink):
         except BrokenPipeError:
             pass
         status = self._proc.wait()
-        self._stderr.seek(0)
-        tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
-        self._stderr.close()
-        if status != 0:
-            detail = f"; its stderr ends with: {tail}" if tail else ""
-            raise PipeError(f"command exited with status {status}{detail}", url=self.url)
+        try:
+            if status != 0:
+                raise pipe_failure(self._command, status, self._stderr)
+        finally:
+            self._stderr.close()
 
     def commit(self) -> None:
         self._finish()

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from .errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
 
-__all__ = ["PipeStream", "local_path", "open_shard", "url_of"]
+__all__ = ["PipeStream", "local_path", "open_shard", "pipe_failure", "url_of"]
 
 _STDERR_TAIL = 2000
 
@@ -98,6 +98,15 @@ class _StdinStream(io.RawIOBase):
         return len(data)
 
 
+def pipe_failure(command: str, status: int, stderr: BinaryIO) -> PipeError:
+    """The error for a ``pipe:`` command that exited with ``status``, quoting the end of its ``stderr`` file."""
+    stderr.seek(0, os.SEEK_END)
+    stderr.seek(max(0, stderr.tell() - _STDERR_TAIL))
+    tail = stderr.read().decode("utf-8", "replace").strip()
+    detail = f"; its stderr ends with: {tail}" if tail else ""
+    return PipeError(f"command exited with status {status}{detail}", url=f"pipe:{command}")
+
+
 class PipeStream(io.RawIOBase):
     """The standard output of a shell command, read as a shard.
 
@@ -142,12 +151,7 @@ class PipeStream(io.RawIOBase):
         self._finished = True
         status = self._proc.wait()
         if status != 0:
-            self._stderr.seek(0, os.SEEK_END)
-            end = self._stderr.tell()
-            self._stderr.seek(max(0, end - _STDERR_TAIL))
-            tail = self._stderr.read().decode("utf-8", "replace").strip()
-            detail = f"; its stderr ends with: {tail}" if tail else ""
-            raise PipeError(f"command exited with status {status}{detail}", url=f"pipe:{self.command}")
+            raise pipe_failure(self.command, status, self._stderr)
 
     def close(self) -> None:
         if self.closed:

@@ -32,7 +32,7 @@ __all__ = ["ShardWriter", "TarWriter"]
 _FLUSH = 1 << 20
 _BYTES = (bytes, bytearray, memoryview)
 _READER_FIELDS = frozenset({"__key__", "__url__", "__local_path__"})
-_COMPRESSORS = {"gz": "gzip", "gzip": "gzip", "bz2": "bz2", "xz": "xz"}
+_COMPRESSORS = {"gz": "gz", "gzip": "gz", "bz2": "bz2", "xz": "xz"}
 
 
 def _compression(dest: Any, compress: bool | str | None) -> str | None:
@@ -49,7 +49,7 @@ def _compression(dest: Any, compress: bool | str | None) -> str | None:
     kind = _COMPRESSORS.get(str(compress).lower())
     if kind is None:
         raise SpecError(f"compress must be True, False, 'gz', 'bz2' or 'xz', got {compress!r}")
-    return "gz" if kind == "gzip" else kind
+    return kind
 
 
 class _Compressed:
@@ -291,8 +291,6 @@ class ShardWriter(CommitOnExit):
         self.shard = start_shard  # number of the next shard to open
         self.fname: str | None = None
         self.tarstream: TarWriter | None = None
-        self.count = 0  # samples in the current shard
-        self.size = 0  # bytes in the current shard
         self.total = 0  # samples written in all
         self.shards: list[dict[str, Any]] = []  # {"url", "nsamples", "filesize"} of each finished shard
         self.closed = False
@@ -313,8 +311,17 @@ class ShardWriter(CommitOnExit):
 
             print(f"# writing {self.fname} ({self.total} samples so far)", file=sys.stderr)
         self.tarstream = TarWriter(dest, **self.kw)
-        self.count = self.size = 0
         return self.tarstream
+
+    @property
+    def count(self) -> int:
+        """Samples in the current shard."""
+        return self.tarstream.count if self.tarstream is not None else 0
+
+    @property
+    def size(self) -> int:
+        """Uncompressed bytes in the current shard."""
+        return self.tarstream.size if self.tarstream is not None else 0
 
     def write(self, sample: dict[str, Any]) -> int:
         """Write one sample, starting a new shard first when the limits say so."""
@@ -326,8 +333,6 @@ class ShardWriter(CommitOnExit):
             self.finish()
             stream = self._open()
         stream.write_packed(pieces, size)
-        self.count += 1
-        self.size += size
         self.total += 1
         return size
 
