@@ -66,11 +66,12 @@ class _LocalSink(ShardSink):
             fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError as exn:
             raise ShardOpenError(f"cannot create shard: {exn.strerror or exn}", url=url) from None
-        self.file = os.fdopen(fd, "wb", buffering=0)
+        self.file = os.fdopen(fd, "wb", buffering=1 << 20)  # record writers hand over one small object at a time
         self.write = self.file.write  # type: ignore[method-assign]
 
     def commit(self) -> None:
         try:
+            self.file.flush()
             os.fsync(self.file.fileno())
             self.file.close()
             os.replace(self.partial, self.path)
