@@ -200,7 +200,10 @@ class _ThreadedDecode(StageIterator):
                     return
                 yield result
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            # Never wait here: an abandoned iterator is finalised by the garbage collector in whatever
+            # thread happens to run it, even one starting up inside threading's own locks, where joining
+            # threads deadlocks.  Cancelled futures never run; running ones finish and their workers exit.
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def decode(

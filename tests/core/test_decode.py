@@ -145,3 +145,26 @@ def test_arguments_are_checked():
         wds.decode(num_threads=-1)
     with pytest.raises(TypeError, match="to_tuple"):
         list(Decoder()([("a", "b")]))
+
+
+def test_closing_a_threaded_decode_never_waits_for_running_work():
+    # An abandoned iterator is closed by the garbage collector, possibly inside threading's own locks:
+    # closing must not join the pool's threads (that deadlocked a test run), so it returns at once.
+    import threading
+
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(key, data):
+        if key == ".bin" and data == b"1":
+            started.set()
+            release.wait(10)
+            finished.set()
+        return None
+
+    samples = [{"__key__": f"k{i}", "bin": str(i).encode()} for i in range(8)]
+    it = iter(wds.DataPipeline(samples, wds.decode(slow, num_threads=2)))
+    assert next(it)["__key__"] == "k0"
+    assert started.wait(10)  # k1 is being decoded now
+    it.close()
+    assert not finished.is_set()
+    release.set()
