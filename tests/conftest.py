@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 
 import pytest
 
+import wds_core
 from wds_core.tarwrite import encode_member, end_of_archive
+
+# Cloud clients in the tests talk to the servers of tests/servers.py only: dummy
+# credentials, no instance-metadata lookups, gcsfs without its gRPC probe.
+for _name, _value in {
+    "AWS_ACCESS_KEY_ID": "dummy-key-from-environment",
+    "AWS_SECRET_ACCESS_KEY": "dummy-secret-from-environment",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+    "NO_GCE_CHECK": "true",
+}.items():
+    os.environ[_name] = _value
+for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "WDS_CONFIG", "WDS_REWRITE", "GOPEN_REWRITE"):
+    os.environ.pop(_name, None)
 
 
 def write_shard(path, samples, fields=("txt", "cls")):
@@ -46,3 +62,56 @@ def shards(tmp_path):
         keys += [x["__key__"] for x in samples]
         paths.append(write_shard(tmp_path / f"shard-{s:02d}.tar", samples))
     return str(tmp_path / "shard-{00..03}.tar"), paths, keys
+
+
+@pytest.fixture(autouse=True)
+def _clean_storage_registry(tmp_path_factory, monkeypatch):
+    """Every test starts with no registered storage options or rewrites, and no config file."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+    yield
+    wds_core.unregister_storage()
+    wds_core.unregister_rewrite()
+
+
+@pytest.fixture(scope="session")
+def s3_servers():
+    """Two S3 endpoints: bucket ``team-a`` (access key AKIDTEAMA) and ``team-b`` (AKIDTEAMB)."""
+    pytest.importorskip("s3fs")
+    from tests.servers import S3Server
+
+    servers = {"team-a": S3Server({"team-a": "AKIDTEAMA"}), "team-b": S3Server({"team-b": "AKIDTEAMB"})}
+    for server in servers.values():
+        server.create_buckets()
+    yield servers
+    for server in servers.values():
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_servers):
+    for server in s3_servers.values():
+        server.faults.clear()
+    yield s3_servers
+    for server in s3_servers.values():
+        server.faults.clear()
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    pytest.importorskip("gcsfs")
+    from tests.servers import GcsServer
+
+    server = GcsServer("gbucket")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    """An HTTP server with Range support over a fresh directory (``server.root``)."""
+    from tests.servers import HttpServer
+
+    server = HttpServer(str(tmp_path / "www"))
+    os.makedirs(server.root)
+    yield server
+    server.stop()

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from .buffers import Batch, Shuffle, Slice, Unbatch
+from .cache import ShardCache
 from .collate import default_collation_fn
 from .compat import (
     batched,
@@ -59,6 +60,7 @@ from .handlers import (
 )
 from .pipeline import DataPipeline
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
+from .remote import RetryPolicy
 from .samples import TarfileToSamples, group_members, split_key, tarfile_to_samples
 from .shards import (
     ResampledShards,
@@ -71,6 +73,15 @@ from .shards import (
 )
 from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst
 from .storage import open_shard
+from .storage_config import (
+    StorageOptions,
+    options_for,
+    register_rewrite,
+    register_storage,
+    rewrite_url,
+    unregister_rewrite,
+    unregister_storage,
+)
 from .tario import iter_members
 from .urls import expand_urls
 from .writer import ShardWriter, TarWriter
@@ -80,6 +91,15 @@ __version__ = "0.1.0"
 Pipeline = DataPipeline
 
 __all__ = [
+    "ShardCache",
+    "RetryPolicy",
+    "StorageOptions",
+    "options_for",
+    "register_rewrite",
+    "register_storage",
+    "rewrite_url",
+    "unregister_rewrite",
+    "unregister_storage",
     "Batch",
     "CborsWriter",
     "CheckpointError",

@@ -10,12 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .buffers import Batch, Shuffle, Slice, Unbatch
+from .cache import ShardCache
 from .collate import default_collation_fn
 from .decode import decode
 from .dist import node_info, worker_info
 from .errors import SpecError
 from .handlers import reraise_exception
 from .pipeline import DataPipeline
+from .remote import RetryPolicy
 from .samples import TarfileToSamples
 from .shards import ResampledShards, SimpleShardList, split_by_node, split_by_worker
 from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple
@@ -107,6 +109,14 @@ class WebDataset(DataPipeline, FluidInterface):
     tar reader.  ``resampled=True`` draws shards with replacement forever
     instead (each rank and worker its own stream; no splitting).
     ``empty_check`` makes an epoch that yields nothing an error.
+
+    ``storage_options`` (flat, or keyed by URL prefix) are merged over the
+    options registered with :func:`register_storage` and the ``WDS_CONFIG``
+    file.  ``cache_dir`` keeps a copy of each remote shard (local ones too with
+    ``cache_local=True``), filled while it is streamed, at most ``cache_size``
+    bytes (negative: unlimited), named by ``url_to_name(url)`` when given.
+    ``retry`` (a :class:`RetryPolicy`) says how often a failing remote read is
+    repeated before it is an error.
     """
 
     def __init__(
@@ -129,10 +139,13 @@ class WebDataset(DataPipeline, FluidInterface):
         verbose: bool = False,
         seed: int | None = None,
         storage_options: dict | None = None,
+        cache_local: bool = False,
+        retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(seed=seed)
+        cache = None
         if cache_dir is not None:
-            raise SpecError("cache_dir= is not supported yet; read the shards directly or copy them locally")
+            cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
         if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))):
             raise SpecError("dataset-spec files (YAML/JSON) are not supported yet; pass shard URLs")
         resampled = resampled or mode == "resampled"
@@ -147,7 +160,7 @@ class WebDataset(DataPipeline, FluidInterface):
             if workersplitter is not None:
                 self.append(workersplitter)
         self.nshards = len(shards.urls)
-        self.append(TarfileToSamples(handler, select_files, rename_files, storage_options))
+        self.append(TarfileToSamples(handler, select_files, rename_files, storage_options, cache, retry))
         self.empty_check = empty_check
         if repeat:
             self.repeat()

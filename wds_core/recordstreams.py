@@ -16,11 +16,13 @@ import io
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .cache import ShardCache
 from .errors import TarFormatError, TruncatedShardError
 from .handlers import reraise_exception
-from .samples import ShardReader, skip_to
+from .remote import RetryPolicy
+from .samples import ShardReader, ShardReading, skip_to
 from .sinks import CommitOnExit, create_shard
-from .state import Recipe, RunContext
+from .state import RunContext
 
 __all__ = ["CborsWriter", "MsgpacksWriter", "RecordsToSamples", "cbors_to_samples", "msgpacks_to_samples"]
 
@@ -93,13 +95,21 @@ def _msgpack_objects(stream: _Counting, url: str, where: Any) -> Iterator[Any]:
         raise TruncatedShardError("the shard ends inside a MessagePack object", url=url, offset=end)
 
 
-class RecordsToSamples(Recipe):
+class RecordsToSamples(ShardReading):
     """Stage: shard URLs to the objects of CBOR (``format="cbor"``) or MessagePack shards."""
 
-    def __init__(self, format: str = "cbor", handler: Handler = reraise_exception, storage_options: dict | None = None):
+    def __init__(
+        self,
+        format: str = "cbor",
+        handler: Handler = reraise_exception,
+        storage_options: dict | None = None,
+        cache: ShardCache | None = None,
+        retry: RetryPolicy | None = None,
+    ):
         if format not in ("cbor", "msgpack"):
             raise ValueError(f"format must be 'cbor' or 'msgpack', got {format!r}")
-        self.format, self.handler, self.storage_options = format, handler, storage_options
+        self.format, self.handler = format, handler
+        self._set_storage(storage_options, cache, retry)
 
     def build(self, src: Any, ctx: RunContext) -> _RecordsIterator:
         return _RecordsIterator(src, self)

@@ -17,10 +17,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .cache import ShardCache
 from .errors import SampleError, WdsError
 from .handlers import reraise_exception
+from .remote import DEFAULT_RETRY, RetryPolicy
 from .state import Recipe, RunContext, StageIterator
 from .storage import local_path, open_shard, url_of
+from .storage_config import StorageOptions, registered, restore_registered
 from .tario import iter_members, open_decompressed
 
 __all__ = ["ShardReader", "TarfileToSamples", "group_members", "skip_to", "split_key", "tarfile_to_samples"]
@@ -99,7 +102,39 @@ def group_members(
         yield sample
 
 
-class TarfileToSamples(Recipe):
+class ShardReading(Recipe):
+    """Base of the recipes that open shards: the error ``handler``, storage options and shard cache.
+
+    Pickling the recipe (to send it to worker processes) carries the storage
+    options and rewrites registered in this process, so that workers started
+    with ``spawn`` open the same URLs the same way.
+    """
+
+    handler: Callable[[BaseException], bool]
+    storage_options: StorageOptions | None
+    cache: ShardCache | None
+    retry: RetryPolicy
+
+    def _set_storage(self, storage_options: dict | None, cache: ShardCache | None, retry: RetryPolicy | None) -> None:
+        self.storage_options = None if storage_options is None else StorageOptions(storage_options)
+        if cache is not None and not isinstance(cache, ShardCache):
+            raise TypeError(f"cache must be a ShardCache, got {type(cache).__name__}")
+        self.cache = cache
+        self.retry = DEFAULT_RETRY if retry is None else retry
+
+    def open(self, url: str) -> Any:
+        return open_shard(url, self.storage_options, self.cache, self.retry)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_registered": registered()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        restore_registered(state.pop("_registered", {}))
+        self.__dict__.update(state)
+
+
+class TarfileToSamples(ShardReading):
     """Stage: a stream of shards (URLs or ``{"url": ...}``) to a stream of samples.
 
     ``handler`` decides what happens when a shard cannot be opened or is
@@ -116,11 +151,13 @@ class TarfileToSamples(Recipe):
         select_files: Callable[[str], bool] | None = None,
         rename_files: Callable[[str], str] | None = None,
         storage_options: dict | None = None,
+        cache: ShardCache | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.handler = handler
         self.select_files = select_files
         self.rename_files = rename_files
-        self.storage_options = storage_options
+        self._set_storage(storage_options, cache, retry)
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
         return _TarSamplesIterator(src, self)
@@ -139,9 +176,11 @@ def tarfile_to_samples(
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
     storage_options: dict | None = None,
+    cache: ShardCache | None = None,
+    retry: RetryPolicy | None = None,
 ) -> TarfileToSamples:
     """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples."""
-    return TarfileToSamples(handler, select_files, rename_files, storage_options)
+    return TarfileToSamples(handler, select_files, rename_files, storage_options, cache, retry)
 
 
 class ShardReader(StageIterator):
@@ -190,7 +229,7 @@ class ShardReader(StageIterator):
     def _shard(self, url: str, start: int) -> Iterator[Any]:
         recipe = self.recipe
         try:
-            stream = open_shard(url, recipe.storage_options)
+            stream = recipe.open(url)
         except Exception as exn:
             self.offset = -1
             return bool(recipe.handler(exn))

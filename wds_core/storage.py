@@ -7,7 +7,12 @@
 * ``pipe:COMMAND`` (a shell command whose standard output is the shard; a
   non-zero exit status is an error naming the command, its status and the tail
   of its standard error, never a silently short shard),
-* any other URL through fsspec (``memory://``, ``s3://``, ``gs://``, ``http://``...).
+* any other URL through fsspec (``memory://``, ``s3://``, ``gs://``, ``http://``...)
+  with the storage options that apply to it (:mod:`wds_core.storage_config`),
+  read by ranges that are retried and resumed (:mod:`wds_core.remote`).
+
+URL rewrites apply first; with a :class:`~wds_core.cache.ShardCache`, remote
+shards (and local ones when the cache asks for them) are read through it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import tempfile
 from typing import Any, BinaryIO
 
 from .errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
+from .remote import DEFAULT_RETRY, RetryPolicy, open_remote
+from .storage_config import options_for, rewrite_url
 
 __all__ = ["PipeStream", "local_path", "open_shard", "pipe_failure", "url_of"]
 
@@ -46,41 +53,41 @@ def local_path(url: str) -> str | None:
     return url
 
 
-def open_shard(url: str, storage_options: dict | None = None) -> BinaryIO:
-    """Open ``url`` for reading as a binary stream; the caller closes it."""
+def open_shard(
+    url: str,
+    storage_options: dict | None = None,
+    cache: Any = None,
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> BinaryIO:
+    """Open ``url`` for reading as a binary stream; the caller closes it.
+
+    ``storage_options`` are the explicit options (flat, or keyed by URL
+    prefix) merged over the registered and configured ones; ``cache`` is a
+    :class:`~wds_core.cache.ShardCache` or ``None``.
+    """
+    url = rewrite_url(url)
     if url == "-":
         return _StdinStream()
     if url.startswith("pipe:"):
         return PipeStream(url[len("pipe:") :])
     path = local_path(url)
     if path is not None:
-        try:
-            return open(path, "rb", buffering=0)
-        except FileNotFoundError:
-            raise ShardNotFoundError("shard not found", url=url) from None
-        except OSError as exn:
-            raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
-    return _open_fsspec(url, storage_options or {})
+        if cache is not None and cache.cache_local:
+            return cache.open(url, lambda: _open_local(path, url))
+        return _open_local(path, url)
+    options = options_for(url, storage_options)
+    if cache is not None:
+        return cache.open(url, lambda: open_remote(url, options, retry))
+    return open_remote(url, options, retry)
 
 
-def _open_fsspec(url: str, options: dict) -> BinaryIO:
+def _open_local(path: str, url: str) -> BinaryIO:
     try:
-        import fsspec
-    except ImportError:  # pragma: no cover - fsspec is a hard dependency
-        raise ShardOpenError("fsspec is required to open this URL: pip install fsspec", url=url) from None
-    protocol = url.split("://", 1)[0]
-    try:
-        fsspec.get_filesystem_class(protocol)
-    except (ValueError, ImportError) as exn:
-        hint = {"s3": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]"}.get(protocol)
-        extra = f'; install it with pip install "{hint}"' if hint else ""
-        raise ShardOpenError(f"no storage backend for {protocol}:// URLs ({exn}){extra}", url=url) from None
-    try:
-        return fsspec.open(url, "rb", **options).open()
+        return open(path, "rb", buffering=0)
     except FileNotFoundError:
         raise ShardNotFoundError("shard not found", url=url) from None
     except OSError as exn:
-        raise ShardOpenError(f"cannot open shard: {type(exn).__name__}: {exn}", url=url) from None
+        raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
 
 
 class _StdinStream(io.RawIOBase):

@@ -1,0 +1,261 @@
+"""Reading shards from real servers on loopback: HTTP with Range, S3 (moto), GCS (emulator), with faults."""
+
+import os
+import pickle
+import time
+
+import pytest
+
+import wds_core
+from tests.conftest import make_samples, write_shard
+from wds_core.errors import ShardNotFoundError, ShardOpenError
+from wds_core.remote import RangeStream, RetryPolicy, is_transient, redact_text
+from wds_core.storage import open_shard
+
+FAST = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.05)
+
+
+def local_dataset(directory, nshards=3, nsamples=40, size=3000):
+    """Shards with sizeable members (several read ranges each); returns paths and the expected multiset."""
+    paths, expected = [], []
+    for s in range(nshards):
+        samples = make_samples(f"s{s}-", nsamples)
+        for i, sample in enumerate(samples):
+            sample["bin"] = bytes([i % 251]) * (size + i)
+        paths.append(write_shard(os.path.join(directory, f"shard-{s:03d}.tar"), samples, ("txt", "cls", "bin")))
+        expected += [tuple(sorted((k, v) for k, v in x.items() if k != "__url__")) for x in samples]
+    return paths, sorted(expected)
+
+
+def contents(samples):
+    return sorted(
+        tuple(sorted((k, v) for k, v in x.items() if k not in ("__url__", "__local_path__"))) for x in samples
+    )
+
+
+def small_ranges(monkeypatch, size=4096):
+    """Read remote objects by small ranges, so that one shard takes many requests."""
+    original = wds_core.remote.open_remote
+    monkeypatch.setattr(
+        wds_core.storage, "open_remote", lambda url, options, retry: original(url, options, retry, chunk_size=size)
+    )
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+def test_http_shards_read_like_local_ones(http_server):
+    paths, expected = local_dataset(http_server.root)
+    url = http_server.url + "/shard-{000..002}.tar"
+    samples = list(wds_core.WebDataset(url, shardshuffle=False))
+    assert contents(samples) == expected
+    assert samples[0]["__url__"] == http_server.url + "/shard-000.tar"
+
+
+def test_http_faults_lose_and_repeat_nothing(http_server, monkeypatch):
+    _, expected = local_dataset(http_server.root)
+    small_ranges(monkeypatch)
+    http_server.faults.spacing = 3
+    http_server.faults.cut(4, after=1000)
+    http_server.faults.fail(3, status=503)
+    http_server.faults.cut(2, after=0)
+    http_server.faults.fail(1, status=429)
+    dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar", shardshuffle=False, retry=FAST)
+    assert contents(dataset) == expected
+    assert http_server.faults.injected == {"cut": 6, "status": 4}
+
+
+def test_http_server_that_ignores_range_still_gives_the_right_bytes(tmp_path, monkeypatch):
+    from tests.servers import HttpServer
+
+    server = HttpServer(str(tmp_path))
+    server.honour_range = False
+    try:
+        _, expected = local_dataset(str(tmp_path), nshards=1)
+        small_ranges(monkeypatch, 10_000)
+        assert contents(wds_core.WebDataset(server.url + "/shard-000.tar")) == expected
+    finally:
+        server.stop()
+
+
+def test_http_retry_budget_spent_names_url_and_offset_not_secrets(http_server, monkeypatch):
+    local_dataset(http_server.root, nshards=1)
+    small_ranges(monkeypatch)
+    url = http_server.url + "/shard-000.tar?token=TOPSECRET&x=1"
+    stream = open_shard(url, retry=RetryPolicy(attempts=3, initial_delay=0.001))
+    stream.read(4096)
+    http_server.faults.fail(10, status=503)
+    with pytest.raises(ShardOpenError) as info:
+        stream.read(4096)
+    stream.close()
+    message = str(info.value)
+    assert "TOPSECRET" not in message and "token=***" in message
+    assert "after 3 attempts" in message and "offset 4096" in message and "503" in message
+    assert info.value.offset == 4096
+
+
+def test_http_missing_and_forbidden_are_not_retried(http_server):
+    started = time.monotonic()
+    with pytest.raises(ShardNotFoundError):
+        open_shard(http_server.url + "/nope.tar")
+    assert time.monotonic() - started < 1.0  # no backoff for a missing object
+
+
+def test_http_checkpoint_resumes_inside_the_shard(http_server, monkeypatch):
+    local_dataset(http_server.root, nshards=2)
+    small_ranges(monkeypatch)
+    url = http_server.url + "/shard-{000..001}.tar"
+    reference = [s["__key__"] for s in wds_core.WebDataset(url, shardshuffle=False)]
+    dataset = wds_core.WebDataset(url, shardshuffle=False)
+    stream = iter(dataset)
+    head = [next(stream)["__key__"] for _ in range(57)]
+    state = dataset.state_dict()
+    assert state["chain"] is not None
+    fresh = wds_core.WebDataset(url, shardshuffle=False)
+    fresh.load_state_dict(state)
+    assert head + [s["__key__"] for s in fresh] == reference
+
+
+# ---------------------------------------------------------------- S3
+
+
+def upload(fs, paths, prefix):
+    for path in paths:
+        fs.put_file(path, f"{prefix}/{os.path.basename(path)}")
+
+
+@pytest.fixture
+def s3_data(s3, tmp_path):
+    """The same kind of dataset in bucket team-a (shards 0-2) and team-b (shards 3-4)."""
+    import s3fs
+
+    paths, _ = local_dataset(str(tmp_path), nshards=5)
+    for bucket, part in (("team-a", paths[:3]), ("team-b", paths[3:])):
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3[bucket].client_options(bucket))
+        upload(fs, part, f"{bucket}/data")
+    return paths
+
+
+def test_s3_two_endpoints_two_keys_explicit_options(s3, s3_data):
+    options = {f"s3://{b}/": s3[b].client_options(b) for b in ("team-a", "team-b")}
+    urls = ["s3://team-a/data/shard-{000..002}.tar", "s3://team-b/data/shard-{003..004}.tar"]
+    before = {b: dict(s3[b].requests) for b in s3}
+    samples = list(wds_core.WebDataset(urls, shardshuffle=False, storage_options=options))
+    assert contents(samples) == contents_of(s3_data)
+    for bucket, key in (("team-a", "AKIDTEAMA"), ("team-b", "AKIDTEAMB")):
+        used = {k for k, n in s3[bucket].requests.items() if n > before[bucket].get(k, 0)}
+        assert used == {(bucket, key)}
+
+
+def contents_of(paths):
+    return contents(wds_core.WebDataset(paths, shardshuffle=False))
+
+
+def test_s3_options_registered_in_code(s3, s3_data):
+    for bucket in ("team-a", "team-b"):
+        wds_core.register_storage(f"s3://{bucket}/", **s3[bucket].client_options(bucket))
+    urls = "s3://team-a/data/shard-{000..002}.tar::s3://team-b/data/shard-{003..004}.tar"
+    assert contents(wds_core.WebDataset(urls, shardshuffle=False)) == contents_of(s3_data)
+
+
+def test_s3_options_from_config_file(s3, s3_data, tmp_path, monkeypatch):
+    import json
+
+    config = tmp_path / "wds.yaml"
+    entries = [{"prefix": f"s3://{b}/", "options": s3[b].client_options(b)} for b in ("team-a", "team-b")]
+    config.write_text(json.dumps({"storage": entries}))  # JSON is YAML
+    monkeypatch.setenv("WDS_CONFIG", str(config))
+    urls = ["s3://team-b/data/shard-003.tar", "s3://team-a/data/shard-001.tar"]
+    assert contents(wds_core.WebDataset(urls, shardshuffle=False)) == contents_of([s3_data[3], s3_data[1]])
+
+
+def test_s3_wrong_key_is_a_clear_error_without_the_secret(s3, s3_data):
+    options = s3["team-b"].client_options("team-b")
+    options["client_kwargs"] = dict(options["client_kwargs"], endpoint_url=s3["team-a"].endpoint)
+    options["secret"] = "VERY-SECRET-VALUE"
+    with pytest.raises(ShardOpenError) as info:
+        list(wds_core.WebDataset("s3://team-a/data/shard-000.tar", storage_options=options, retry=FAST))
+    assert "VERY-SECRET-VALUE" not in str(info.value) and "AKIDTEAMB" not in repr(info.value.__dict__)
+    assert "s3://team-a/data/shard-000.tar" in str(info.value)
+
+
+def test_s3_faults_beyond_s3fs_own_retries_lose_nothing(s3, s3_data, monkeypatch):
+    small_ranges(monkeypatch, 16384)
+    wds_core.register_storage("s3://team-a/", **s3["team-a"].client_options("team-a"))
+    faults = s3["team-a"].faults
+    faults.spacing = 2
+    faults.cut(3, after=5000)
+    faults.fail(8, status=503)  # more than s3fs retries on its own
+    faults.cut(2, after=10)
+    dataset = wds_core.WebDataset("s3://team-a/data/shard-{000..002}.tar", shardshuffle=False, retry=FAST)
+    assert contents(dataset) == contents_of(s3_data[:3])
+    assert faults.injected["cut"] == 5 and faults.injected["status"] == 8
+
+
+def test_s3_pipeline_pickles_for_spawned_workers_without_losing_options(s3, s3_data):
+    wds_core.register_storage("s3://team-a/", **s3["team-a"].client_options("team-a"))
+    dataset = wds_core.WebDataset("s3://team-a/data/shard-000.tar", shardshuffle=False)
+    data = pickle.dumps(dataset)
+    wds_core.unregister_storage()
+    assert contents(pickle.loads(data)) == contents_of(s3_data[:1])
+
+
+# ---------------------------------------------------------------- GCS
+
+
+def test_gcs_through_the_emulator(gcs_server, tmp_path):
+    import gcsfs
+
+    paths, expected = local_dataset(str(tmp_path), nshards=2)
+    fs = gcsfs.GCSFileSystem(skip_instance_cache=True, **gcs_server.client_options())
+    upload(fs, paths, "gbucket/set")
+    wds_core.register_storage("gs://gbucket/", **gcs_server.client_options())
+    assert contents(wds_core.WebDataset("gs://gbucket/set/shard-{000..001}.tar", shardshuffle=False)) == expected
+
+
+# ---------------------------------------------------------------- units
+
+
+def test_range_stream_reads_and_seeks_across_ranges():
+    import fsspec
+
+    data = bytes(range(256)) * 400
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/range/x.bin", data)
+    stream = RangeStream(fs, "/range/x.bin", "memory://range/x.bin", len(data), FAST, 1000)
+    got, pos = [], 0
+    for size in [1, 999, 1, 2500, 7, 0, 10_000, 100_000]:
+        got.append(stream.read(size))
+        pos += len(got[-1])
+        assert stream.tell() == pos
+    assert b"".join(got) == data
+    assert stream.read(10) == b""
+    assert stream.seek(50_000) == 50_000 and stream.read(3000) == data[50_000:53_000]
+    assert stream.seek(49_000) == 49_000 and stream.read(5) == data[49_000:49_005]
+    stream.seek(-10, os.SEEK_END)
+    assert stream.read() == data[-10:]
+    stream.close()
+
+
+def test_transient_errors_are_told_apart():
+    assert is_transient(ConnectionResetError())
+    assert is_transient(TimeoutError())
+    assert not is_transient(FileNotFoundError())
+    assert not is_transient(PermissionError())
+
+    class Status(Exception):
+        def __init__(self, status):
+            self.status = status
+
+    assert is_transient(Status(503)) and is_transient(Status(429)) and not is_transient(Status(403))
+    assert not is_transient(ValueError("bad"))
+
+
+def test_unknown_protocol_names_itself():
+    with pytest.raises(ShardOpenError, match="no storage backend for nosuch://"):
+        open_shard("nosuch://bucket/a.tar")
+
+
+def test_redact_text_hides_user_info_and_secret_parameters():
+    text = "GET https://user:pw@host/a.tar?X-Amz-Signature=abc&part=1 failed"
+    assert redact_text(text) == "GET https://***@host/a.tar?X-Amz-Signature=***&part=1 failed"

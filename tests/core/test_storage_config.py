@@ -1,0 +1,140 @@
+import pickle
+
+import pytest
+
+import wds_core
+from wds_core.errors import SpecError
+from wds_core.samples import TarfileToSamples
+from wds_core.storage_config import config_path, options_for, registered, restore_registered, rewrite_url
+
+
+def test_longest_registered_prefix_wins():
+    wds_core.register_storage("s3://", region="eu-west-1")
+    wds_core.register_storage("s3://bucket/", key="k1", anon=False)
+    wds_core.register_storage("s3://bucket/private/", key="k2")
+    assert options_for("s3://bucket/private/a.tar") == {"key": "k2"}
+    assert options_for("s3://bucket/a.tar") == {"key": "k1", "anon": False}
+    assert options_for("s3://other/a.tar") == {"region": "eu-west-1"}
+    assert options_for("gs://bucket/a.tar") == {}
+
+
+def test_explicit_beats_registered_beats_file(tmp_path, monkeypatch):
+    config = tmp_path / "wds.yaml"
+    config.write_text(
+        "storage:\n"
+        "  - prefix: s3://bucket/\n"
+        "    options: {key: from-file, profile: p, client_kwargs: {endpoint_url: 'http://file', region_name: r}}\n"
+    )
+    monkeypatch.setenv("WDS_CONFIG", str(config))
+    assert options_for("s3://bucket/x.tar")["key"] == "from-file"
+    wds_core.register_storage("s3://bucket/", key="registered", client_kwargs={"endpoint_url": "http://reg"})
+    merged = options_for("s3://bucket/x.tar", {"key": "explicit"})
+    assert merged["key"] == "explicit"
+    assert merged["profile"] == "p"
+    # nested dicts merge one level deep
+    assert merged["client_kwargs"] == {"endpoint_url": "http://reg", "region_name": "r"}
+
+
+def test_explicit_options_keyed_by_prefix():
+    explicit = {"s3://a/": {"key": "ka"}, "s3://b/": {"key": "kb"}}
+    assert options_for("s3://a/x.tar", explicit) == {"key": "ka"}
+    assert options_for("s3://b/x.tar", explicit) == {"key": "kb"}
+    assert options_for("s3://c/x.tar", explicit) == {}
+
+
+def test_config_file_is_reread_when_it_changes(tmp_path, monkeypatch):
+    config = tmp_path / "wds.json"
+    config.write_text('{"storage": [{"prefix": "gs://g/", "options": {"token": "one"}}]}')
+    monkeypatch.setenv("WDS_CONFIG", str(config))
+    assert options_for("gs://g/a.tar") == {"token": "one"}
+    config.write_text('{"storage": [{"prefix": "gs://g/", "options": {"token": "two!"}}]}')
+    assert options_for("gs://g/a.tar") == {"token": "two!"}
+
+
+def test_default_config_location(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert config_path() == str(tmp_path / "wds" / "config.yaml")
+    (tmp_path / "wds").mkdir()
+    (tmp_path / "wds" / "config.yaml").write_text("storage:\n  - prefix: s3://d/\n    options: {anon: true}\n")
+    assert options_for("s3://d/a.tar") == {"anon": True}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("storage: [{options: {}}]", "storage entry 0 needs 'prefix'"),
+        ("- just a list", "expected a mapping"),
+        ("storage: [{prefix: 's3://x/', options: [1]}]", "'options' mapping"),
+        ("rewrite: [{prefix: 's3://x/'}]", "rewrite entry 0 needs"),
+        ("storage: {{{", "not valid YAML"),
+    ],
+)
+def test_bad_config_files_are_clear_errors(tmp_path, monkeypatch, text, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    monkeypatch.setenv("WDS_CONFIG", str(config))
+    with pytest.raises(SpecError, match=message) as info:
+        options_for("s3://x/a.tar")
+    assert str(config) in str(info.value)
+
+
+def test_missing_named_config_file_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("WDS_CONFIG", str(tmp_path / "nope.yaml"))
+    with pytest.raises(SpecError, match="does not exist"):
+        options_for("s3://x/a.tar")
+
+
+def test_rewrites_env_registered_and_file(tmp_path, monkeypatch):
+    assert rewrite_url("gs://bucket/a.tar") == "gs://bucket/a.tar"
+    wds_core.register_rewrite("gs://bucket/", "/mnt/mirror/")
+    assert rewrite_url("gs://bucket/a.tar") == "/mnt/mirror/a.tar"
+    monkeypatch.setenv("GOPEN_REWRITE", "gs://bucket/=http://mirror/;s3://=gs://")
+    assert rewrite_url("gs://bucket/a.tar") == "http://mirror/a.tar"
+    assert rewrite_url("s3://x/a.tar") == "gs://x/a.tar"
+    monkeypatch.setenv("WDS_REWRITE", "gs://bucket/=/fast/")
+    assert rewrite_url("gs://bucket/a.tar") == "/fast/a.tar"  # WDS_REWRITE is consulted first
+    monkeypatch.delenv("WDS_REWRITE")
+    monkeypatch.delenv("GOPEN_REWRITE")
+    wds_core.unregister_rewrite()
+    config = tmp_path / "c.yaml"
+    config.write_text("rewrite:\n  - {prefix: 'http://old/', replacement: 'http://new/'}\n")
+    monkeypatch.setenv("WDS_CONFIG", str(config))
+    assert rewrite_url("http://old/x/y.tar") == "http://new/x/y.tar"
+    monkeypatch.setenv("WDS_REWRITE", "no-equals-sign")
+    with pytest.raises(SpecError, match="prefix=replacement"):
+        rewrite_url("x")
+
+
+def test_rewrite_applies_when_reading(tmp_path, shards, monkeypatch):
+    mirror, name = shards[1][0].rsplit("/", 1)
+    monkeypatch.setenv("WDS_REWRITE", f"gs://nowhere/={mirror}/")
+    samples = list(wds_core.WebDataset(f"gs://nowhere/{name}", shardshuffle=False))
+    assert len(samples) == 25 and samples[0]["__url__"] == f"gs://nowhere/{name}"
+
+
+def test_storage_options_repr_hides_secrets():
+    options = wds_core.StorageOptions(
+        key="AKID", secret="s3cr3t", client_kwargs={"aws_session_token": "T0KVALUE"}, anon=0
+    )
+    text = repr(options)
+    assert "s3cr3t" not in text and "AKID" not in text and "T0KVALUE" not in text and "anon" in text
+    stage = TarfileToSamples(storage_options={"secret": "s3cr3t"})
+    assert "s3cr3t" not in repr(stage.storage_options)
+
+
+def test_registered_options_travel_with_pickled_reading_stage():
+    wds_core.register_storage("s3://travel/", key="k", secret="s")
+    wds_core.register_rewrite("gs://x/", "/y/")
+    data = pickle.dumps(TarfileToSamples())
+    wds_core.unregister_storage()
+    wds_core.unregister_rewrite()
+    pickle.loads(data)
+    assert registered() == {"storage": {"s3://travel/": {"key": "k", "secret": "s"}}, "rewrite": {"gs://x/": "/y/"}}
+    wds_core.register_storage("s3://travel/", key="local-wins")
+    restore_registered({"storage": {"s3://travel/": {"key": "k"}}})
+    assert options_for("s3://travel/a") == {"key": "local-wins"}
+
+
+def test_prefix_must_be_a_string():
+    with pytest.raises(SpecError, match="non-empty URL prefix"):
+        wds_core.register_storage("", key="x")

@@ -1,0 +1,229 @@
+"""Real storage servers on 127.0.0.1 for the tests: S3 (moto), GCS (gcp-storage-emulator), HTTP with Range.
+
+Each server runs in a thread of the test process on a free port.  The S3 and
+HTTP servers can inject faults into the next requests (``Faults``): cut the
+connection after part of an object's bytes, or answer 503.  The S3 server
+serves only its own buckets and checks that each request is signed with the
+access key of the bucket, as two separate S3 endpoints with separate accounts
+would.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import threading
+from collections import Counter
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Faults:
+    """Faults to inject into the next object reads (GET requests for object bytes)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cuts: list[int] = []  # for each of the next reads: bytes sent before the connection is cut
+        self.errors: list[int] = []  # for each of the next reads: an HTTP status to answer instead
+        self.injected = Counter()
+        self.spacing = 0  # requests served normally between two injected faults
+        self._quiet = 0
+
+    def cut(self, times: int, after: int) -> None:
+        with self.lock:
+            self.cuts += [after] * times
+
+    def fail(self, times: int, status: int = 503) -> None:
+        with self.lock:
+            self.errors += [status] * times
+
+    def clear(self) -> None:
+        with self.lock:
+            self.cuts.clear()
+            self.errors.clear()
+            self.injected.clear()
+            self.spacing = self._quiet = 0
+
+    def next_fault(self) -> tuple[str, int] | None:
+        with self.lock:
+            if self._quiet > 0 and (self.errors or self.cuts):
+                self._quiet -= 1
+                return None
+            self._quiet = self.spacing
+            if self.errors:
+                self.injected["status"] += 1
+                return ("status", self.errors.pop(0))
+            if self.cuts:
+                self.injected["cut"] += 1
+                return ("cut", self.cuts.pop(0))
+        return None
+
+
+def _cut_body(body: Any, limit: int) -> Any:
+    sent = 0
+    for piece in body:
+        if sent + len(piece) >= limit:
+            yield piece[: limit - sent]
+            raise ConnectionAbortedError("fault injected: connection cut")
+        sent += len(piece)
+        yield piece
+
+
+def _quiet_werkzeug() -> None:
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+
+
+class S3Server:
+    """moto's S3 service over real sockets, limited to ``buckets`` (name -> access key)."""
+
+    def __init__(self, buckets: dict[str, str]) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        _quiet_werkzeug()
+        self.buckets = dict(buckets)
+        self.faults = Faults()
+        self.requests: Counter = Counter()  # (bucket, access key) -> requests
+        self._app = DomainDispatcherApplication(create_backend_app)
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = make_server("127.0.0.1", self.port, self._gate, threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _gate(self, environ: dict, start_response: Any) -> Any:
+        bucket = environ.get("PATH_INFO", "/").lstrip("/").split("/", 1)[0]
+        match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+        key = match.group(1) if match else None
+        self.requests[(bucket, key)] += 1
+        if bucket not in self.buckets:
+            return _xml_error(start_response, "404 Not Found", "NoSuchBucket", "no such bucket on this endpoint")
+        if key != self.buckets[bucket]:
+            return _xml_error(start_response, "403 Forbidden", "InvalidAccessKeyId", "wrong access key")
+        is_object_read = environ["REQUEST_METHOD"] == "GET" and "/" in environ["PATH_INFO"].strip("/")
+        fault = self.faults.next_fault() if is_object_read else None
+        if fault and fault[0] == "status":
+            return _xml_error(start_response, f"{fault[1]} Fault", "SlowDown", "fault injected")
+        body = self._app(environ, start_response)
+        return _cut_body(body, fault[1]) if fault else body
+
+    def client_options(self, bucket: str) -> dict[str, Any]:
+        """s3fs options that reach ``bucket`` on this server."""
+        return {
+            "key": self.buckets[bucket],
+            "secret": f"secret-of-{bucket}",
+            "client_kwargs": {"endpoint_url": self.endpoint, "region_name": "eu-west-1"},
+        }
+
+    def create_buckets(self) -> None:
+        import s3fs
+
+        for bucket in self.buckets:
+            fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.client_options(bucket))
+            fs.mkdir(bucket)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
+
+
+def _xml_error(start_response: Any, status: str, code: str, message: str) -> list[bytes]:
+    body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
+    start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+class HttpServer:
+    """Files of ``root`` over HTTP/1.1 with single-range ``Range`` support and fault injection."""
+
+    def __init__(self, root: str, honour_range: bool = True) -> None:
+        self.root = root
+        self.faults = Faults()
+        self.honour_range = honour_range
+        server = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=server.root, **kwargs)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                server._get(self)
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _get(self, handler: Any) -> None:
+        path = handler.translate_path(handler.path)
+        if not os.path.isfile(path):
+            handler.send_error(404)
+            return
+        fault = self.faults.next_fault()
+        if fault and fault[0] == "status":
+            handler.send_error(fault[1])
+            return
+        with open(path, "rb") as stream:
+            data = stream.read()
+        match = re.fullmatch(r"bytes=(\d+)-(\d*)", handler.headers.get("Range", ""))
+        if match and self.honour_range:
+            start = int(match.group(1))
+            end = min(len(data), int(match.group(2)) + 1 if match.group(2) else len(data))
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+            data = data[start:end]
+        else:
+            handler.send_response(200)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.send_header("Content-Type", "application/x-tar")
+        handler.send_header("Accept-Ranges", "bytes")
+        handler.end_headers()
+        if fault and fault[0] == "cut":
+            handler.wfile.write(data[: fault[1]])
+            handler.wfile.flush()
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        handler.wfile.write(data)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+class GcsServer:
+    """gcp-storage-emulator in memory, with ``bucket`` created."""
+
+    def __init__(self, bucket: str) -> None:
+        from gcp_storage_emulator.server import create_server
+
+        self.bucket = bucket
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = create_server("127.0.0.1", self.port, in_memory=True, default_bucket=bucket)
+        self._server.start()
+
+    def client_options(self) -> dict[str, Any]:
+        return {"endpoint_url": self.endpoint, "token": "anon", "project": "wds-tests"}
+
+    def stop(self) -> None:
+        self._server.stop()

@@ -1,0 +1,228 @@
+"""Reading remote shards through fsspec with ranged reads that resume where they failed.
+
+:func:`open_remote` asks the backend for the object's size, then returns a
+:class:`RangeStream`: the object is read as consecutive byte ranges (one range
+ahead is fetched in the background while the reader parses the current one).
+A transient failure (connection reset or cut mid-range, timeout, HTTP 408/429/5xx,
+a range shorter than asked) re-requests the *same* range after a backoff, so
+every byte is delivered exactly once.  When the retry budget is spent the error
+names the URL and the byte offset, never a credential.  Objects whose size the
+server does not report are read as one plain stream.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from .errors import ShardNotFoundError, ShardOpenError, redact_url
+
+__all__ = ["RangeStream", "RetryPolicy", "open_remote"]
+
+_INSTALL_HINTS = {"s3": "wds[s3]", "s3a": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]", "http": "wds[http]"}
+_INSTALL_HINTS["https"] = "wds[http]"
+_TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
+_USERINFO_ANYWHERE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
+_SECRET_PARAM = re.compile(
+    r"([?&;](?:[^=&;\s]*(?:key|secret|token|signature|credential|password)[^=&;\s]*)=)[^&;\s'\"]*", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a failing request is repeated.
+
+    ``attempts`` counts every try of one request (the first included); the
+    delay before retry ``n`` is ``initial_delay * 2**n``, at most ``max_delay``.
+    """
+
+    attempts: int = 6
+    initial_delay: float = 0.2
+    max_delay: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must be >= 0")
+
+    def delay(self, retry: int) -> float:
+        return min(self.max_delay, self.initial_delay * (2**retry))
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def redact_text(text: str) -> str:
+    """``text`` with URL user info and secret query values hidden."""
+    return _SECRET_PARAM.sub(r"\1***", _USERINFO_ANYWHERE.sub(r"\1***@", text))
+
+
+def is_transient(exn: BaseException) -> bool:
+    """Whether repeating the request that raised ``exn`` may succeed."""
+    if isinstance(exn, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    status = getattr(exn, "status", None) or getattr(exn, "code", None)
+    if isinstance(status, int) and 100 <= status < 600:
+        return status in _TRANSIENT_STATUS
+    if isinstance(exn, (OSError, TimeoutError, _ShortRead)):
+        return True
+    return type(exn).__module__.split(".")[0] in ("aiohttp", "botocore", "urllib3", "requests")
+
+
+class _ShortRead(Exception):
+    pass
+
+
+def _describe(exn: BaseException) -> str:
+    return redact_text(f"{type(exn).__name__}: {exn}")
+
+
+def _with_retries(what: str, call: Any, url: str, offset: int | None, policy: RetryPolicy) -> Any:
+    """``call()``, repeated after transient failures; the last failure becomes a ShardOpenError."""
+    for attempt in range(policy.attempts):
+        try:
+            return call()
+        except FileNotFoundError:
+            raise ShardNotFoundError("shard not found", url=url) from None
+        except Exception as exn:
+            if not is_transient(exn):
+                raise ShardOpenError(f"cannot {what}: {_describe(exn)}", url=url, offset=offset) from None
+            if attempt + 1 == policy.attempts:
+                message = f"cannot {what} after {policy.attempts} attempts; last error {_describe(exn)}"
+                raise ShardOpenError(message, url=url, offset=offset) from None
+            time.sleep(policy.delay(attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The fsspec filesystem and path for ``url``; a missing backend names its install command."""
+    import fsspec
+
+    protocol = url.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except (ValueError, ImportError) as exn:
+        hint = _INSTALL_HINTS.get(protocol)
+        extra = f'; install it with pip install "{hint}"' if hint else ""
+        raise ShardOpenError(f"no storage backend for {protocol}:// URLs ({exn}){extra}", url=url) from None
+    try:
+        return fsspec.core.url_to_fs(url, **options)
+    except (TypeError, ValueError, ImportError) as exn:
+        raise ShardOpenError(f"cannot set up storage for this URL: {_describe(exn)}", url=url) from None
+
+
+def open_remote(
+    url: str,
+    options: dict[str, Any],
+    retry: RetryPolicy = DEFAULT_RETRY,
+    chunk_size: int = 8 << 20,
+) -> BinaryIO:
+    """Open a remote shard for reading (see the module doc)."""
+    fs, path = filesystem(url, options)
+    info = _with_retries("look up the shard", lambda: fs.info(path), url, None, retry)
+    if info.get("type") == "directory":
+        raise ShardOpenError("the URL names a directory, not a shard", url=url)
+    size = info.get("size")
+    if size is None:
+        return _with_retries("open the shard", lambda: fs.open(path, "rb"), url, 0, retry)
+    return RangeStream(fs, path, url, int(size), retry, chunk_size)
+
+
+class RangeStream(io.RawIOBase):
+    """A remote object of known ``size`` read by consecutive ranges, one range prefetched.
+
+    Seekable: a seek drops the buffered range and the next read starts a new
+    range at the new position (restoring a checkpoint inside a shard).
+    """
+
+    def __init__(self, fs: Any, path: str, url: str, size: int, retry: RetryPolicy, chunk_size: int) -> None:
+        super().__init__()
+        self.fs, self.path, self.url, self.size = fs, path, url, size
+        self.retry, self.chunk_size = retry, chunk_size
+        self._pos = 0  # offset of the next byte read() returns
+        self._buffer = memoryview(b"")
+        self._buffer_end = 0  # object offset just after the buffer
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: tuple[int, Future] | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        target = max(0, base + offset)
+        start = self._buffer_end - len(self._buffer)
+        if start <= target <= self._buffer_end:
+            self._buffer = self._buffer[target - start :]
+        else:
+            self._buffer, self._buffer_end = memoryview(b""), target
+        self._pos = target
+        return target
+
+    def _fetch(self, start: int) -> bytes:
+        end = min(self.size, start + self.chunk_size)
+
+        def get() -> bytes:
+            data = self.fs.cat_file(self.path, start=start, end=end)
+            if len(data) == end - start:
+                return data
+            if len(data) == self.size and len(data) > end - start:
+                return data[start:end]  # the server ignored the Range header
+            raise _ShortRead(f"asked for bytes {start}-{end}, got {len(data)} bytes")
+
+        return _with_retries(f"read bytes {start}-{end} of {self.size}", get, self.url, start, self.retry)
+
+    def _next_range(self, start: int) -> bytes:
+        ahead, self._ahead = self._ahead, None
+        data = ahead[1].result() if ahead is not None and ahead[0] == start else self._fetch(start)
+        following = start + len(data)
+        if following < self.size:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="wds-range")
+            self._ahead = (following, self._pool.submit(self._fetch, following))
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            size = self.size - self._pos
+        out = []
+        while size > 0 and self._pos < self.size:
+            if not self._buffer:
+                data = self._next_range(self._pos)
+                self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
+            piece = self._buffer[:size]
+            self._buffer = self._buffer[len(piece) :]
+            self._pos += len(piece)
+            size -= len(piece)
+            out.append(piece)
+        if len(out) == 1:
+            whole = out[0].obj
+            return whole if len(out[0]) == len(whole) else out[0].tobytes()  # type: ignore[arg-type, return-value]
+        return b"".join(out)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._ahead = None
+        self._buffer = memoryview(b"")
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"RangeStream({redact_url(self.url)!r}, size={self.size})"

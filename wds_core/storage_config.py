@@ -1,0 +1,255 @@
+"""Which storage options and URL rewrites apply to a URL.
+
+Options for fsspec backends (``endpoint_url``, ``key``/``secret``/``token``,
+``profile``, ``anon``, ``client_kwargs``...) come from four places; for each
+URL the **longest matching prefix** of each place is taken, and the places are
+merged with this precedence (later wins)::
+
+    the backend's own environment  <  WDS_CONFIG file  <  register_storage()  <  storage_options=
+
+``storage_options=`` is either one flat dict (for every remote URL of the
+pipeline) or a dict keyed by URL prefixes (``{"s3://a/": {...}, "s3://b/":
+{...}}``).  Nested dicts such as ``client_kwargs`` are merged one level deep.
+
+The configuration file is named by ``WDS_CONFIG`` (default
+``$XDG_CONFIG_HOME/wds/config.yaml``, i.e. ``~/.config/wds/config.yaml``); it
+is read when a URL is first resolved and re-read when it changes::
+
+    storage:
+      - prefix: s3://team-a-bucket/
+        options: {endpoint_url: "https://minio.internal:9000", key: "...", secret: "..."}
+    rewrite:
+      - prefix: gs://bucket/
+        replacement: /mnt/mirror/bucket/
+
+URL rewrites map a URL prefix onto another before anything is opened, e.g. a
+bucket onto a local mirror: ``register_rewrite()``, the file's ``rewrite:``
+list, and ``WDS_REWRITE`` / webdataset's ``GOPEN_REWRITE``
+(``"prefix=replacement;..."``, literal prefixes, the first match wins).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any
+
+from .errors import SpecError
+
+__all__ = [
+    "StorageOptions",
+    "options_for",
+    "register_rewrite",
+    "register_storage",
+    "rewrite_url",
+    "unregister_rewrite",
+    "unregister_storage",
+]
+
+_SECRET_WORDS = ("key", "secret", "token", "password", "credential", "session")
+_lock = threading.Lock()
+_registered: dict[str, dict[str, Any]] = {}
+_rewrites: dict[str, str] = {}
+_file_cache: dict[str, Any] = {"id": None, "storage": {}, "rewrite": {}}
+
+
+def _is_secret(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS) and lowered not in ("key_prefix",)
+
+
+def redact_options(options: Any) -> Any:
+    """A copy of ``options`` fit for messages: values of secret-looking keys replaced by ``***``."""
+    if isinstance(options, dict):
+        return {k: "***" if _is_secret(str(k)) and v is not None else redact_options(v) for k, v in options.items()}
+    return options
+
+
+class StorageOptions(dict):
+    """A dict of storage options whose ``repr`` hides credentials."""
+
+    def __repr__(self) -> str:
+        return f"StorageOptions({redact_options(dict(self))!r})"
+
+    __str__ = __repr__
+
+
+def _check_prefix(prefix: Any) -> str:
+    if not isinstance(prefix, str) or not prefix:
+        raise SpecError(f"a storage prefix is a non-empty URL prefix such as 's3://bucket/', got {prefix!r}")
+    return prefix
+
+
+def register_storage(prefix: str, **options: Any) -> None:
+    """Use ``options`` for every URL that starts with ``prefix`` (the longest registered prefix wins).
+
+    Registering a prefix again replaces its options.  Registered options live in
+    this process; worker processes started with ``spawn`` receive them with the
+    pipeline (they are part of the reading stage's pickled state).
+    """
+    with _lock:
+        _registered[_check_prefix(prefix)] = dict(options)
+
+
+def unregister_storage(prefix: str | None = None) -> None:
+    """Forget the options registered for ``prefix``, or all of them."""
+    _forget(_registered, prefix)
+
+
+def register_rewrite(prefix: str, replacement: str) -> None:
+    """Rewrite URLs starting with ``prefix`` to start with ``replacement`` instead."""
+    with _lock:
+        _rewrites[_check_prefix(prefix)] = str(replacement)
+
+
+def unregister_rewrite(prefix: str | None = None) -> None:
+    """Forget the rewrite for ``prefix``, or all registered rewrites."""
+    _forget(_rewrites, prefix)
+
+
+def _forget(table: dict[str, Any], prefix: str | None) -> None:
+    with _lock:
+        if prefix is None:
+            table.clear()
+        else:
+            table.pop(prefix, None)
+
+
+def registered() -> dict[str, Any]:
+    """The registered options and rewrites, to carry into worker processes."""
+    with _lock:
+        return {"storage": {k: dict(v) for k, v in _registered.items()}, "rewrite": dict(_rewrites)}
+
+
+def restore_registered(snapshot: dict[str, Any]) -> None:
+    """Add a :func:`registered` snapshot to this process's registry (entries already here are kept)."""
+    with _lock:
+        for prefix, options in snapshot.get("storage", {}).items():
+            _registered.setdefault(prefix, dict(options))
+        for prefix, replacement in snapshot.get("rewrite", {}).items():
+            _rewrites.setdefault(prefix, replacement)
+
+
+def _env_rewrites() -> list[tuple[str, str]]:
+    rules = []
+    for name in ("WDS_REWRITE", "GOPEN_REWRITE"):
+        text = os.environ.get(name, "")
+        for rule in filter(None, (part.strip() for part in text.split(";"))):
+            if "=" not in rule:
+                raise SpecError(f"{name}: each rule is prefix=replacement, got {rule!r}")
+            prefix, replacement = rule.split("=", 1)
+            rules.append((prefix, replacement))
+    return rules
+
+
+def rewrite_url(url: str) -> str:
+    """``url`` after the first matching rewrite: environment rules, then registered, then the config file."""
+    if not isinstance(url, str):
+        return url
+    for prefix, replacement in _env_rewrites():
+        if url.startswith(prefix):
+            return replacement + url[len(prefix) :]
+    with _lock:
+        rules = dict(_rewrites)
+    for table in (rules, _config_file()["rewrite"]):
+        prefix = _longest(table, url)
+        if prefix is not None:
+            return table[prefix] + url[len(prefix) :]
+    return url
+
+
+def config_path() -> str:
+    """The configuration file: ``WDS_CONFIG``, else ``$XDG_CONFIG_HOME/wds/config.yaml``."""
+    named = os.environ.get("WDS_CONFIG")
+    if named:
+        return os.path.expanduser(named)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "wds", "config.yaml")
+
+
+def _config_file() -> dict[str, Any]:
+    path = config_path()
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        if os.environ.get("WDS_CONFIG"):
+            raise SpecError(f"WDS_CONFIG names {path!r}, which does not exist") from None
+        return {"storage": {}, "rewrite": {}}
+    ident = (path, stat.st_mtime_ns, stat.st_size)
+    with _lock:
+        if _file_cache["id"] == ident:
+            return _file_cache
+    parsed = _parse_config(path)
+    with _lock:
+        _file_cache.update(parsed, id=ident)
+        return _file_cache
+
+
+def _parse_config(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as stream:
+        text = stream.read()
+    if path.endswith(".json"):
+        try:
+            data = json.loads(text)
+        except ValueError as exn:
+            raise SpecError(f"{path}: not valid JSON ({exn})") from None
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise SpecError(f"{path}: reading YAML needs PyYAML: pip install pyyaml (or use a .json file)") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exn:
+            raise SpecError(f"{path}: not valid YAML ({exn})") from None
+    data = data or {}
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping with 'storage' and/or 'rewrite' lists")
+    storage, rewrite = {}, {}
+    for i, entry in enumerate(data.get("storage") or []):
+        if not isinstance(entry, dict) or "prefix" not in entry or not isinstance(entry.get("options", {}), dict):
+            raise SpecError(f"{path}: storage entry {i} needs 'prefix' and an 'options' mapping")
+        storage[_check_prefix(entry["prefix"])] = dict(entry.get("options") or {})
+    for i, entry in enumerate(data.get("rewrite") or []):
+        if not isinstance(entry, dict) or "prefix" not in entry or "replacement" not in entry:
+            raise SpecError(f"{path}: rewrite entry {i} needs 'prefix' and 'replacement'")
+        rewrite[_check_prefix(entry["prefix"])] = str(entry["replacement"])
+    return {"storage": storage, "rewrite": rewrite}
+
+
+def _longest(table: dict[str, Any], url: str) -> str | None:
+    best = None
+    for prefix in table:
+        if url.startswith(prefix) and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return best
+
+
+def _is_prefix_table(options: dict[str, Any]) -> bool:
+    return bool(options) and all(isinstance(k, str) and "://" in k for k in options)
+
+
+def _merge(into: dict[str, Any], options: dict[str, Any]) -> None:
+    for name, value in options.items():
+        if isinstance(value, dict) and isinstance(into.get(name), dict):
+            into[name] = {**into[name], **value}
+        else:
+            into[name] = value
+
+
+def options_for(url: str, explicit: dict[str, Any] | None = None) -> StorageOptions:
+    """The storage options for ``url``: config file, then registered, then ``explicit`` (see the module doc)."""
+    merged: dict[str, Any] = {}
+    with _lock:
+        registered_now = dict(_registered)
+    explicit = explicit or {}
+    if _is_prefix_table(explicit):
+        prefix = _longest(explicit, url)
+        explicit = explicit[prefix] if prefix is not None else {}
+    for table in (_config_file()["storage"], registered_now):
+        prefix = _longest(table, url)
+        if prefix is not None:
+            _merge(merged, table[prefix])
+    _merge(merged, explicit)
+    return StorageOptions(merged)
