@@ -47,6 +47,11 @@ class Faults:
         with self.lock:
             self.errors += [status] * times
 
+    def pass_next(self, requests: int) -> None:
+        """Serve the next ``requests`` reads normally before the first fault."""
+        with self.lock:
+            self._quiet = requests
+
     def clear(self) -> None:
         with self.lock:
             self.cuts.clear()
@@ -150,6 +155,7 @@ class HttpServer:
         self.root = root
         self.faults = Faults()
         self.honour_range = honour_range
+        self.gets = 0  # GET requests served
         server = self
 
         class Handler(SimpleHTTPRequestHandler):
@@ -173,6 +179,7 @@ class HttpServer:
         self._thread.start()
 
     def _get(self, handler: Any) -> None:
+        self.gets += 1
         path = handler.translate_path(handler.path)
         if not os.path.isfile(path):
             handler.send_error(404)

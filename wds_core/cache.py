@@ -20,6 +20,7 @@ import io
 import os
 import secrets
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
@@ -90,8 +91,8 @@ class ShardCache:
         path = self.path_for(url)
         try:
             stream = open(path, "rb", buffering=0)
-        except FileNotFoundError:
-            pass
+        except OSError:
+            pass  # not cached (or the cache is unusable, which the write below reports)
         else:
             try:
                 os.utime(path)  # last use, for the eviction order
@@ -104,8 +105,10 @@ class ShardCache:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             partial = f"{path}.{os.getpid()}.{secrets.token_hex(4)}{_PARTIAL}"
             sink = open(partial, "wb")
-        except OSError:
-            return source  # an unwritable cache slows reading down, it does not stop it
+        except OSError as exn:
+            # an unusable cache slows reading down, it does not stop it
+            warnings.warn(f"shard cache {self.cache_dir} is not writable ({exn}); reading without it", stacklevel=2)
+            return source
         return _FillingStream(source, sink, partial, path, self)
 
     def commit(self, partial: str, path: str) -> None:

@@ -78,7 +78,8 @@ class _ShortRead(Exception):
     pass
 
 
-def _describe(exn: BaseException) -> str:
+def describe_error(exn: BaseException) -> str:
+    """``exn``'s type and message, with credentials hidden."""
     return redact_text(f"{type(exn).__name__}: {exn}")
 
 
@@ -91,9 +92,9 @@ def _with_retries(what: str, call: Any, url: str, offset: int | None, policy: Re
             raise ShardNotFoundError("shard not found", url=url) from None
         except Exception as exn:
             if not is_transient(exn):
-                raise ShardOpenError(f"cannot {what}: {_describe(exn)}", url=url, offset=offset) from None
+                raise ShardOpenError(f"cannot {what}: {describe_error(exn)}", url=url, offset=offset) from None
             if attempt + 1 == policy.attempts:
-                message = f"cannot {what} after {policy.attempts} attempts; last error {_describe(exn)}"
+                message = f"cannot {what} after {policy.attempts} attempts; last error {describe_error(exn)}"
                 raise ShardOpenError(message, url=url, offset=offset) from None
             time.sleep(policy.delay(attempt))
     raise AssertionError("unreachable")  # pragma: no cover
@@ -113,7 +114,7 @@ def filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
     try:
         return fsspec.core.url_to_fs(url, **options)
     except (TypeError, ValueError, ImportError) as exn:
-        raise ShardOpenError(f"cannot set up storage for this URL: {_describe(exn)}", url=url) from None
+        raise ShardOpenError(f"cannot set up storage for this URL: {describe_error(exn)}", url=url) from None
 
 
 def open_remote(

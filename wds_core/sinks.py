@@ -4,7 +4,12 @@
 (the shard is complete: make it visible) and ``abort`` (discard it).  A local
 shard is written under a temporary name beside its destination and renamed
 into place by ``commit``, so a crash never leaves half a shard under the final
-name.  A ``pipe:`` command's exit status is checked at ``commit``.
+name.  On object stores (S3, GCS, Azure...) the upload is completed by
+``commit`` and cancelled by ``abort``, so the object appears only when whole;
+other fsspec targets are written under a temporary name and moved into place.
+Remote destinations use the storage options that apply to their URL
+(:mod:`wds_core.storage_config`).  A ``pipe:`` command's exit status is
+checked at ``commit``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import tempfile
 from typing import Any, BinaryIO
 
 from .errors import PipeError, ShardOpenError
+from .remote import describe_error, filesystem
 from .storage import local_path, pipe_failure
+from .storage_config import options_for
 
 __all__ = ["CommitOnExit", "ShardSink", "create_shard"]
 
@@ -150,29 +157,75 @@ class _PipeSink(ShardSink):
             pass
 
 
-class _FsspecSink(ShardSink):
-    def __init__(self, url: str, options: dict) -> None:
-        import fsspec
+# Object stores whose uploads become visible only when the file is closed (multipart or resumable upload)
+_UPLOAD_ON_CLOSE = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
 
+
+def _open_for_writing(fs: Any, path: str, url: str) -> Any:
+    try:
+        return fs.open(path, "wb")
+    except (OSError, ValueError) as exn:
+        raise _failure("create", exn, url) from None
+
+
+class _ObjectSink(ShardSink):
+    """An object-store upload: nothing is visible until ``commit`` completes it; ``abort`` cancels it."""
+
+    def __init__(self, url: str, fs: Any, path: str) -> None:
         self.url = url
-        try:
-            self.file = fsspec.open(url, "wb", **options).open()
-        except (OSError, ValueError, ImportError) as exn:
-            raise ShardOpenError(f"cannot create shard: {type(exn).__name__}: {exn}", url=url) from None
+        self.file = _open_for_writing(fs, path, url)
         self.write = self.file.write  # type: ignore[method-assign]
 
     def commit(self) -> None:
         try:
             self.file.close()
         except OSError as exn:
-            raise ShardOpenError(f"cannot finish shard: {type(exn).__name__}: {exn}", url=self.url) from None
+            raise _failure("finish", exn, self.url) from None
 
     def abort(self) -> None:
-        discard = getattr(self.file, "discard", None)
-        if discard is not None:
-            discard()
-        else:
+        try:
+            self.file.discard()
+        finally:
+            self.file.closed = True  # a later close() (e.g. by the garbage collector) must not complete the upload
+
+
+class _MoveSink(ShardSink):
+    """Other fsspec filesystems: write a temporary object beside the destination, then move it into place."""
+
+    def __init__(self, url: str, fs: Any, path: str) -> None:
+        self.url, self.fs, self.path = url, fs, path
+        head, _, name = path.rpartition("/")
+        self.temp = f"{head}/.{name}.{os.getpid()}.{secrets.token_hex(4)}.partial" if head else f".{name}.partial"
+        self.file = _open_for_writing(fs, self.temp, url)
+        self.write = self.file.write  # type: ignore[method-assign]
+
+    def commit(self) -> None:
+        try:
             self.file.close()
+            self.fs.mv(self.temp, self.path)
+        except OSError as exn:
+            self.abort()
+            raise _failure("finish", exn, self.url) from None
+
+    def abort(self) -> None:
+        try:
+            self.file.close()
+        finally:
+            try:
+                self.fs.rm(self.temp)
+            except OSError:
+                pass
+
+
+def _failure(what: str, exn: BaseException, url: str) -> ShardOpenError:
+    return ShardOpenError(f"cannot {what} shard: {describe_error(exn)}", url=url)
+
+
+def _fsspec_sink(url: str, storage_options: dict | None) -> ShardSink:
+    fs, path = filesystem(url, options_for(url, storage_options))
+    if url.split("://", 1)[0] in _UPLOAD_ON_CLOSE:
+        return _ObjectSink(url, fs, path)
+    return _MoveSink(url, fs, path)
 
 
 def create_shard(dest: Any, storage_options: dict | None = None) -> ShardSink:
@@ -189,4 +242,4 @@ def create_shard(dest: Any, storage_options: dict | None = None) -> ShardSink:
     path = local_path(dest)
     if path is not None:
         return _LocalSink(path, dest)
-    return _FsspecSink(dest, storage_options or {})
+    return _fsspec_sink(dest, storage_options)
