@@ -121,9 +121,15 @@ def open_remote(
     url: str,
     options: dict[str, Any],
     retry: RetryPolicy = DEFAULT_RETRY,
-    chunk_size: int = 8 << 20,
+    chunk_size: int = 32 << 20,
+    max_chunk_size: int = 32 << 20,
 ) -> BinaryIO:
-    """Open a remote shard for reading (see the module doc)."""
+    """Open a remote shard for reading (see the module doc).
+
+    The first range is ``chunk_size`` bytes; each following range doubles up
+    to ``max_chunk_size``: few requests per shard (each costs a round trip and,
+    on some servers, more), and at most two ranges in memory.
+    """
     fs, path = filesystem(url, options)
     info = _with_retries("look up the shard", lambda: fs.info(path), url, None, retry)
     if info.get("type") == "directory":
@@ -131,7 +137,7 @@ def open_remote(
     size = info.get("size")
     if size is None:
         return _with_retries("open the shard", lambda: fs.open(path, "rb"), url, 0, retry)
-    return RangeStream(fs, path, url, int(size), retry, chunk_size)
+    return RangeStream(fs, path, url, int(size), retry, chunk_size, max_chunk_size)
 
 
 class RangeStream(io.RawIOBase):
@@ -141,10 +147,21 @@ class RangeStream(io.RawIOBase):
     range at the new position (restoring a checkpoint inside a shard).
     """
 
-    def __init__(self, fs: Any, path: str, url: str, size: int, retry: RetryPolicy, chunk_size: int) -> None:
+    def __init__(
+        self,
+        fs: Any,
+        path: str,
+        url: str,
+        size: int,
+        retry: RetryPolicy,
+        chunk_size: int = 4 << 20,
+        max_chunk_size: int | None = None,
+    ) -> None:
         super().__init__()
         self.fs, self.path, self.url, self.size = fs, path, url, size
-        self.retry, self.chunk_size = retry, chunk_size
+        self.retry, self.first_chunk_size = retry, chunk_size
+        self.max_chunk_size = max(chunk_size, max_chunk_size or chunk_size)
+        self.chunk_size = chunk_size  # of the next range; grows after each one
         self._pos = 0  # offset of the next byte read() returns
         self._buffer = memoryview(b"")
         self._buffer_end = 0  # object offset just after the buffer
@@ -168,11 +185,12 @@ class RangeStream(io.RawIOBase):
             self._buffer = self._buffer[target - start :]
         else:
             self._buffer, self._buffer_end = memoryview(b""), target
+            self.chunk_size = self.first_chunk_size
         self._pos = target
         return target
 
-    def _fetch(self, start: int) -> bytes:
-        end = min(self.size, start + self.chunk_size)
+    def _fetch(self, start: int, length: int) -> bytes:
+        end = min(self.size, start + length)
 
         def get() -> bytes:
             data = self.fs.cat_file(self.path, start=start, end=end)
@@ -186,12 +204,13 @@ class RangeStream(io.RawIOBase):
 
     def _next_range(self, start: int) -> bytes:
         ahead, self._ahead = self._ahead, None
-        data = ahead[1].result() if ahead is not None and ahead[0] == start else self._fetch(start)
+        data = ahead[1].result() if ahead is not None and ahead[0] == start else self._fetch(start, self.chunk_size)
         following = start + len(data)
         if following < self.size:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="wds-range")
-            self._ahead = (following, self._pool.submit(self._fetch, following))
+            self.chunk_size = min(self.max_chunk_size, self.chunk_size * 2)
+            self._ahead = (following, self._pool.submit(self._fetch, following, self.chunk_size))
         return data
 
     def read(self, size: int = -1) -> bytes:

@@ -37,7 +37,7 @@ def small_ranges(monkeypatch, size=4096):
     """Read remote objects by small ranges, so that one shard takes many requests."""
     original = wds_core.remote.open_remote
     monkeypatch.setattr(
-        wds_core.storage, "open_remote", lambda url, options, retry: original(url, options, retry, chunk_size=size)
+        wds_core.storage, "open_remote", lambda url, options, retry: original(url, options, retry, size, size)
     )
 
 
@@ -222,15 +222,18 @@ def test_range_stream_reads_and_seeks_across_ranges():
     data = bytes(range(256)) * 400
     fs = fsspec.filesystem("memory")
     fs.pipe_file("/range/x.bin", data)
-    stream = RangeStream(fs, "/range/x.bin", "memory://range/x.bin", len(data), FAST, 1000)
+    stream = RangeStream(fs, "/range/x.bin", "memory://range/x.bin", len(data), FAST, 1000, 4000)
     got, pos = [], 0
     for size in [1, 999, 1, 2500, 7, 0, 10_000, 100_000]:
         got.append(stream.read(size))
         pos += len(got[-1])
         assert stream.tell() == pos
     assert b"".join(got) == data
+    assert stream.chunk_size == 4000  # ranges grew from 1000 to the maximum
     assert stream.read(10) == b""
-    assert stream.seek(50_000) == 50_000 and stream.read(3000) == data[50_000:53_000]
+    assert stream.seek(50_000) == 50_000 and stream.read(5) == data[50_000:50_005]
+    assert stream.chunk_size == 2000  # a seek starts again from a small range (the one fetched ahead is larger)
+    assert stream.read(2995) == data[50_005:53_000]
     assert stream.seek(49_000) == 49_000 and stream.read(5) == data[49_000:49_005]
     stream.seek(-10, os.SEEK_END)
     assert stream.read() == data[-10:]
