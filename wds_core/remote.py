@@ -6,14 +6,16 @@ ahead is fetched in the background while the reader parses the current one).
 A transient failure (connection reset or cut mid-range, timeout, HTTP 408/429/5xx,
 a range shorter than asked) re-requests the *same* range after a backoff, so
 every byte is delivered exactly once.  When the retry budget is spent the error
-names the URL and the byte offset, never a credential.  Objects whose size the
-server does not report are read as one plain stream.
+names the URL and the byte offset, never a credential.  A shard that fits in
+the first range costs one request; the size of a larger one is looked up
+while its second range is fetched.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -128,21 +130,19 @@ def open_remote(
 
     The first range is ``chunk_size`` bytes; each following range doubles up
     to ``max_chunk_size``: few requests per shard (each costs a round trip and,
-    on some servers, more), and at most two ranges in memory.
+    on some servers, more), and at most two ranges in memory.  Nothing is
+    requested before the first read.
     """
     fs, path = filesystem(url, options)
-    info = _with_retries("look up the shard", lambda: fs.info(path), url, None, retry)
-    if info.get("type") == "directory":
-        raise ShardOpenError("the URL names a directory, not a shard", url=url)
-    size = info.get("size")
-    if size is None:
-        return _with_retries("open the shard", lambda: fs.open(path, "rb"), url, 0, retry)
-    return RangeStream(fs, path, url, int(size), retry, chunk_size, max_chunk_size)
+    return RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size)
 
 
 class RangeStream(io.RawIOBase):
-    """A remote object of known ``size`` read by consecutive ranges, one range prefetched.
+    """A remote object read by consecutive ranges, one range prefetched.
 
+    ``size`` may be ``None``: a shard that fits in the first range then costs a
+    single request (a range shorter than asked for ends the object); for a
+    larger one, the size is looked up while the second range is fetched.
     Seekable: a seek drops the buffered range and the next read starts a new
     range at the new position (restoring a checkpoint inside a shard).
     """
@@ -152,7 +152,7 @@ class RangeStream(io.RawIOBase):
         fs: Any,
         path: str,
         url: str,
-        size: int,
+        size: int | None,
         retry: RetryPolicy,
         chunk_size: int = 4 << 20,
         max_chunk_size: int | None = None,
@@ -178,6 +178,10 @@ class RangeStream(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_END and self.size is None:
+            self.size = self._lookup_size()
+            if self.size is None:
+                raise io.UnsupportedOperation(f"{redact_url(self.url)}: the server does not report the size")
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
         target = max(0, base + offset)
         start = self._buffer_end - len(self._buffer)
@@ -189,24 +193,43 @@ class RangeStream(io.RawIOBase):
         self._pos = target
         return target
 
+    def _lookup_size(self) -> int | None:
+        info = _with_retries("look up the shard", lambda: self.fs.info(self.path), self.url, None, self.retry)
+        if info.get("type") == "directory":
+            raise ShardOpenError("the URL names a directory, not a shard", url=self.url)
+        size = info.get("size")
+        return None if size is None else int(size)
+
     def _fetch(self, start: int, length: int) -> bytes:
-        end = min(self.size, start + length)
+        known = self.size
+        if known is not None and start >= known:
+            return b""
+        end = start + length if known is None else min(known, start + length)
+        learned: list[int] = []
 
         def get() -> bytes:
             data = self.fs.cat_file(self.path, start=start, end=end)
             if len(data) == end - start:
                 return data
-            if len(data) == self.size and len(data) > end - start:
-                return data[start:end]  # the server ignored the Range header
+            if known is None and len(data) < end - start:
+                learned.append(start + len(data))  # a complete response that stops early: the object ends here
+                return data
+            if len(data) > end - start and (known is None or len(data) == known):
+                learned.append(len(data))  # the server ignored the Range header and sent the whole object
+                return data[start:end]
             raise _ShortRead(f"asked for bytes {start}-{end}, got {len(data)} bytes")
 
-        return _with_retries(f"read bytes {start}-{end} of {self.size}", get, self.url, start, self.retry)
+        what = f"read bytes {start}-{end}" + (f" of {known}" if known is not None else "")
+        data = _with_retries(what, get, self.url, start, self.retry)
+        if known is None:
+            self.size = learned[0] if learned else self._lookup_size()
+        return data
 
     def _next_range(self, start: int) -> bytes:
         ahead, self._ahead = self._ahead, None
         data = ahead[1].result() if ahead is not None and ahead[0] == start else self._fetch(start, self.chunk_size)
         following = start + len(data)
-        if following < self.size:
+        if data and (self.size is None or following < self.size):
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="wds-range")
             self.chunk_size = min(self.max_chunk_size, self.chunk_size * 2)
@@ -215,11 +238,13 @@ class RangeStream(io.RawIOBase):
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
-            size = self.size - self._pos
+            size = sys.maxsize
         out = []
-        while size > 0 and self._pos < self.size:
+        while size > 0 and (self.size is None or self._pos < self.size):
             if not self._buffer:
                 data = self._next_range(self._pos)
+                if not data:
+                    break
                 self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
             piece = self._buffer[:size]
             self._buffer = self._buffer[len(piece) :]

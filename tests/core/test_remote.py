@@ -97,7 +97,9 @@ def test_http_retry_budget_spent_names_url_and_offset_not_secrets(http_server, m
 def test_http_missing_and_forbidden_are_not_retried(http_server):
     started = time.monotonic()
     with pytest.raises(ShardNotFoundError):
-        open_shard(http_server.url + "/nope.tar")
+        open_shard(http_server.url + "/nope.tar").read(1)  # nothing is requested before the first read
+    with pytest.raises(ShardNotFoundError):
+        list(wds_core.WebDataset(http_server.url + "/nope.tar"))
     assert time.monotonic() - started < 1.0  # no backoff for a missing object
 
 
@@ -262,3 +264,53 @@ def test_unknown_protocol_names_itself():
 def test_redact_text_hides_user_info_and_secret_parameters():
     text = "GET https://user:pw@host/a.tar?X-Amz-Signature=abc&part=1 failed"
     assert redact_text(text) == "GET https://***@host/a.tar?X-Amz-Signature=***&part=1 failed"
+
+
+class _Counting:
+    """A filesystem that counts the requests made to the one it wraps."""
+
+    def __init__(self, fs):
+        self.fs, self.calls = fs, []
+
+    def cat_file(self, path, start=None, end=None):
+        self.calls.append(("range", start, end))
+        return self.fs.cat_file(path, start=start, end=end)
+
+    def info(self, path):
+        self.calls.append(("info",))
+        return self.fs.info(path)
+
+
+def test_a_shard_within_the_first_range_costs_one_request():
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file("/lazy/small.bin", b"x" * 999)
+    fs = _Counting(memory)
+    stream = RangeStream(fs, "/lazy/small.bin", "memory://lazy/small.bin", None, FAST, 1000, 4000)
+    assert stream.read() == b"x" * 999 and stream.read(5) == b""
+    assert fs.calls == [("range", 0, 1000)] and stream.size == 999
+
+
+def test_a_larger_shard_learns_its_size_while_reading():
+    import fsspec
+
+    data = bytes(range(256)) * 40
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file("/lazy/big.bin", data)
+    fs = _Counting(memory)
+    stream = RangeStream(fs, "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, 1000, 4000)
+    assert stream.read(10) == data[:10]
+    assert stream.read() == data[10:]
+    assert ("info",) in fs.calls and stream.size == len(data)
+    assert [c for c in fs.calls if c[0] == "range"] == [
+        ("range", 0, 1000),
+        ("range", 1000, 3000),
+        ("range", 3000, 7000),
+        ("range", 7000, 10240),
+    ]
+    fresh = RangeStream(fs, "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, 1000, 4000)
+    fresh.seek(-6, os.SEEK_END)
+    assert fresh.read() == data[-6:]
+    exact = RangeStream(_Counting(memory), "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, len(data))
+    assert exact.read() == data  # the first range is exactly the object: its size is looked up, then it ends
