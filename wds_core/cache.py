@@ -109,7 +109,7 @@ class ShardCache:
             # an unusable cache slows reading down, it does not stop it
             warnings.warn(f"shard cache {self.cache_dir} is not writable ({exn}); reading without it", stacklevel=2)
             return source
-        return _FillingStream(source, sink, partial, path, self)
+        return _FillingStream(source, sink, partial, path, self)  # type: ignore[return-value]
 
     def commit(self, partial: str, path: str) -> None:
         os.replace(partial, path)

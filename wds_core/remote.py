@@ -134,7 +134,7 @@ def open_remote(
     requested before the first read.
     """
     fs, path = filesystem(url, options)
-    return RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size)
+    return RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size)  # type: ignore[return-value]
 
 
 class RangeStream(io.RawIOBase):
@@ -182,7 +182,7 @@ class RangeStream(io.RawIOBase):
             self.size = self._lookup_size()
             if self.size is None:
                 raise io.UnsupportedOperation(f"{redact_url(self.url)}: the server does not report the size")
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size or 0}[whence]
         target = max(0, base + offset)
         start = self._buffer_end - len(self._buffer)
         if start <= target <= self._buffer_end:

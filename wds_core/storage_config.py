@@ -153,9 +153,9 @@ def rewrite_url(url: str) -> str:
     with _lock:
         rules = dict(_rewrites)
     for table in (rules, _config_file()["rewrite"]):
-        prefix = _longest(table, url)
-        if prefix is not None:
-            return table[prefix] + url[len(prefix) :]
+        match = _longest(table, url)
+        if match is not None:
+            return table[match] + url[len(match) :]
     return url
 
 
