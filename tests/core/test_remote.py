@@ -314,3 +314,19 @@ def test_a_larger_shard_learns_its_size_while_reading():
     assert fresh.read() == data[-6:]
     exact = RangeStream(_Counting(memory), "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, len(data))
     assert exact.read() == data  # the first range is exactly the object: its size is looked up, then it ends
+
+
+@pytest.mark.parametrize(
+    "url, hint", [("s3://b/x.tar", 'pip install "wds[s3]"'), ("gs://b/x.tar", 'pip install "wds[gcs]"')]
+)
+def test_a_missing_backend_names_its_install_command(url, hint):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['s3fs'] = sys.modules['gcsfs'] = None\n"
+        "from wds_core.storage import open_shard\n"
+        f"try:\n    open_shard({url!r})\nexcept OSError as exn:\n    print(exn)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert hint in out and url in out
