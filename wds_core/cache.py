@@ -3,7 +3,9 @@
 A shard ``s3://bucket/dir/shard-000.tar`` is cached as
 ``<cache_dir>/s3/bucket/dir/shard-000.tar``: names mirror the URL, so they are
 readable and two shards never share a file (characters that are unsafe in file
-names are percent-encoded; over-long components end in a hash).
+names are percent-encoded; over-long components end in a hash).  A
+``pipe:`` shard is cached under ``pipe/<hash of the command>/`` followed by
+the URL the command reads.
 
 The first read streams from the source and copies every byte into a
 temporary file beside the final name; only a complete shard is renamed into
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import secrets
 import time
 import warnings
@@ -34,6 +37,7 @@ _PARTIAL = ".partial"
 _MAX_COMPONENT = 180
 _DRAIN_LIMIT = 1 << 16  # bytes left unread at close that are still fetched to complete the cache file
 _STALE_PARTIAL = 3600.0
+_URL_WORD = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 def _component(text: str) -> str:
@@ -68,7 +72,7 @@ class ShardCache:
         self.cache_size = None if cache_size is None or cache_size < 0 else int(cache_size)
         self.cache_local = cache_local
         self.url_to_name = url_to_name
-        self.verbose = verbose
+        self.verbose = verbose  # or WDS_VERBOSE_CACHE=1: log hits, new files and evictions
 
     def __repr__(self) -> str:
         return f"ShardCache({self.cache_dir!r}, cache_size={self.cache_size})"
@@ -80,11 +84,20 @@ class ShardCache:
             if os.path.isabs(name) or name.split(os.sep)[0] == "..":
                 raise SpecError(f"url_to_name must return a relative path inside the cache, got {name!r}")
             return os.path.join(self.cache_dir, name)
+        prefix: list[str] = []
+        if url.startswith("pipe:"):
+            # pipe/<hash of the command>/<the URL it reads, when it names one>: readable and collision-free
+            command = url[len("pipe:") :]
+            prefix = ["pipe", hashlib.sha256(command.encode()).hexdigest()[:12]]
+            named = [word for word in command.split() if _URL_WORD.match(word)]
+            if not named:
+                return os.path.join(self.cache_dir, *prefix, _component(command))
+            url = named[0]
         parts = urlsplit(url) if "://" in url else urlsplit("file://" + os.path.abspath(url))
         components = [parts.scheme or "file", parts.netloc] + parts.path.split("/")[1:]
         if parts.query:
             components[-1] += "?" + parts.query
-        return os.path.join(self.cache_dir, *(_component(c) for c in components))
+        return os.path.join(self.cache_dir, *prefix, *(_component(c) for c in components))
 
     def open(self, url: str, open_source: Callable[[], BinaryIO]) -> BinaryIO:
         """The cached copy of ``url`` when there is one, else ``open_source()`` filling the cache as it is read."""
@@ -143,7 +156,7 @@ class ShardCache:
                 total -= size
 
     def _log(self, message: str) -> None:
-        if self.verbose:
+        if self.verbose or os.environ.get("WDS_VERBOSE_CACHE", "0") not in ("", "0"):
             print(f"[wds cache] {message}", flush=True)
 
 
@@ -180,7 +193,11 @@ class _FillingStream(io.RawIOBase):
         return target
 
     def read(self, size: int = -1) -> bytes:
-        data = self.source.read(size)
+        try:
+            data = self.source.read(size)
+        except BaseException:
+            self._abandon()  # whatever the source says after a failure, this copy is incomplete
+            raise
         self._pos += len(data)
         if self._filling:
             if data:
@@ -220,19 +237,21 @@ class _FillingStream(io.RawIOBase):
             super().close()
 
     def _drain(self) -> None:
-        """Complete the cache file when only the tar padding is left unread."""
+        """Complete the cache file when no more than the tar padding is left unread."""
         size = getattr(self.source, "size", None)
         if size is None:
             try:
                 size = os.fstat(self.source.fileno()).st_size
             except (AttributeError, OSError, io.UnsupportedOperation):
-                return
-        if size - self._pos > _DRAIN_LIMIT:
+                size = None  # unknown (a pipe): read on, up to the limit
+        if size is not None and size - self._pos > _DRAIN_LIMIT:
             return
+        budget = _DRAIN_LIMIT
         try:
-            while self._filling and self.read(_DRAIN_LIMIT):
-                pass
-            if self._filling:
-                self._finish()
+            while self._filling and budget > 0:
+                data = self.read(budget)  # at the end, read() completes the cache file
+                if not data:
+                    break
+                budget -= len(data)
         except Exception:
-            self._abandon()
+            pass  # the stream failed: the cache file is abandoned below

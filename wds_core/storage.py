@@ -69,7 +69,10 @@ def open_shard(
     if url == "-":
         return _StdinStream()
     if url.startswith("pipe:"):
-        return PipeStream(url[len("pipe:") :])
+        command = url[len("pipe:") :]
+        if cache is not None:
+            return cache.open(url, lambda: PipeStream(command))
+        return PipeStream(command)
     path = local_path(url)
     if path is not None:
         if cache is not None and cache.cache_local:

@@ -25,17 +25,21 @@ is read when a URL is first resolved and re-read when it changes::
 URL rewrites map a URL prefix onto another before anything is opened, e.g. a
 bucket onto a local mirror: ``register_rewrite()``, the file's ``rewrite:``
 list, and ``WDS_REWRITE`` / webdataset's ``GOPEN_REWRITE``
-(``"prefix=replacement;..."``, literal prefixes, the first match wins).
+(``"pattern=replacement;..."``: regular expressions matched at the start of
+the URL, as in webdataset; the first match wins).  Rewrites to ``pipe:``
+commands that come from the environment or the file are refused unless
+``WDS_ALLOW_PIPE=1``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from typing import Any
 
-from .errors import SpecError
+from .errors import SpecError, redact_url
 
 __all__ = [
     "StorageOptions",
@@ -131,31 +135,55 @@ def restore_registered(snapshot: dict[str, Any]) -> None:
             _rewrites.setdefault(prefix, replacement)
 
 
-def _env_rewrites() -> list[tuple[str, str]]:
+def _env_rewrites() -> list[tuple[str, re.Pattern, str]]:
     rules = []
     for name in ("WDS_REWRITE", "GOPEN_REWRITE"):
         text = os.environ.get(name, "")
         for rule in filter(None, (part.strip() for part in text.split(";"))):
             if "=" not in rule:
-                raise SpecError(f"{name}: each rule is prefix=replacement, got {rule!r}")
-            prefix, replacement = rule.split("=", 1)
-            rules.append((prefix, replacement))
+                raise SpecError(f"{name}: each rule is pattern=replacement, got {rule!r}")
+            pattern, replacement = rule.split("=", 1)
+            try:
+                rules.append((name, re.compile(pattern), replacement))
+            except re.error as exn:
+                raise SpecError(f"{name}: {pattern!r} is not a valid regular expression ({exn})") from None
     return rules
 
 
+def pipes_allowed() -> bool:
+    """Whether ``WDS_ALLOW_PIPE`` allows shell commands that come from the environment or a file."""
+    return os.environ.get("WDS_ALLOW_PIPE", "").lower() in ("1", "true", "yes")
+
+
+def _checked(url: str, source: str) -> str:
+    if url.startswith("pipe:") and not pipes_allowed():
+        raise SpecError(
+            f"{source} rewrites a URL to a shell command ({redact_url(url)}); "
+            "set WDS_ALLOW_PIPE=1 to allow commands from the environment or configuration files"
+        )
+    return url
+
+
 def rewrite_url(url: str) -> str:
-    """``url`` after the first matching rewrite: environment rules, then registered, then the config file."""
+    """``url`` after the first matching rewrite: environment rules, then registered, then the config file.
+
+    Environment rules are regular expressions matched at the start of the URL,
+    as in webdataset; registered and configured rules are literal prefixes.  A
+    rewrite to ``pipe:`` from the environment or the file needs ``WDS_ALLOW_PIPE=1``.
+    """
     if not isinstance(url, str):
         return url
-    for prefix, replacement in _env_rewrites():
-        if url.startswith(prefix):
-            return replacement + url[len(prefix) :]
+    for name, pattern, replacement in _env_rewrites():
+        match = pattern.match(url)
+        if match:
+            return _checked(match.expand(replacement) + url[match.end() :], name)
     with _lock:
         rules = dict(_rewrites)
-    for table in (rules, _config_file()["rewrite"]):
-        match = _longest(table, url)
-        if match is not None:
-            return table[match] + url[len(match) :]
+    for table, source in ((rules, None), (_config_file()["rewrite"], config_path())):
+        prefix = _longest(table, url)
+        if prefix is not None:
+            rewritten = table[prefix] + url[len(prefix) :]
+            return rewritten if source is None else _checked(rewritten, source)
     return url
 
 

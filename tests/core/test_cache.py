@@ -184,3 +184,32 @@ def test_cached_samples_keep_their_remote_url(http_server, tmp_path):
     for _ in range(2):
         samples = list(wds_core.WebDataset(url, cache_dir=str(tmp_path / "c")))
         assert [s["__url__"] for s in samples] == [url] * 3
+
+
+def test_pipe_shards_are_cached_under_their_command(tmp_path, shards, capsys, monkeypatch):
+    spec, paths, keys = shards
+    cache = ShardCache(tmp_path / "cache")
+    name = cache.path_for("pipe:curl -s -L http://host/dir/shard-000.tar")
+    parts = os.path.relpath(name, tmp_path / "cache").split(os.sep)
+    assert parts[0] == "pipe" and parts[2:] == ["http", "host", "dir", "shard-000.tar"]
+    assert name != cache.path_for("pipe:curl -s -L http://host/dir/shard-000.tar | gunzip")
+    assert cache.path_for("pipe:cat /some/file.tar").endswith("cat%20%2Fsome%2Ffile.tar")
+
+    monkeypatch.setenv("WDS_VERBOSE_CACHE", "1")
+    urls = [f"pipe:cat {p}" for p in paths]
+    dataset = wds_core.WebDataset(urls, shardshuffle=False, cache_dir=str(tmp_path / "cache"))
+    assert [s["__key__"] for s in dataset] == keys
+    assert len(files_under(tmp_path / "cache")) == 4
+    assert capsys.readouterr().out.count("[wds cache] cached") == 4
+    for path in paths:
+        os.rename(path, path + ".moved")  # the commands now fail: only the cache can serve them
+    assert [s["__key__"] for s in dataset] == keys
+    assert capsys.readouterr().out.count("[wds cache] cache hit") == 4
+
+
+def test_a_failing_pipe_is_not_cached(tmp_path, shards):
+    spec, paths, keys = shards
+    url = f"pipe:cat {paths[0]}; exit 3"
+    with pytest.raises(wds_core.PipeError):
+        list(wds_core.WebDataset(url, cache_dir=str(tmp_path / "cache")))
+    assert files_under(tmp_path / "cache") == []

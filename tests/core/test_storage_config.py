@@ -101,8 +101,36 @@ def test_rewrites_env_registered_and_file(tmp_path, monkeypatch):
     monkeypatch.setenv("WDS_CONFIG", str(config))
     assert rewrite_url("http://old/x/y.tar") == "http://new/x/y.tar"
     monkeypatch.setenv("WDS_REWRITE", "no-equals-sign")
-    with pytest.raises(SpecError, match="prefix=replacement"):
+    with pytest.raises(SpecError, match="pattern=replacement"):
         rewrite_url("x")
+    monkeypatch.setenv("WDS_REWRITE", "gs://([=/mnt/")
+    with pytest.raises(SpecError, match="not a valid regular expression"):
+        rewrite_url("x")
+
+
+def test_environment_rules_are_regular_expressions_as_in_webdataset(monkeypatch):
+    monkeypatch.setenv("WDS_REWRITE", r"gs://[a-z-]+/(train|val)/=/data/\1-split/")
+    assert rewrite_url("gs://my-bucket/train/a.tar") == "/data/train-split/a.tar"
+    assert rewrite_url("s3://my-bucket/train/a.tar") == "s3://my-bucket/train/a.tar"
+    monkeypatch.setenv("WDS_REWRITE", "gs://=/shared/data/")  # the seed's example
+    assert rewrite_url("gs://bucket/x.tar") == "/shared/data/bucket/x.tar"
+
+
+def test_rewrites_to_shell_commands_need_permission(tmp_path, monkeypatch):
+    monkeypatch.setenv("WDS_REWRITE", "gs://=pipe:ssh proxyhost gsutil cat gs://")
+    with pytest.raises(SpecError, match="WDS_ALLOW_PIPE=1"):
+        rewrite_url("gs://bucket/x.tar")
+    monkeypatch.setenv("WDS_ALLOW_PIPE", "1")
+    assert rewrite_url("gs://bucket/x.tar") == "pipe:ssh proxyhost gsutil cat gs://bucket/x.tar"
+    monkeypatch.delenv("WDS_ALLOW_PIPE")
+    monkeypatch.delenv("WDS_REWRITE")
+    config = tmp_path / "c.yaml"
+    config.write_text("rewrite:\n  - {prefix: 'http://', replacement: 'pipe:curl -s http://'}\n")
+    monkeypatch.setenv("WDS_CONFIG", str(config))
+    with pytest.raises(SpecError, match="WDS_ALLOW_PIPE"):
+        rewrite_url("http://host/x.tar")
+    wds_core.register_rewrite("http://host/", "pipe:cat /tmp/")  # code may rewrite to a command
+    assert rewrite_url("http://host/x.tar") == "pipe:cat /tmp/x.tar"
 
 
 def test_rewrite_applies_when_reading(tmp_path, shards, monkeypatch):
