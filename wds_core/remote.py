@@ -28,6 +28,14 @@ __all__ = ["RangeStream", "RetryPolicy", "open_remote"]
 _INSTALL_HINTS = {"s3": "wds[s3]", "s3a": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]", "http": "wds[http]"}
 _INSTALL_HINTS["https"] = "wds[http]"
 _TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
+_BOTOCORE_TRANSIENT = {
+    "ConnectionError",
+    "HTTPClientError",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "ResponseStreamingError",
+    "IncompleteReadError",
+}
 _USERINFO_ANYWHERE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 _SECRET_PARAM = re.compile(
     r"([?&;](?:[^=&;\s]*(?:key|secret|token|signature|credential|password)[^=&;\s]*)=)[^&;\s'\"]*", re.IGNORECASE
@@ -73,7 +81,13 @@ def is_transient(exn: BaseException) -> bool:
         return status in _TRANSIENT_STATUS
     if isinstance(exn, (OSError, TimeoutError, _ShortRead)):
         return True
-    return type(exn).__module__.split(".")[0] in ("aiohttp", "botocore", "urllib3", "requests")
+    names = {cls.__name__ for cls in type(exn).__mro__}
+    package = type(exn).__module__.split(".")[0]
+    if package == "botocore":  # connection trouble is transient; missing credentials or bad parameters are not
+        return bool(names & _BOTOCORE_TRANSIENT)
+    if package in ("aiohttp", "urllib3", "requests"):
+        return not names & {"InvalidURL", "InvalidUrlClientError", "LocationParseError", "MissingSchema"}
+    return False
 
 
 class _ShortRead(Exception):

@@ -254,6 +254,12 @@ def test_transient_errors_are_told_apart():
 
     assert is_transient(Status(503)) and is_transient(Status(429)) and not is_transient(Status(403))
     assert not is_transient(ValueError("bad"))
+    botocore = pytest.importorskip("botocore.exceptions")
+    assert not is_transient(botocore.NoCredentialsError())
+    assert is_transient(botocore.EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
+    assert is_transient(botocore.ReadTimeoutError(endpoint_url="http://127.0.0.1:1"))
+    aiohttp = pytest.importorskip("aiohttp")
+    assert is_transient(aiohttp.ClientPayloadError("cut")) and is_transient(aiohttp.ServerDisconnectedError())
 
 
 def test_unknown_protocol_names_itself():
