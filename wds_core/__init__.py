@@ -11,6 +11,7 @@ from .buffers import Batch, Shuffle, Slice, Unbatch
 from .cache import ShardCache
 from .collate import default_collation_fn
 from .compat import (
+    Processor,
     batched,
     map,
     map_dict,
@@ -91,6 +92,7 @@ __version__ = "0.1.0"
 Pipeline = DataPipeline
 
 __all__ = [
+    "Processor",
     "ShardCache",
     "RetryPolicy",
     "StorageOptions",

@@ -187,29 +187,45 @@ class _BatchIterator(StageIterator):
 
 
 class Unbatch(Recipe):
-    """Split batches (tuples of columns, dicts of columns, or lists) back into items."""
+    """Split batches back into items: tuples, lists and dicts of columns (webdataset's ``unbatched``).
+
+    A ``DataLoader`` hands tuples back as lists, so a list is a batch of
+    columns too; ``lists="items"`` (``unlisted()``, the inverse of
+    ``listed()``) takes a list for the items themselves.
+    """
+
+    def __init__(self, lists: str = "columns") -> None:
+        if lists not in ("columns", "items"):
+            raise SpecError(f"lists must be 'columns' or 'items', got {lists!r}")
+        self.lists = lists
 
     def build(self, src: Any, ctx: RunContext) -> _UnbatchIterator:
-        return _UnbatchIterator(src)
+        return _UnbatchIterator(src, self.lists == "items")
 
 
-def _rows(batch: Any) -> list[Any]:
+def _rows(batch: Any, lists_are_items: bool = False) -> list[Any]:
     if isinstance(batch, dict):
         lengths = {len(v) for v in batch.values()}
         if len(lengths) != 1:
             raise SpecError(f"unbatched: the columns of a dict batch differ in length: {sorted(lengths)}")
         n = lengths.pop()
         return [{k: v[i] for k, v in batch.items()} for i in range(n)]
-    if isinstance(batch, tuple):
-        return [tuple(column[i] for column in batch) for i in range(len(batch[0]))]
-    if isinstance(batch, list):
+    if isinstance(batch, list) and lists_are_items:
         return batch
+    if isinstance(batch, (tuple, list)):
+        if not batch:
+            return []
+        lengths = {len(column) for column in batch}
+        if len(lengths) != 1:
+            raise SpecError(f"unbatched: the columns of a batch differ in length: {sorted(lengths)}")
+        return [tuple(column[i] for column in batch) for i in range(lengths.pop())]
     raise SpecError(f"unbatched: cannot split a {type(batch).__name__}")
 
 
 class _UnbatchIterator(StageIterator):
-    def __init__(self, src: Any) -> None:
+    def __init__(self, src: Any, lists_are_items: bool = False) -> None:
         super().__init__(src)
+        self.lists_are_items = lists_are_items
         self.before: Any = None  # upstream state before the current batch
         self.taken = 0  # items of the current batch already yielded
         self.resume: int | None = None
@@ -225,7 +241,7 @@ class _UnbatchIterator(StageIterator):
                 batch = next(src)
             except StopIteration:
                 return
-            rows = _rows(batch)
+            rows = _rows(batch, self.lists_are_items)
             start, self.resume = (self.resume or 0), None
             for i in range(start, len(rows)):
                 self.taken = i + 1

@@ -6,6 +6,8 @@ the same stage objects as ``Shuffle(1000)``, ``Batch(16)``, ``ToTuple(...)``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
 from .samples import tarfile_to_samples
@@ -13,6 +15,7 @@ from .shards import single_node_only, split_by_node, split_by_worker
 from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple
 
 __all__ = [
+    "Processor",
     "batched",
     "default_collation_fn",
     "map",
@@ -40,3 +43,22 @@ map_tuple = MapTuple
 select = Select
 to_tuple = ToTuple
 rename = Rename
+
+
+class Processor:
+    """webdataset's stage wrapper: ``Processor(wds.map, fn)(dataset)`` is ``dataset`` followed by ``wds.map(fn)``.
+
+    A pipeline source gets the stage appended (and stays a pipeline); any
+    other iterable is wrapped by the stage.
+    """
+
+    def __init__(self, stage: Any, *args: Any, **kw: Any) -> None:
+        if not callable(stage):
+            raise TypeError(f"Processor needs a stage factory such as wds.map, got {stage!r}")
+        self.stage, self.args, self.kw = stage, args, kw
+
+    def __call__(self, source: Any) -> Any:
+        built = self.stage(*self.args, **self.kw)
+        if hasattr(source, "compose"):
+            return source.compose(built)
+        return built(source)

@@ -111,6 +111,8 @@ class Decoder:
     def __call__(self, sample_or_samples: Any) -> Any:
         if isinstance(sample_or_samples, dict):
             return self.decode(sample_or_samples)
+        if hasattr(sample_or_samples, "compose"):  # a pipeline stays a pipeline (and a torch dataset)
+            return sample_or_samples.compose(Decode(self))
         return Decode(self)(sample_or_samples)
 
 

@@ -45,7 +45,7 @@ class FluidInterface:
         return self.compose(Batch(batchsize, None, partial))
 
     def unlisted(self) -> Any:
-        return self.compose(Unbatch())
+        return self.compose(Unbatch(lists="items"))
 
     def shuffle(self, size: int, **kw: Any) -> Any:
         if size < 1:

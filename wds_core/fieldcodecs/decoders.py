@@ -14,6 +14,8 @@ Pickle is never loaded unless the decoder was built with ``allow_pickle=True``.
 from __future__ import annotations
 
 import gzip
+import importlib
+import importlib.util
 import io
 import json
 from collections.abc import Callable
@@ -98,13 +100,18 @@ def _unpickle(data: bytes) -> Any:
     return pickle.loads(data)
 
 
-_DECODERS: dict[str, Callable[[bytes], Any]] = {}
+_DECODERS: dict[str, tuple[Callable[..., Any], bool]] = {}
 
 
-def register_decoder(extensions: str, fn: Callable[[bytes], Any]) -> None:
-    """Decode fields whose last extension is one of ``extensions`` (space-separated) with ``fn(data)``."""
+def register_decoder(extensions: str, fn: Callable[..., Any], *, takes_allow_pickle: bool = False) -> None:
+    """Decode fields whose last extension is one of ``extensions`` (space-separated) with ``fn(data)``.
+
+    With ``takes_allow_pickle`` the call is ``fn(data, allow_pickle)``, so a
+    format that may contain pickles (torch's ``.pth``) loads them only when the
+    decoder was told to trust them.
+    """
     for extension in extensions.lower().split():
-        _DECODERS[extension.lstrip(".")] = fn
+        _DECODERS[extension.lstrip(".")] = (fn, takes_allow_pickle)
 
 
 register_decoder("txt text transcript", _text)
@@ -114,6 +121,18 @@ register_decoder("npy", _npy)
 register_decoder("npz", _npz)
 register_decoder("mp msg msgpack", _msgpack)
 register_decoder("cbor", _cbor)
+
+
+# Extensions whose decoder an adapter registers; the adapter is imported when such a field is met.
+_ADAPTER_EXTENSIONS = {"pth": "wds_torch"}
+
+
+def _adapter_decoder(extension: str) -> Any:
+    module = _ADAPTER_EXTENSIONS.get(extension)
+    if module is None or importlib.util.find_spec(module.replace("wds_", "", 1)) is None:
+        return None  # no such adapter's framework here: the field stays bytes
+    importlib.import_module(module)
+    return _DECODERS.get(extension)
 
 
 def basic_decoders(allow_pickle: bool = False) -> Callable[[str, bytes], Any]:
@@ -127,9 +146,10 @@ class _BasicHandler:
 
     def __call__(self, key: str, data: bytes) -> Any:
         extension = key.rsplit(".", 1)[-1].lower()
-        fn = _DECODERS.get(extension)
-        if fn is not None:
-            value = fn(data)
+        entry = _DECODERS.get(extension) or _adapter_decoder(extension)
+        if entry is not None:
+            fn, takes_allow_pickle = entry
+            value = fn(data, self.allow_pickle) if takes_allow_pickle else fn(data)
             return NULL if value is None else value
         if extension in PICKLE_EXTENSIONS:
             if not self.allow_pickle:

@@ -66,7 +66,6 @@ def test_pickles_only_when_allowed():
 
 def test_unknown_extensions_pass():
     assert basichandlers(".xyz", b"raw") is None
-    assert basichandlers(".pth", b"raw") is None  # torch files are the torch adapter's business
 
 
 def test_gzfilter_continues_with_the_inner_extension():

@@ -1,0 +1,148 @@
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import wds_torch as wds  # noqa: E402
+from tests.conftest import make_samples, write_shard  # noqa: E402
+
+
+@pytest.fixture
+def dataset_dir(tmp_path):
+    """8 shards x 20 samples with a 4x4 float32 array ('npy') and a class ('cls')."""
+    keys = []
+    for s in range(8):
+        samples = make_samples(f"s{s}-", 20, fields=("cls",))
+        for i, sample in enumerate(samples):
+            sample["cls"] = b"%d" % (i % 5)
+            sample["npy"] = _npy(np.full((4, 4), s * 100 + i, dtype=np.float32))
+            keys.append(sample["__key__"])
+        write_shard(tmp_path / f"shard-{s:02d}.tar", samples, ("cls", "npy"))
+    return str(tmp_path / "shard-{00..07}.tar"), keys
+
+
+def _npy(array):
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def test_pipelines_are_iterable_datasets(dataset_dir):
+    spec, _ = dataset_dir
+    dataset = wds.WebDataset(spec).shuffle(10).decode().to_tuple("npy", "cls")
+    assert isinstance(dataset, torch.utils.data.IterableDataset) and isinstance(dataset, wds.WebDataset)
+    pipeline = wds.DataPipeline(wds.SimpleShardList(spec), wds.tarfile_to_samples())
+    assert isinstance(pipeline, torch.utils.data.IterableDataset)
+    assert isinstance(wds.Processor(wds.map, lambda s: s)(pipeline), torch.utils.data.IterableDataset)
+    assert isinstance(wds.Decoder()(pipeline), torch.utils.data.IterableDataset)
+
+
+def test_dataloader_workers_each_read_their_shards(dataset_dir):
+    spec, keys = dataset_dir
+    loader = torch.utils.data.DataLoader(wds.WebDataset(spec).to_tuple("__key__"), num_workers=2, batch_size=None)
+    got = [key for (key,) in loader]
+    assert sorted(got) == sorted(keys)
+
+
+def test_the_seed_rebatching_pattern(dataset_dir):
+    spec, keys = dataset_dir
+    dataset = wds.WebDataset(spec, shardshuffle=True, seed=3).shuffle(50).decode().to_tuple("npy", "cls").batched(16)
+    loader = wds.WebLoader(dataset, num_workers=2, batch_size=None)
+    loader = loader.unbatched().shuffle(100).batched(12)
+    batches = list(loader)
+    images, labels = batches[0]
+    assert images.shape == torch.Size([12, 4, 4]) and labels.shape == torch.Size([12])
+    assert sum(len(b[1]) for b in batches) == len(keys)
+    values = sorted(int(v) for b in batches for v in b[0][:, 0, 0])
+    assert values == sorted(s * 100 + i for s in range(8) for i in range(20))
+
+
+def test_dataloader_batches_collate_to_tensors(dataset_dir):
+    spec, _ = dataset_dir
+    loader = torch.utils.data.DataLoader(wds.WebDataset(spec).decode().to_tuple("npy", "cls"), batch_size=8)
+    images, labels = next(iter(loader))
+    assert images.shape == torch.Size([8, 4, 4]) and labels.shape == torch.Size([8])
+
+
+def _epoch_orders(loader, epochs):
+    return [[key for (key,) in loader] for _ in range(epochs)]
+
+
+def test_webloader_gives_each_epoch_its_own_order_with_fresh_workers(dataset_dir):
+    spec, keys = dataset_dir
+
+    def make():
+        dataset = wds.WebDataset(spec, shardshuffle=True, seed=11).shuffle(20).to_tuple("__key__")
+        return wds.WebLoader(dataset, num_workers=2, batch_size=None)
+
+    orders = _epoch_orders(make(), 3)
+    assert all(sorted(order) == sorted(keys) for order in orders)
+    assert len({tuple(order) for order in orders}) == 3  # a new shuffle every epoch
+    assert _epoch_orders(make(), 3) == orders  # and the same ones again with the same seed
+
+
+def _open_fds():
+    import gc
+    import time
+
+    gc.collect()
+    time.sleep(0.2)  # let finished workers' pipes close
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as stream:
+        return int(stream.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_spawned_workers_over_five_epochs_leak_nothing(dataset_dir, persistent):
+    import multiprocessing
+
+    spec, keys = dataset_dir
+    dataset = wds.WebDataset(spec, shardshuffle=True, seed=5).to_tuple("__key__")
+    loader = wds.WebLoader(
+        dataset, num_workers=2, batch_size=None, multiprocessing_context="spawn", persistent_workers=persistent
+    )
+    sorted_keys = sorted(keys)
+    fds, rss = [], []
+    for _ in range(5):
+        assert sorted(key for (key,) in loader) == sorted_keys
+        fds.append(_open_fds())
+        rss.append(_rss_mb())
+    assert fds[-1] - fds[0] <= 2 and fds[-1] <= max(fds[:3]), fds  # no growth from epoch to epoch
+    assert rss[-1] - rss[1] < 30, rss
+    del loader
+    import gc
+    import time
+
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert multiprocessing.active_children() == []  # no worker outlives its loader
+
+
+def test_stateful_dataloader_resumes_mid_epoch(dataset_dir):
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    spec, keys = dataset_dir
+
+    def make():
+        dataset = wds.WebDataset(spec, shardshuffle=True, seed=9).shuffle(30).to_tuple("__key__")
+        return stateful.StatefulDataLoader(dataset, num_workers=2, batch_size=None)
+
+    reference = [key for (key,) in make()]
+    loader = make()
+    stream = iter(loader)
+    head = [next(stream)[0] for _ in range(37)]
+    state = loader.state_dict()
+    del stream
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = [key for (key,) in resumed]
+    assert sorted(head + rest) == sorted(keys)
+    assert head + rest == reference

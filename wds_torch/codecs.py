@@ -1,0 +1,111 @@
+"""Torch decoding and encoding: ``torchrgb8``-style image specs, ``.pth`` fields, video and audio.
+
+Importing this module registers, in the core's tables,
+
+* image specs ``torchrgb8 torchrgba8 torchl8`` (uint8) and ``torchrgb torch
+  torchrgba torchl`` (float32 in [0, 1]): CHW tensors for colour images, HxW
+  for ``l`` ones, as webdataset returns them;
+* a ``.pth`` decoder (``torch.load`` with ``weights_only=True`` unless the
+  decoder was built with ``allow_pickle=True``) and a ``.pth`` encoder
+  (``torch.save``).
+
+``torch_video`` and ``torch_audio`` are decoder handlers for the seeds'
+``wds.Decoder(my_png_decoder, wds.torch_video, wds.torch_audio)``; they need
+torchvision / torchaudio, and say so when those are missing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+import torch
+
+from wds_core.errors import SpecError
+from wds_core.fieldcodecs import ImageSpec, register_decoder, register_encoder, register_image_spec
+
+__all__ = ["torch_audio", "torch_loads", "torch_video"]
+
+VIDEO_EXTENSIONS = frozenset("mp4 ogv mjpeg avi mov h264 mpg webm wmv".split())
+AUDIO_EXTENSIONS = frozenset("flac mp3 sox wav m4a ogg wma".split())
+
+
+def _to_tensor(array: np.ndarray) -> torch.Tensor:
+    tensor = torch.from_numpy(array)
+    return tensor.permute(2, 0, 1).contiguous() if tensor.ndim == 3 else tensor
+
+
+def _uint8_tensor(array: np.ndarray) -> torch.Tensor:
+    return _to_tensor(array)
+
+
+def _float_tensor(array: np.ndarray) -> torch.Tensor:
+    return _to_tensor(array).to(torch.float32).div_(255.0)
+
+
+for _name, _mode, _convert in [
+    ("torchrgb8", "RGB", _uint8_tensor),
+    ("torchrgba8", "RGBA", _uint8_tensor),
+    ("torchl8", "L", _uint8_tensor),
+    ("torchrgb", "RGB", _float_tensor),
+    ("torch", "RGB", _float_tensor),
+    ("torchrgba", "RGBA", _float_tensor),
+    ("torchl", "L", _float_tensor),
+]:
+    register_image_spec(_name, ImageSpec(_mode, _convert, array=True))
+
+
+def torch_loads(data: bytes, allow_pickle: bool = False) -> Any:
+    """A ``.pth`` field: tensors and plain containers; arbitrary pickled objects only with ``allow_pickle``."""
+    return torch.load(io.BytesIO(data), weights_only=not allow_pickle, map_location="cpu")
+
+
+def _torch_dumps(value: Any) -> bytes:
+    stream = io.BytesIO()
+    torch.save(value, stream)
+    return stream.getvalue()
+
+
+register_decoder("pth", torch_loads, takes_allow_pickle=True)
+register_encoder("pth", _torch_dumps)
+
+
+def _extension(key: str) -> str:
+    return key.rsplit(".", 1)[-1].lower()
+
+
+def _via_file(key: str, data: bytes, read: Any) -> Any:
+    """Run ``read(path)`` on ``data`` written to a temporary file (the readers want a path)."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, f"file.{_extension(key)}")
+        with open(path, "wb") as stream:
+            stream.write(data)
+        return read(path)
+
+
+def torch_video(key: str, data: bytes) -> Any:
+    """Decode video fields with ``torchvision.io.read_video``: ``(video, audio, info)``."""
+    if _extension(key) not in VIDEO_EXTENSIONS:
+        return None
+    try:
+        import torchvision.io
+    except ImportError as exn:
+        raise SpecError(
+            f"decoding .{_extension(key)} video needs torchvision: pip install torchvision ({exn})"
+        ) from None
+    return _via_file(key, data, lambda path: torchvision.io.read_video(path, pts_unit="sec"))
+
+
+def torch_audio(key: str, data: bytes) -> Any:
+    """Decode audio fields with ``torchaudio.load``: ``(waveform, sample_rate)``."""
+    if _extension(key) not in AUDIO_EXTENSIONS:
+        return None
+    try:
+        import torchaudio
+    except ImportError as exn:
+        message = f"decoding .{_extension(key)} audio needs torchaudio: pip install torchaudio ({exn})"
+        raise SpecError(message) from None
+    return _via_file(key, data, torchaudio.load)

@@ -1,0 +1,71 @@
+"""The core's pipelines as ``torch.utils.data.IterableDataset``s, and ``WebLoader``.
+
+``WebDataset`` and ``DataPipeline`` here are the core classes with
+``IterableDataset`` mixed in: everything else (shard splitting by rank and
+DataLoader worker, which the core learns from ``torch.distributed`` and
+``get_worker_info()``; ``state_dict``/``load_state_dict``, which torchdata's
+``StatefulDataLoader`` calls in each worker) is the core's.
+
+``WebLoader`` is a ``DataLoader`` with the fluid methods, for the seeds'
+"batch in the dataset, rebatch after the loader" pattern::
+
+    loader = wds.WebLoader(dataset, num_workers=4, batch_size=None)
+    loader = loader.unbatched().shuffle(1000).batched(12)
+
+Each ``iter()`` of a ``WebLoader`` first calls ``set_epoch`` on its dataset
+(when it has one), so workers that are started anew each epoch still see a new
+shard order and shuffle every epoch; with a plain ``DataLoader`` and
+non-persistent workers, call ``dataset.set_epoch(epoch)`` yourself, as with a
+``DistributedSampler``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.utils.data
+
+import wds_core
+
+__all__ = ["DataPipeline", "EpochLoader", "WebDataset", "WebLoader"]
+
+
+class DataPipeline(wds_core.DataPipeline, torch.utils.data.IterableDataset):
+    """:class:`wds_core.DataPipeline` as a PyTorch ``IterableDataset``."""
+
+
+class WebDataset(wds_core.WebDataset, torch.utils.data.IterableDataset):
+    """:class:`wds_core.WebDataset` as a PyTorch ``IterableDataset``."""
+
+
+class EpochLoader(torch.utils.data.DataLoader):
+    """A ``DataLoader`` that tells its dataset the epoch before each ``iter()``."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._epochs_started = 0
+
+    def __iter__(self) -> Any:
+        set_epoch = getattr(self.dataset, "set_epoch", None)
+        if callable(set_epoch) and not (self.persistent_workers and self._iterator is not None):
+            start = getattr(self.dataset, "epoch", 0) if self._epochs_started == 0 else self._epochs_started
+            set_epoch(start)
+            self._epochs_started = start + 1
+        return super().__iter__()
+
+
+class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
+    """``WebLoader(dataset, **dataloader_args)``: a ``DataLoader`` whose output can be rebatched, shuffled...
+
+    The loader is the pipeline's source; the fluid methods add stages that run
+    in the main process on what the workers deliver.
+    """
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.loader = EpochLoader(*args, **kw)
+        super().__init__(self.loader)
+
+    def __len__(self) -> int:
+        if self.size is None:
+            return len(self.loader)
+        return self.size
