@@ -59,6 +59,7 @@ from .handlers import (
     warn_and_continue,
     warn_and_stop,
 )
+from .loader import Loader
 from .pipeline import DataPipeline
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .remote import RetryPolicy
@@ -92,6 +93,7 @@ __version__ = "0.1.0"
 Pipeline = DataPipeline
 
 __all__ = [
+    "Loader",
     "Processor",
     "ShardCache",
     "RetryPolicy",

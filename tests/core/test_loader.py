@@ -1,0 +1,145 @@
+import json
+import multiprocessing
+import os
+import time
+
+import pytest
+
+import wds_core as wds
+from wds_core.errors import CheckpointError, WdsError
+
+
+@pytest.fixture
+def spec(shards):
+    return shards[0], shards[2]
+
+
+def keyed(spec, **kw):
+    return wds.WebDataset(spec, shardshuffle=True, seed=4, **kw).shuffle(7).to_tuple("__key__")
+
+
+def no_children():
+    deadline = time.monotonic() + 10
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return multiprocessing.active_children() == []
+
+
+def test_every_sample_once_in_a_deterministic_order(spec):
+    spec, keys = spec
+    first = [k for (k,) in wds.Loader(keyed(spec), num_workers=2)]
+    assert sorted(first) == sorted(keys)
+    assert [k for (k,) in wds.Loader(keyed(spec), num_workers=2)] == first
+    # worker w delivers what the pipeline gives worker w; the loader takes them in turn
+    os.environ["NUM_WORKERS"] = "2"
+    try:
+        per_worker = []
+        for w in range(2):
+            os.environ["WORKER"] = str(w)
+            per_worker.append([k for (k,) in keyed(spec)])
+    finally:
+        del os.environ["NUM_WORKERS"], os.environ["WORKER"]
+    interleaved = [x for pair in zip(*per_worker) for x in pair]
+    assert first[: len(interleaved)] == interleaved
+
+
+def test_epochs_differ_and_repeat_with_the_seed(spec):
+    spec, keys = spec
+    loader = wds.Loader(keyed(spec), num_workers=2)
+    epochs = [[k for (k,) in loader] for _ in range(2)]
+    assert epochs[0] != epochs[1] and sorted(epochs[1]) == sorted(keys)
+    again = wds.Loader(keyed(spec), num_workers=2)
+    assert [[k for (k,) in again] for _ in range(2)] == epochs
+
+
+def fail_on_s2(sample):
+    if sample[0].startswith("s2-00003"):
+        raise ValueError(f"bad sample {sample[0]}")
+    return sample
+
+
+def test_a_worker_exception_is_reraised_with_its_traceback(spec):
+    spec, _ = spec
+    with pytest.raises(ValueError, match="bad sample s2-00003") as info:
+        list(wds.Loader(keyed(spec).map(fail_on_s2), num_workers=2))
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "raised in Loader worker" in notes and "fail_on_s2" in notes
+    assert no_children()
+
+
+def die(sample):
+    if sample[0].startswith("s1-00002"):
+        os._exit(7)
+    return sample
+
+
+def test_a_dying_worker_is_an_error(spec):
+    spec, _ = spec
+    with pytest.raises(WdsError, match="died.*7"):
+        list(wds.Loader(keyed(spec).map(die), num_workers=2))
+    assert no_children()
+
+
+def test_break_and_interrupt_stop_the_workers(spec):
+    spec, _ = spec
+    for _ in wds.Loader(keyed(spec), num_workers=2, prefetch=1):
+        break
+    assert no_children()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in wds.Loader(keyed(spec), num_workers=2, prefetch=1):
+            raise KeyboardInterrupt
+    assert no_children()
+
+
+def slow_worker_zero(sample):
+    if wds.dist.worker_info()[0] == 0:
+        time.sleep(0.01)
+    return sample
+
+
+def test_a_slow_worker_is_waited_for(spec):
+    spec, keys = spec
+    got = [k for (k,) in wds.Loader(keyed(spec).map(slow_worker_zero), num_workers=2)]
+    assert got == [k for (k,) in wds.Loader(keyed(spec), num_workers=2)]
+    unordered = [k for (k,) in wds.Loader(keyed(spec).map(slow_worker_zero), num_workers=2, in_order=False)]
+    assert sorted(unordered) == sorted(keys)
+
+
+@pytest.mark.parametrize("k", [0, 1, 5, 37, 63, 64, 65, 99])
+def test_resume_from_any_item(spec, k):
+    spec, _ = spec
+    reference = [x for (x,) in wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)]
+    loader = wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)
+    stream = iter(loader)
+    head = [next(stream)[0] for _ in range(k)]
+    state = json.loads(json.dumps(loader.state_dict()))
+    loader.close()
+    assert len(json.dumps(state)) < 64_000
+    resumed = wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)
+    resumed.load_state_dict(state)
+    assert head + [x for (x,) in resumed] == reference
+    assert no_children()
+
+
+def plain_generator(src):
+    yield from src
+
+
+def test_a_pipeline_that_cannot_checkpoint_says_so(spec):
+    spec, _ = spec
+    loader = wds.Loader(keyed(spec).compose(plain_generator), num_workers=2, snapshot_every=8)
+    stream = iter(loader)
+    for _ in range(20):  # past the first snapshots, taken once the plain generator runs
+        next(stream)
+    with pytest.raises(CheckpointError, match="worker 0 cannot checkpoint"):
+        loader.state_dict()
+    loader.close()
+    state = {"format": "wds-loader-1", "epoch": 0, "num_workers": 3, "workers": None}
+    with pytest.raises(CheckpointError, match="3 workers"):
+        wds.Loader(keyed(spec), num_workers=2).load_state_dict(state)
+
+
+def test_explicit_node_is_what_workers_see(spec):
+    spec, keys = spec
+    halves = [[k for (k,) in wds.Loader(keyed(spec), num_workers=2, rank=r, world_size=2)] for r in range(2)]
+    assert sorted(halves[0] + halves[1]) == sorted(keys) and not set(halves[0]) & set(halves[1])

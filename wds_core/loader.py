@@ -1,0 +1,293 @@
+"""``Loader``: a pipeline run in worker processes, without any framework.
+
+JAX and TensorFlow users have no ``DataLoader``; ``Loader(dataset,
+num_workers=2)`` starts that many processes, each iterating its own copy of
+the pipeline (the core's worker splitting gives each its share of the shards),
+and yields their items in turn: worker 0, 1, ..., 0, 1, ... (skipping workers
+that are finished), so the order is a function of the pipeline and not of
+timing.  ``in_order=False`` takes whichever item is ready first instead.
+
+* A slow worker is waited for; a worker that dies or raises ends the epoch
+  with its error, re-raised in the main process with the worker's traceback.
+* Leaving the loop (``break``, an exception, KeyboardInterrupt) stops and
+  joins every worker; workers ignore SIGINT so the main process decides.
+* ``state_dict()`` is exact between two items: every ``snapshot_every`` items
+  each worker sends its pipeline state ahead of the next item; the loader's
+  state is, per worker, the last snapshot it consumed plus how many items it
+  took since (restoring loads the snapshot and skips those).  JSON, small.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import queue as queue_module
+import signal
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import CheckpointError, SpecError, WdsError
+
+__all__ = ["Loader"]
+
+STATE_FORMAT = "wds-loader-1"
+_POLL = 0.1  # seconds between checks that a silent worker is still alive
+
+
+def _worker_main(
+    dataset: Any,
+    worker: int,
+    num_workers: int,
+    node: tuple[int, int] | None,
+    epoch: int,
+    start: dict[str, Any] | None,
+    out: Any,
+    stop: Any,
+    snapshot_every: int,
+) -> None:
+    from . import dist
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    dist.set_worker_info_provider(lambda: (worker, num_workers))
+    if node is not None:
+        dist.set_node_info_provider(lambda: node)
+    try:
+        if start and start.get("state") is not None:
+            dataset.load_state_dict(start["state"])
+        elif hasattr(dataset, "set_epoch"):
+            dataset.set_epoch(epoch)
+        items = iter(dataset)
+        for _ in range(start.get("skip", 0) if start else 0):
+            next(items, None)
+        count = 0
+        while not stop.is_set():
+            if count % snapshot_every == 0:
+                out.put(("state", _state_or_reason(dataset)))
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            out.put(("item", item))
+            count += 1
+        out.put(("end", None))
+    except BaseException as exn:  # noqa: BLE001 - everything goes back to the main process
+        text = traceback.format_exc()
+        try:
+            payload = pickle.dumps(exn)
+        except Exception:
+            payload = None
+        out.put(("error", (payload, repr(exn), text)))
+
+
+def _state_or_reason(dataset: Any) -> Any:
+    try:
+        return {"state": dataset.state_dict()}
+    except Exception as exn:
+        return {"reason": f"{type(exn).__name__}: {exn}"}
+
+
+class Loader:
+    """Iterate ``dataset`` in ``num_workers`` processes (see the module doc).
+
+    ``start_method`` is a multiprocessing start method (``"spawn"`` by default:
+    safe with JAX, TensorFlow and threads in the main process).  ``rank`` and
+    ``world_size``, when given, are what the workers' pipelines see as their
+    node (e.g. ``jax.process_index()``/``process_count()``).  ``prefetch`` is
+    how many items each worker may have waiting.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        num_workers: int = 2,
+        *,
+        in_order: bool = True,
+        prefetch: int = 8,
+        start_method: str = "spawn",
+        rank: int | None = None,
+        world_size: int | None = None,
+        snapshot_every: int = 64,
+    ) -> None:
+        if num_workers < 1:
+            raise SpecError(f"num_workers must be >= 1, got {num_workers}")
+        if prefetch < 1 or snapshot_every < 1:
+            raise SpecError("prefetch and snapshot_every must be >= 1")
+        if (rank is None) != (world_size is None):
+            raise SpecError("give both rank and world_size, or neither")
+        self.dataset, self.num_workers, self.in_order = dataset, num_workers, in_order
+        self.prefetch, self.start_method, self.snapshot_every = prefetch, start_method, snapshot_every
+        self.node = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
+        self.epoch = 0
+        self._pending: dict[str, Any] | None = None
+        self._run: _LoaderRun | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._run is not None:
+            self._run.close()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self.epoch = int(pending["epoch"])
+        run = _LoaderRun(self, self.epoch, pending)
+        self.epoch += 1
+        self._run = run
+        return run.items()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position of the current iteration: resuming continues after the last item taken."""
+        if self._pending is not None:
+            return self._pending
+        if self._run is None:
+            return {"format": STATE_FORMAT, "epoch": self.epoch, "num_workers": self.num_workers, "workers": None}
+        return self._run.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise CheckpointError(f"not a Loader state (expected format {STATE_FORMAT!r})")
+        if state["num_workers"] != self.num_workers:
+            raise CheckpointError(
+                f"the state was taken with {state['num_workers']} workers; this loader has {self.num_workers}"
+            )
+        self._pending = state
+
+    def close(self) -> None:
+        """Stop the workers of the current iteration (leaving a ``for`` loop does it too)."""
+        if self._run is not None:
+            self._run.close()
+
+
+class _LoaderRun:
+    """One epoch: the worker processes, their queues, and what was taken from each."""
+
+    def __init__(self, loader: Loader, epoch: int, pending: dict[str, Any] | None) -> None:
+        n = loader.num_workers
+        self.loader, self.epoch = loader, epoch
+        starts = pending["workers"] if pending and pending.get("workers") else [None] * n
+        self.snapshots: list[Any] = [s.get("state") if s else None for s in starts]
+        self.reasons: list[str | None] = [None] * n
+        self.skips = [int(s.get("skip", 0)) if s else 0 for s in starts]
+        self.done = [bool(s.get("done")) if s else False for s in starts]
+        self.next = int(pending.get("next", 0)) if pending else 0
+        ctx = multiprocessing.get_context(loader.start_method)
+        self.stop = ctx.Event()
+        self.queues = [ctx.Queue(maxsize=loader.prefetch + 1) for _ in range(n)]
+        self.procs = []
+        for w in range(n):
+            if self.done[w]:
+                self.procs.append(None)
+                continue
+            start = {"state": self.snapshots[w], "skip": self.skips[w]} if starts[w] else None
+            args = (loader.dataset, w, n, loader.node, epoch, start, self.queues[w], self.stop, loader.snapshot_every)
+            proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
+            proc.start()
+            self.procs.append(proc)
+        self.closed = False
+
+    def state_dict(self) -> dict[str, Any]:
+        workers = []
+        for w in range(self.loader.num_workers):
+            if self.done[w]:
+                workers.append({"state": None, "skip": 0, "done": True})
+                continue
+            if self.snapshots[w] is None and self.reasons[w] is not None:
+                raise CheckpointError(f"Loader worker {w} cannot checkpoint its pipeline: {self.reasons[w]}")
+            workers.append({"state": self.snapshots[w], "skip": self.skips[w], "done": False})
+        n = self.loader.num_workers
+        return {"format": STATE_FORMAT, "epoch": self.epoch, "num_workers": n, "next": self.next, "workers": workers}
+
+    def _receive(self, w: int, block: bool) -> tuple[str, Any] | None:
+        """The next message of worker ``w``; ``None`` when ``block`` is false and nothing is there."""
+        while True:
+            try:
+                return self.queues[w].get(timeout=_POLL if block else 0.0005)
+            except queue_module.Empty:
+                proc = self.procs[w]
+                if proc is not None and not proc.is_alive():
+                    try:  # its last messages may still be in the pipe
+                        return self.queues[w].get(timeout=_POLL)
+                    except queue_module.Empty:
+                        raise WdsError(f"Loader worker {w} died (exit code {proc.exitcode})") from None
+                if not block:
+                    return None
+
+    def _take(self, w: int, block: bool = True) -> tuple[bool, Any]:
+        """Handle messages of worker ``w`` up to its next item: ``(True, item)``, or ``(False, None)`` at its end."""
+        while True:
+            message = self._receive(w, block)
+            if message is None:
+                return False, _NOTHING
+            kind, value = message
+            if kind == "item":
+                self.skips[w] += 1
+                return True, value
+            if kind == "state":
+                self.snapshots[w], self.reasons[w] = value.get("state"), value.get("reason")
+                self.skips[w] = 0
+            elif kind == "end":
+                self.done[w] = True
+                return False, None
+            else:
+                _reraise(w, *value)
+
+    def items(self) -> Iterator[Any]:
+        n = self.loader.num_workers
+        try:
+            while not all(self.done):
+                w = self.next
+                if self.done[w]:
+                    self.next = (w + 1) % n
+                    continue
+                if self.loader.in_order:
+                    got, item = self._take(w)
+                else:
+                    got, item = self._take(w, block=False)
+                    if item is _NOTHING:
+                        self.next = (w + 1) % n
+                        continue
+                self.next = (w + 1) % n
+                if got:
+                    yield item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.stop.set()
+        for w, proc in enumerate(self.procs):
+            if proc is None:
+                continue
+            proc.join(timeout=0.05)
+            while proc.is_alive():  # a worker blocked on a full queue needs room to notice the stop
+                try:
+                    self.queues[w].get(timeout=0.05)
+                except queue_module.Empty:
+                    proc.join(timeout=0.05)
+                except (EOFError, OSError):
+                    break
+            if proc.is_alive():  # pragma: no cover - only when a worker hangs in user code
+                proc.terminate()
+                proc.join(timeout=5)
+        for q in self.queues:
+            q.close()
+            q.cancel_join_thread()
+
+
+_NOTHING = object()
+
+
+def _reraise(worker: int, payload: bytes | None, text: str, detail: str) -> None:
+    note = f"raised in Loader worker {worker}; its traceback:\n{detail}"
+    if payload is not None:
+        try:
+            exn = pickle.loads(payload)
+        except Exception:
+            exn = None
+        if isinstance(exn, BaseException):
+            exn.add_note(note)
+            raise exn
+    raise WdsError(f"Loader worker {worker} failed: {text}\n{note}")
