@@ -1,7 +1,12 @@
-"""The jax adapter of wds (not built yet: see the framework-adapters issue).
+"""The JAX adapter of wds: numpy batches (optionally global ``jax.Array``s) for JAX training loops.
 
-For now it re-exports the framework-free core so that imports work.
+Everything in :mod:`wds_core` is here too; :class:`BatchIterator` is the
+adapter's own piece (see :mod:`wds_jax.iterator`).
 """
 
 from wds_core import *  # noqa: F401,F403
-from wds_core import __all__  # noqa: F401
+from wds_core import __all__ as _core_all
+
+from .iterator import BatchIterator as BatchIterator
+
+__all__ = sorted(set(_core_all) | {"BatchIterator"})

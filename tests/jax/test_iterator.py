@@ -1,0 +1,106 @@
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+import wds_jax  # noqa: E402
+from tests.conftest import make_samples, write_shard  # noqa: E402
+from wds_core.errors import CheckpointError, SpecError  # noqa: E402
+
+
+def _npy(array):
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def spec(tmp_path):
+    """6 shards x 17 samples: a 2x3 float32 array whose values encode the sample, and a class."""
+    for s in range(6):
+        samples = make_samples(f"s{s}-", 17, fields=())
+        for i, sample in enumerate(samples):
+            sample["npy"] = _npy(np.full((2, 3), s * 100 + i, dtype=np.float32))
+            sample["cls"] = b"%d" % (i % 3)
+        write_shard(tmp_path / f"d-{s}.tar", samples, ("npy", "cls"))
+    return str(tmp_path / "d-{0..5}.tar")
+
+
+def make(spec):
+    return wds_jax.WebDataset(spec, shardshuffle=True, seed=2).shuffle(9).decode().to_tuple("npy", "cls")
+
+
+def ids(batches):
+    return [int(v) for images, *_ in batches for v in np.asarray(images)[:, 0, 0]]
+
+
+def test_fixed_size_numpy_batches_and_remainders(spec):
+    batches = list(wds_jax.BatchIterator(make(spec), 8))
+    assert len(batches) == 102 // 8
+    images, labels = batches[0]
+    assert images.shape == (8, 2, 3) and images.dtype == np.float32 and labels.shape == (8,)
+    partial = list(wds_jax.BatchIterator(make(spec), 8, remainder="partial"))
+    assert [len(b[1]) for b in partial][-1] == 102 % 8 and len(ids(partial)) == 102
+    padded = list(wds_jax.BatchIterator(make(spec), 8, remainder="pad"))
+    assert all(b[0].shape == (8, 2, 3) for b in padded)
+    images, labels, mask = padded[-1]
+    assert mask.tolist() == [True] * (102 % 8) + [False] * (8 - 102 % 8)
+    assert not images[~mask].any()
+    assert sorted(v for b in padded for v, m in zip(b[0][:, 0, 0], b[2]) if m) == sorted(ids(partial))
+
+
+def test_workers_give_every_sample_once(spec):
+    got = ids(wds_jax.BatchIterator(make(spec), 5, num_workers=2, remainder="partial"))
+    assert sorted(got) == sorted(s * 100 + i for s in range(6) for i in range(17))
+
+
+def test_process_split(spec):
+    halves = [ids(wds_jax.BatchIterator(make(spec), 1, process_index=p, process_count=2)) for p in range(2)]
+    assert not set(halves[0]) & set(halves[1]) and len(halves[0]) + len(halves[1]) == 102
+
+
+def test_sharded_global_arrays(spec):
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+    batches = list(wds_jax.BatchIterator(make(spec), 6, sharding=sharding, prefetch=2))
+    images, labels = batches[0]
+    assert isinstance(images, jax.Array) and images.sharding == sharding and images.shape == (6, 2, 3)
+    assert ids(batches) == ids(wds_jax.BatchIterator(make(spec), 6))
+    with pytest.raises(SpecError, match="pad"):
+        wds_jax.BatchIterator(make(spec), 6, sharding=sharding, remainder="partial")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_get_state_resumes_after_the_last_batch(spec, workers):
+    reference = ids(wds_jax.BatchIterator(make(spec), 4, num_workers=workers, prefetch=3))
+    batches = wds_jax.BatchIterator(make(spec), 4, num_workers=workers, prefetch=3)
+    with pytest.raises(CheckpointError):
+        batches.get_state()
+    stream = iter(batches)
+    head = [next(stream) for _ in range(7)]
+    state = json.loads(json.dumps(batches.get_state()))
+    if workers:
+        batches.source.close()
+    resumed = wds_jax.BatchIterator(make(spec), 4, num_workers=workers, prefetch=3)
+    resumed.set_state(state)
+    assert ids(head) + ids(resumed) == reference
+
+
+def test_two_devices_in_a_fresh_process(spec):
+    code = f"""
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, numpy as np, wds_jax
+mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+ds = wds_jax.WebDataset({spec!r}, shardshuffle=False).decode().to_tuple("npy", "cls")
+images, labels = next(iter(wds_jax.BatchIterator(ds, 4, sharding=sharding)))
+print(len(jax.devices()), [s.data.shape for s in images.addressable_shards])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "2 [(2, 2, 3), (2, 2, 3)]"
