@@ -1,0 +1,194 @@
+"""A ``tf.data.Dataset`` from a wds pipeline.
+
+::
+
+    import wds_tf
+    pipeline = wds_tf.WebDataset(urls, shardshuffle=True, seed=0).decode("rgb").to_tuple("jpg", "cls")
+    source = wds_tf.TFSource(pipeline, num_workers=2)
+    model.fit(source.dataset().batch(64).prefetch(2), epochs=10)
+
+* The output signature is inferred from the first sample when not given:
+  numpy arrays keep their dtype and shape, ``bytes``/``str`` become
+  ``tf.string``, Python ints ``int64``, floats ``float32``, bools ``bool``.
+  Every later sample is checked against it; a field whose shape changes, or a
+  list (ragged), is a clear error naming the field (give an
+  ``output_signature`` with ``None`` dimensions, or make arrays in ``.map()``).
+* Parallelism: ``num_workers`` runs the pipeline in that many processes
+  (:class:`wds_core.Loader`, for Python-heavy decoding); ``num_parallel_calls``
+  instead interleaves that many copies of the pipeline, each reading its share
+  of the shards, in tf.data's threads (deterministic order).
+* ``state_dict()``/``load_state_dict()`` give the Python-side position: after
+  the last element handed to TensorFlow.  TensorFlow's own prefetching runs
+  ahead of the training step, so save it next to ``tf.train.Checkpoint`` and
+  expect the resumed stream to start after the elements TensorFlow had
+  prefetched (exact when the input pipeline has no ``prefetch``).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from wds_core import Loader, dist
+from wds_core.errors import CheckpointError, SampleError
+
+__all__ = ["TFSource", "infer_signature", "to_tf_dataset"]
+
+STATE_FORMAT = "wds-tf-1"
+_local = threading.local()
+
+
+def _thread_worker() -> tuple[int, int] | None:
+    return getattr(_local, "worker", None)
+
+
+dist.set_worker_info_provider(_thread_worker)
+
+
+def _leaf_spec(value: Any, where: str) -> tf.TensorSpec:
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise SampleError(f"field {where} is an object array, which cannot be a tensor")
+        return tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
+    if isinstance(value, np.generic):
+        return tf.TensorSpec((), tf.as_dtype(value.dtype))
+    if isinstance(value, (bytes, str)):
+        return tf.TensorSpec((), tf.string)
+    if isinstance(value, bool):
+        return tf.TensorSpec((), tf.bool)
+    if isinstance(value, int):
+        return tf.TensorSpec((), tf.int64)
+    if isinstance(value, float):
+        return tf.TensorSpec((), tf.float32)
+    if isinstance(value, (list, tuple)):
+        raise SampleError(
+            f"field {where} is a {type(value).__name__} (ragged); make it an array in .map() or give output_signature"
+        )
+    raise SampleError(f"field {where} holds a {type(value).__name__}, which cannot be a tensor")
+
+
+def infer_signature(sample: Any) -> Any:
+    """The ``output_signature`` of elements shaped like ``sample`` (a tuple, a dict or one value)."""
+    if isinstance(sample, tuple):
+        return tuple(_leaf_spec(v, f"#{i}") for i, v in enumerate(sample))
+    if isinstance(sample, dict):
+        return {k: _leaf_spec(v, repr(k)) for k, v in sample.items()}
+    return _leaf_spec(sample, "#0")
+
+
+def _check(sample: Any, signature: Any) -> Any:
+    """``sample`` unchanged when it fits ``signature``; a clear error naming the field otherwise."""
+    if isinstance(signature, tuple):
+        if not isinstance(sample, tuple) or len(sample) != len(signature):
+            raise SampleError(f"expected a tuple of {len(signature)} fields, got {type(sample).__name__}")
+        pairs = [(f"#{i}", v, s) for i, (v, s) in enumerate(zip(sample, signature))]
+    elif isinstance(signature, dict):
+        if not isinstance(sample, dict) or set(sample) != set(signature):
+            got = sorted(sample) if isinstance(sample, dict) else type(sample).__name__
+            raise SampleError(f"expected the fields {sorted(signature)}, got {got}")
+        pairs = [(repr(k), sample[k], signature[k]) for k in signature]
+    else:
+        pairs = [("#0", sample, signature)]
+    for where, value, spec in pairs:
+        shape = np.shape(value) if isinstance(value, (np.ndarray, np.generic)) else ()
+        if not spec.shape.is_compatible_with(shape):
+            raise SampleError(
+                f"field {where} has shape {tuple(shape)}, the output signature says {tuple(spec.shape.as_list())}; "
+                "give output_signature with None for the dimensions that vary",
+                member=sample.get("__key__") if isinstance(sample, dict) else None,
+            )
+    return sample
+
+
+class TFSource:
+    """A wds pipeline as a source of ``tf.data.Dataset``s (see the module doc)."""
+
+    def __init__(
+        self,
+        pipeline: Any,
+        output_signature: Any = None,
+        *,
+        num_workers: int = 0,
+        num_parallel_calls: int | None = None,
+    ) -> None:
+        if num_workers and num_parallel_calls:
+            raise ValueError("use num_workers (processes) or num_parallel_calls (threads), not both")
+        self.pipeline = pipeline
+        self.num_parallel_calls = num_parallel_calls
+        self.loader = Loader(pipeline, num_workers) if num_workers else None
+        self.signature = output_signature if output_signature is not None else self._infer()
+        self._pending: Any = None
+        self._worker_epochs: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def _infer(self) -> Any:
+        probe = copy.deepcopy(self.pipeline)  # leaves the pipeline's own epoch and state alone
+        for sample in probe:
+            return infer_signature(sample)
+        raise SampleError("the pipeline yielded nothing, so no output signature can be inferred; give one")
+
+    def dataset(self) -> tf.data.Dataset:
+        """A fresh ``tf.data.Dataset``; each pass over it is one epoch of the pipeline."""
+        if not self.num_parallel_calls:
+            return tf.data.Dataset.from_generator(self._elements, output_signature=self.signature)
+        n = self.num_parallel_calls
+        return tf.data.Dataset.range(n).interleave(
+            lambda w: tf.data.Dataset.from_generator(self._worker_elements, args=(w,), output_signature=self.signature),
+            cycle_length=n,
+            block_length=1,
+            num_parallel_calls=n,
+            deterministic=True,
+        )
+
+    def _elements(self) -> Iterator[Any]:
+        source = self.loader if self.loader is not None else self.pipeline
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            source.load_state_dict(pending["source"])
+        items = iter(source)
+        while True:
+            with self._lock:  # state_dict() runs in another thread: it must see the source between items
+                try:
+                    sample = next(items)
+                except StopIteration:
+                    return
+            yield _check(sample, self.signature)
+
+    def _worker_elements(self, worker: Any) -> Iterator[Any]:
+        w = int(worker)
+        pipeline = copy.deepcopy(self.pipeline)
+        epoch = self._worker_epochs.get(w, getattr(self.pipeline, "epoch", 0))
+        self._worker_epochs[w] = epoch + 1
+        if hasattr(pipeline, "set_epoch"):
+            pipeline.set_epoch(epoch)  # each pass over the dataset is a new epoch for every copy
+        _local.worker = (w, self.num_parallel_calls)
+        try:
+            for sample in pipeline:
+                yield _check(sample, self.signature)
+        finally:
+            _local.worker = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The Python-side position after the last element handed to TensorFlow."""
+        if self.num_parallel_calls:
+            raise CheckpointError("state_dict() needs num_parallel_calls=None (use num_workers for parallelism)")
+        if self._pending is not None:
+            return self._pending
+        source = self.loader if self.loader is not None else self.pipeline
+        with self._lock:
+            return {"format": STATE_FORMAT, "source": source.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise CheckpointError(f"not a wds_tf state (expected format {STATE_FORMAT!r})")
+        self._pending = state
+
+
+def to_tf_dataset(pipeline: Any, output_signature: Any = None, **kw: Any) -> tf.data.Dataset:
+    """``TFSource(pipeline, output_signature, **kw).dataset()``."""
+    return TFSource(pipeline, output_signature, **kw).dataset()
