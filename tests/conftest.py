@@ -49,6 +49,15 @@ def tar_bytes(members, fmt=tarfile.PAX_FORMAT, compress=""):
     return buf.getvalue()
 
 
+def npy_bytes(array):
+    """``array`` as the bytes of a ``.npy`` file."""
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
 def make_samples(prefix, n, fields=("txt", "cls")):
     return [{"__key__": f"{prefix}{i:05d}", **{f: f"{prefix}-{i}-{f}".encode() for f in fields}} for i in range(n)]
 

@@ -1,4 +1,3 @@
-import io
 import json
 import subprocess
 import sys
@@ -9,14 +8,8 @@ import pytest
 jax = pytest.importorskip("jax")
 
 import wds_jax  # noqa: E402
-from tests.conftest import make_samples, write_shard  # noqa: E402
+from tests.conftest import make_samples, npy_bytes, write_shard  # noqa: E402
 from wds_core.errors import CheckpointError, SpecError  # noqa: E402
-
-
-def _npy(array):
-    buf = io.BytesIO()
-    np.save(buf, array)
-    return buf.getvalue()
 
 
 @pytest.fixture
@@ -25,7 +18,7 @@ def spec(tmp_path):
     for s in range(6):
         samples = make_samples(f"s{s}-", 17, fields=())
         for i, sample in enumerate(samples):
-            sample["npy"] = _npy(np.full((2, 3), s * 100 + i, dtype=np.float32))
+            sample["npy"] = npy_bytes(np.full((2, 3), s * 100 + i, dtype=np.float32))
             sample["cls"] = b"%d" % (i % 3)
         write_shard(tmp_path / f"d-{s}.tar", samples, ("npy", "cls"))
     return str(tmp_path / "d-{0..5}.tar")

@@ -1,4 +1,3 @@
-import io
 import json
 
 import numpy as np
@@ -7,14 +6,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 import wds_tf  # noqa: E402
-from tests.conftest import make_samples, write_shard  # noqa: E402
+from tests.conftest import make_samples, npy_bytes, write_shard  # noqa: E402
 from wds_core.errors import SampleError  # noqa: E402
-
-
-def _npy(array):
-    buf = io.BytesIO()
-    np.save(buf, array)
-    return buf.getvalue()
 
 
 @pytest.fixture
@@ -22,7 +15,7 @@ def spec(tmp_path):
     for s in range(4):
         samples = make_samples(f"s{s}-", 12, fields=())
         for i, sample in enumerate(samples):
-            sample["npy"] = _npy(np.full((3,), s * 100 + i, dtype=np.float32))
+            sample["npy"] = npy_bytes(np.full((3,), s * 100 + i, dtype=np.float32))
             sample["cls"] = b"%d" % (i % 2)
         write_shard(tmp_path / f"t-{s}.tar", samples, ("npy", "cls"))
     return str(tmp_path / "t-{0..3}.tar")

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import wds_torch as wds  # noqa: E402
-from tests.conftest import make_samples, write_shard  # noqa: E402
+from tests.conftest import make_samples, npy_bytes, write_shard  # noqa: E402
 
 
 @pytest.fixture
@@ -17,18 +17,10 @@ def dataset_dir(tmp_path):
         samples = make_samples(f"s{s}-", 20, fields=("cls",))
         for i, sample in enumerate(samples):
             sample["cls"] = b"%d" % (i % 5)
-            sample["npy"] = _npy(np.full((4, 4), s * 100 + i, dtype=np.float32))
+            sample["npy"] = npy_bytes(np.full((4, 4), s * 100 + i, dtype=np.float32))
             keys.append(sample["__key__"])
         write_shard(tmp_path / f"shard-{s:02d}.tar", samples, ("cls", "npy"))
     return str(tmp_path / "shard-{00..07}.tar"), keys
-
-
-def _npy(array):
-    import io
-
-    buf = io.BytesIO()
-    np.save(buf, array)
-    return buf.getvalue()
 
 
 def test_pipelines_are_iterable_datasets(dataset_dir):
