@@ -30,11 +30,32 @@ import wds_core
 __all__ = ["DataPipeline", "EpochLoader", "WebDataset", "WebLoader"]
 
 
-class DataPipeline(wds_core.DataPipeline, torch.utils.data.IterableDataset):
+class _RankTravels:
+    """Pickling carries the rank: DataLoader workers started with ``spawn`` have no process group of their own."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()  # type: ignore[misc]
+        state["_node_when_pickled"] = wds_core.dist.node_info()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        node = state.pop("_node_when_pickled", None)
+        self.__dict__.update(state)
+        if node is not None and tuple(node) != (0, 1):
+            wds_core.dist.set_node_info_provider(lambda: None if _group_here() else tuple(node))
+
+
+def _group_here() -> bool:
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized()
+
+
+class DataPipeline(_RankTravels, wds_core.DataPipeline, torch.utils.data.IterableDataset):
     """:class:`wds_core.DataPipeline` as a PyTorch ``IterableDataset``."""
 
 
-class WebDataset(wds_core.WebDataset, torch.utils.data.IterableDataset):
+class WebDataset(_RankTravels, wds_core.WebDataset, torch.utils.data.IterableDataset):
     """:class:`wds_core.WebDataset` as a PyTorch ``IterableDataset``."""
 
 
