@@ -174,7 +174,8 @@ class _LoaderRun:
         ctx = multiprocessing.get_context(loader.start_method)
         self.stop = ctx.Event()
         self.queues = [ctx.Queue(maxsize=loader.prefetch + 1) for _ in range(n)]
-        self.procs = []
+        self.procs: list[Any] = []
+        self.closed = False
         for w in range(n):
             if self.done[w]:
                 self.procs.append(None)
@@ -182,9 +183,15 @@ class _LoaderRun:
             start = {"state": self.snapshots[w], "skip": self.skips[w]} if starts[w] else None
             args = (loader.dataset, w, n, loader.node, epoch, start, self.queues[w], self.stop, loader.snapshot_every)
             proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
-            proc.start()
+            try:
+                proc.start()
+            except (pickle.PicklingError, AttributeError, TypeError) as exn:
+                self.close()
+                raise SpecError(
+                    f"Loader workers start with {loader.start_method!r}, which pickles the pipeline, and it cannot be "
+                    f"pickled ({exn}); use module-level functions instead of lambdas and local functions"
+                ) from None
             self.procs.append(proc)
-        self.closed = False
 
     def state_dict(self) -> dict[str, Any]:
         workers = []

@@ -143,3 +143,10 @@ def test_explicit_node_is_what_workers_see(spec):
     spec, keys = spec
     halves = [[k for (k,) in wds.Loader(keyed(spec), num_workers=2, rank=r, world_size=2)] for r in range(2)]
     assert sorted(halves[0] + halves[1]) == sorted(keys) and not set(halves[0]) & set(halves[1])
+
+
+def test_an_unpicklable_pipeline_is_a_clear_error(spec):
+    spec, _ = spec
+    with pytest.raises(wds.SpecError, match="module-level functions"):
+        list(wds.Loader(keyed(spec).map(lambda s: s), num_workers=2))
+    assert no_children()

@@ -1,0 +1,23 @@
+"""Each example trains on a small demo dataset and its accuracy rises."""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+@pytest.mark.parametrize("framework, module", [("torch", "torch"), ("jax", "jax"), ("tf", "tensorflow")])
+def test_example_trains(framework, module, tmp_path):
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+    args = ["--data", str(tmp_path), "--shards", "4", "--samples-per-shard", "100", "--epochs", "4"]
+    script = os.path.join(EXAMPLES, f"train_{framework}.py")
+    out = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    accuracies = [float(a) for a in re.findall(r"accuracy ([0-9.]+)", out.stdout)]
+    assert len(accuracies) == 4 and accuracies[-1] > max(0.5, accuracies[0]), out.stdout
