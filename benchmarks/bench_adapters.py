@@ -1,0 +1,161 @@
+"""Decoded-image throughput of the adapters with two workers, against the two-process decode ceiling
+and webdataset 1.0.2 with ``DataLoader(num_workers=2)``, in the same run.
+
+Dataset (generated into ``--dir``): 4 shards x 1,500 samples of a 256x256 JPEG (~25 KB, smooth
+content) + cls.  Every reader decodes to uint8 RGB arrays (``"rgb8"``), batches of 64 are made in
+the workers, and the main process receives them (images/s = decoded images that reached it).
+
+* ceiling: two processes (``multiprocessing.Pool``) decoding the same JPEG bytes with Pillow to
+  numpy, nothing else (no tar, no transfer back);
+* webdataset 1.0.2 and wds_torch: ``DataLoader(dataset, num_workers=2, batch_size=None)``;
+* wds_core.Loader, wds_jax.BatchIterator, wds_tf.TFSource: ``num_workers=2``.
+
+    python benchmarks/bench_adapters.py [--dir /tmp/wds-bench-adapters] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import time
+import warnings
+from multiprocessing import Pool
+
+import numpy as np
+from PIL import Image
+
+from wds_core.tarwrite import encode_member, end_of_archive
+
+NSHARDS, PER_SHARD, BATCH = 4, 1500, 64
+TOTAL = NSHARDS * PER_SHARD
+
+
+def make_shards(root):
+    os.makedirs(root, exist_ok=True)
+    y, x = np.mgrid[0:256, 0:256]
+    for s in range(NSHARDS):
+        path = f"{root}/img-{s:04d}.tar"
+        if os.path.exists(path):
+            continue
+        with open(path, "wb") as out:
+            for i in range(PER_SHARD):
+                k = s * PER_SHARD + i
+                image = np.stack([(x * (1 + k % 7) + y) % 256, (y * 2 + k) % 256, (x + y * (k % 5)) % 256], -1)
+                buf = io.BytesIO()
+                Image.fromarray(image.astype(np.uint8)).save(buf, "JPEG", quality=90)
+                out.write(encode_member(f"k{k:07d}.jpg", buf.getvalue()))
+                out.write(encode_member(f"k{k:07d}.cls", b"%d" % (k % 10)))
+            out.write(end_of_archive())
+    return f"{root}/img-{{0000..{NSHARDS - 1:04d}}}.tar"
+
+
+def _decode_all(jpegs):
+    for data in jpegs:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            np.asarray(img.convert("RGB"))
+    return len(jpegs)
+
+
+def ceiling(spec):
+    import wds_core
+
+    jpegs = [s["jpg"] for s in wds_core.WebDataset(spec, shardshuffle=False)]
+    with Pool(2) as pool:
+        start = time.perf_counter()
+        done = sum(pool.map(_decode_all, [jpegs[0::2], jpegs[1::2]]))
+        return done, time.perf_counter() - start
+
+
+def count(batches):
+    n = 0
+    for batch in batches:
+        n += len(batch[0])
+    return n
+
+
+def wds_pipeline(module, spec, partial=True):
+    return (
+        module.WebDataset(spec, shardshuffle=False)
+        .decode("rgb8")
+        .to_tuple("jpg", "cls")
+        .batched(BATCH, partial=partial)
+    )
+
+
+def run_webdataset(spec):
+    import torch
+    import webdataset
+
+    dataset = webdataset.WebDataset(spec, shardshuffle=False, nodesplitter=webdataset.split_by_node)
+    dataset = dataset.decode("rgb8").to_tuple("jpg", "cls").batched(BATCH)
+    return count(torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None))
+
+
+def run_torch(spec):
+    import torch
+
+    import wds_torch
+
+    return count(torch.utils.data.DataLoader(wds_pipeline(wds_torch, spec), num_workers=2, batch_size=None))
+
+
+def run_loader(spec):
+    import wds_core
+
+    return count(wds_core.Loader(wds_pipeline(wds_core, spec), num_workers=2))
+
+
+def run_jax(spec):
+    import wds_jax
+
+    dataset = wds_jax.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+    return count(wds_jax.BatchIterator(dataset, BATCH, num_workers=2, remainder="partial", prefetch=0))
+
+
+def run_tf(spec):
+    import wds_tf
+
+    return count(wds_tf.TFSource(wds_pipeline(wds_tf, spec, partial=False), num_workers=2).dataset())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default="/tmp/wds-bench-adapters")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", nargs="*", help="run only these readers")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    spec = make_shards(args.dir)
+    print(f"# {TOTAL} JPEG samples 256x256, batches of {BATCH}; python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    readers = {
+        "webdataset 1.0.2 DataLoader(2)": run_webdataset,
+        "wds_torch DataLoader(2)": run_torch,
+        "wds_core.Loader(2)": run_loader,
+        "wds_jax.BatchIterator(2)": run_jax,
+        "wds_tf.TFSource(2)": run_tf,
+    }
+    best = {}
+    for _ in range(args.repeats):
+        n, seconds = ceiling(spec)
+        best["ceiling: 2 processes decoding"] = max(best.get("ceiling: 2 processes decoding", 0), n / seconds)
+        for name, fn in readers.items():
+            if args.only and not any(word in name for word in args.only):
+                continue
+            start = time.perf_counter()
+            n = fn(spec)
+            rate = n / (time.perf_counter() - start)
+            best[name] = max(best.get(name, 0), rate)
+    top = best["ceiling: 2 processes decoding"]
+    print(f"{'reader':36s} {'images/s':>9s} {'of ceiling':>10s}")
+    for name, rate in best.items():
+        print(f"{name:36s} {rate:9.0f} {rate / top:10.0%}")
+    old = best.get("webdataset 1.0.2 DataLoader(2)")
+    if old and "wds_torch DataLoader(2)" in best:
+        print(f"wds_torch vs webdataset: {best['wds_torch DataLoader(2)'] / old:.2f}x (target >= 1.6x)")
+
+
+if __name__ == "__main__":
+    main()
