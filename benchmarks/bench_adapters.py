@@ -129,7 +129,8 @@ def main():
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     spec = make_shards(args.dir)
-    print(f"# {TOTAL} JPEG samples 256x256, batches of {BATCH}; python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    python = sys.version.split()[0]
+    print(f"# {TOTAL} JPEG samples 256x256, batches of {BATCH}; python {python}, {os.cpu_count()} cores")
     readers = {
         "webdataset 1.0.2 DataLoader(2)": run_webdataset,
         "wds_torch DataLoader(2)": run_torch,
