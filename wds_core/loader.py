@@ -11,6 +11,8 @@ timing.  ``in_order=False`` takes whichever item is ready first instead.
   with its error, re-raised in the main process with the worker's traceback.
 * Leaving the loop (``break``, an exception, KeyboardInterrupt) stops and
   joins every worker; workers ignore SIGINT so the main process decides.
+* Large numpy arrays travel through a few reused shared-memory slots per
+  worker (:mod:`wds_core.shmring`; ``shm_slots=0`` turns this off).
 * ``state_dict()`` is exact between two items: every ``snapshot_every`` items
   each worker sends its pipeline state ahead of the next item; the loader's
   state is, per worker, the last snapshot it consumed plus how many items it
@@ -28,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import CheckpointError, SpecError, WdsError
+from .shmring import SlotReader, SlotWriter, create_slots
 
 __all__ = ["Loader"]
 
@@ -45,10 +48,12 @@ def _worker_main(
     out: Any,
     stop: Any,
     snapshot_every: int,
+    slots: tuple[list[str], Any] | None,
 ) -> None:
     from . import dist
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    send = _ItemSender(out, stop, slots)
     dist.set_worker_info_provider(lambda: (worker, num_workers))
     if node is not None:
         dist.set_node_info_provider(lambda: node)
@@ -68,7 +73,7 @@ def _worker_main(
                 item = next(items)
             except StopIteration:
                 break
-            out.put(("item", item))
+            send(item)
             count += 1
         out.put(("end", None))
     except BaseException as exn:  # noqa: BLE001 - everything goes back to the main process
@@ -78,6 +83,32 @@ def _worker_main(
         except Exception:
             payload = None
         out.put(("error", (payload, repr(exn), text)))
+
+
+class _ItemSender:
+    """Puts items on the worker's queue, large arrays through its shared-memory slots when it has them."""
+
+    def __init__(self, out: Any, stop: Any, slots: tuple[list[str], Any] | None) -> None:
+        self.out, self.stop = out, stop
+        self.writer = SlotWriter(slots[0]) if slots else None
+        self.free = slots[1] if slots else None
+        self.held: int | None = None  # a free slot the previous item did not need
+
+    def __call__(self, item: Any) -> None:
+        if self.writer is None:
+            self.out.put(("item", item))
+            return
+        slot = self.held
+        while slot is None and not self.stop.is_set():
+            try:
+                slot = self.free.get(timeout=_POLL)
+            except queue_module.Empty:
+                pass
+        if slot is None:
+            return  # stopping
+        payload, used = self.writer.encode(item, slot)
+        self.held = None if used else slot
+        self.out.put(("item", (payload, slot if used else -1)))
 
 
 def _state_or_reason(dataset: Any) -> Any:
@@ -108,6 +139,8 @@ class Loader:
         rank: int | None = None,
         world_size: int | None = None,
         snapshot_every: int = 64,
+        shm_slots: int = 3,
+        shm_slot_bytes: int = 32 << 20,
     ) -> None:
         if num_workers < 1:
             raise SpecError(f"num_workers must be >= 1, got {num_workers}")
@@ -118,6 +151,7 @@ class Loader:
         self.dataset, self.num_workers, self.in_order = dataset, num_workers, in_order
         self.prefetch, self.start_method, self.snapshot_every = prefetch, start_method, snapshot_every
         self.node = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
+        self.shm_slots, self.shm_slot_bytes = max(0, shm_slots), max(0, shm_slot_bytes)
         self.epoch = 0
         self._pending: dict[str, Any] | None = None
         self._run: _LoaderRun | None = None
@@ -174,6 +208,9 @@ class _LoaderRun:
         ctx = multiprocessing.get_context(loader.start_method)
         self.stop = ctx.Event()
         self.queues = [ctx.Queue(maxsize=loader.prefetch + 1) for _ in range(n)]
+        self.readers: list[SlotReader | None] = [None] * n
+        self.free: list[Any] = [None] * n
+        use_slots = loader.shm_slots > 0 and loader.shm_slot_bytes > 0
         self.procs: list[Any] = []
         self.closed = False
         for w in range(n):
@@ -181,7 +218,15 @@ class _LoaderRun:
                 self.procs.append(None)
                 continue
             start = {"state": self.snapshots[w], "skip": self.skips[w]} if starts[w] else None
+            slots = None
+            if use_slots:
+                blocks = create_slots(loader.shm_slots, loader.shm_slot_bytes)
+                self.readers[w], self.free[w] = SlotReader(blocks), ctx.Queue()
+                for slot in range(len(blocks)):
+                    self.free[w].put(slot)
+                slots = ([block.name for block in blocks], self.free[w])
             args = (loader.dataset, w, n, loader.node, epoch, start, self.queues[w], self.stop, loader.snapshot_every)
+            args += (slots,)
             proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
             try:
                 proc.start()
@@ -229,7 +274,14 @@ class _LoaderRun:
             kind, value = message
             if kind == "item":
                 self.skips[w] += 1
-                return True, value
+                reader = self.readers[w]
+                if reader is None:
+                    return True, value
+                payload, slot = value
+                item = reader.decode(payload, slot)
+                if slot >= 0:
+                    self.free[w].put(slot)  # copied out: the worker may reuse it
+                return True, item
             if kind == "state":
                 self.snapshots[w], self.reasons[w] = value.get("state"), value.get("reason")
                 self.skips[w] = 0
@@ -279,9 +331,12 @@ class _LoaderRun:
             if proc.is_alive():  # pragma: no cover - only when a worker hangs in user code
                 proc.terminate()
                 proc.join(timeout=5)
-        for q in self.queues:
+        for q in self.queues + [f for f in self.free if f is not None]:
             q.close()
             q.cancel_join_thread()
+        for reader in self.readers:
+            if reader is not None:
+                reader.close()
 
 
 _NOTHING = object()

@@ -3,6 +3,7 @@ import multiprocessing
 import os
 import time
 
+import numpy as np
 import pytest
 
 import wds_core as wds
@@ -149,4 +150,25 @@ def test_an_unpicklable_pipeline_is_a_clear_error(spec):
     spec, _ = spec
     with pytest.raises(wds.SpecError, match="module-level functions"):
         list(wds.Loader(keyed(spec).map(lambda s: s), num_workers=2))
+    assert no_children()
+
+
+def big_arrays(sample):
+    key = sample[0]
+    return key, np.full((300, 300), int(key[1]) * 1000 + int(key[-5:]), dtype=np.int32)
+
+
+def test_large_arrays_travel_through_reused_shared_memory(spec):
+    spec, keys = spec
+
+    def slots():
+        return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+
+    before = slots()
+    got = list(wds.Loader(keyed(spec).map(big_arrays), num_workers=2, shm_slots=2, shm_slot_bytes=1 << 20))
+    assert sorted(k for k, _ in got) == sorted(keys)
+    assert all(a.shape == (300, 300) and (a == int(k[1]) * 1000 + int(k[-5:])).all() for k, a in got)
+    assert slots() <= before  # every slot unlinked
+    tiny_slots = list(wds.Loader(keyed(spec).map(big_arrays), num_workers=2, shm_slot_bytes=1000))
+    assert [k for k, _ in tiny_slots] == [k for k, _ in got]  # arrays that do not fit go in the pickle
     assert no_children()
