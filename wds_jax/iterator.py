@@ -16,6 +16,8 @@
   with zeros and adds a boolean ``mask`` (an extra last element of tuple
   batches, a ``"mask"`` entry of dict batches; ``True`` marks real samples).
   With ``"pad"`` every batch carries the mask, so shapes never change.
+  With ``num_workers``, batches are made in the workers (only whole batches
+  cross processes), so each worker's last batch of the epoch is a remainder.
 * ``sharding`` (a ``jax.sharding.Sharding``): each numpy leaf becomes a global
   array with ``jax.make_array_from_process_local_data``; ``prefetch`` batches
   are placed ahead, so host-to-device copies overlap the training step.
@@ -75,8 +77,13 @@ class BatchIterator:
         self.node = (process_index, process_count) if process_index is not None else None
         self.num_workers = num_workers
         self.source: Any = dataset
+        # with workers, batches are made in the workers (only batches cross processes); each worker's
+        # last batch of the epoch is then the remainder that is dropped, padded or yielded partial
+        self.worker_batches = num_workers > 0 and hasattr(dataset, "batched")
         if num_workers > 0:
             rank, world = self.node or _process()
+            if self.worker_batches:
+                dataset = dataset.batched(batch_size, collation_fn=collate, partial=remainder != "drop")
             self.source = Loader(dataset, num_workers, rank=rank, world_size=world)
         self.epoch = 0
         self._state: dict[str, Any] | None = None  # after the last batch handed out
@@ -103,6 +110,15 @@ class BatchIterator:
 
     def _assembled(self, epoch: int) -> Iterator[tuple[Any, dict[str, Any] | None]]:
         """Collated host batches, each with the source state just after its last sample."""
+        if self.worker_batches:
+            for batch in self.source:
+                real = _batch_length(batch)
+                if real < self.batch_size and self.remainder == "pad":
+                    batch = _pad_batch(batch, self.batch_size - real)
+                if self.remainder == "pad":
+                    batch = _with_mask(batch, real, self.batch_size)
+                yield batch, self._source_state(epoch)
+            return
         buffer: list[Any] = []
         for sample in self.source:
             buffer.append(sample)
@@ -122,13 +138,7 @@ class BatchIterator:
         if self.remainder != "pad":
             return self.collate(samples)
         padded = samples + [_zeros_like(samples[0])] * (self.batch_size - real)
-        batch = self.collate(padded)
-        mask = np.arange(self.batch_size) < real
-        if isinstance(batch, dict):
-            return {**batch, "mask": mask}
-        if isinstance(batch, tuple):
-            return (*batch, mask)
-        return (batch, mask)
+        return _with_mask(self.collate(padded), real, self.batch_size)
 
     def _batches(self, epoch: int) -> Iterator[Any]:
         ahead: collections.deque = collections.deque()
@@ -172,6 +182,33 @@ class BatchIterator:
 
     state_dict = get_state
     load_state_dict = set_state
+
+
+def _with_mask(batch: Any, real: int, size: int) -> Any:
+    mask = np.arange(size) < real
+    if isinstance(batch, dict):
+        return {**batch, "mask": mask}
+    if isinstance(batch, tuple):
+        return (*batch, mask)
+    return (batch, mask)
+
+
+def _batch_length(batch: Any) -> int:
+    first = next(iter(batch.values())) if isinstance(batch, dict) else batch[0] if isinstance(batch, tuple) else batch
+    return len(first)
+
+
+def _pad_batch(batch: Any, missing: int) -> Any:
+    """A collated batch with ``missing`` zero rows added to every column."""
+    if isinstance(batch, dict):
+        return {k: _pad_batch(v, missing) for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_pad_batch(v, missing) for v in batch)
+    if isinstance(batch, np.ndarray):
+        return np.concatenate([batch, np.zeros((missing, *batch.shape[1:]), batch.dtype)])
+    if isinstance(batch, list):
+        return batch + [_zeros_like(batch[0]) if batch else None] * missing
+    return batch
 
 
 def _zeros_like(sample: Any) -> Any:

@@ -97,3 +97,13 @@ print(len(jax.devices()), [s.data.shape for s in images.addressable_shards])
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "2 [(2, 2, 3), (2, 2, 3)]"
+
+
+def test_workers_batch_in_the_workers_and_pad_each_remainder(spec):
+    padded = list(wds_jax.BatchIterator(make(spec), 8, num_workers=2, remainder="pad"))
+    assert all(b[0].shape == (8, 2, 3) and b[2].shape == (8,) for b in padded)
+    real = sorted(int(v) for b in padded for v, m in zip(b[0][:, 0, 0], b[2]) if m)
+    assert real == sorted(s * 100 + i for s in range(6) for i in range(17))
+    assert sum(not b[2].all() for b in padded) <= 2  # at most one padded batch per worker
+    dropped = list(wds_jax.BatchIterator(make(spec), 8, num_workers=2))
+    assert all(b[0].shape == (8, 2, 3) for b in dropped) and len(dropped) >= 102 // 8 - 1
