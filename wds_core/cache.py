@@ -25,10 +25,11 @@ import secrets
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import BinaryIO
 from urllib.parse import quote, urlsplit
 
 from .errors import SpecError
+from .streams import ReadStream
 
 __all__ = ["ShardCache"]
 
@@ -167,7 +168,7 @@ def _remove(path: str) -> None:
         pass
 
 
-class _FillingStream(io.RawIOBase):
+class _FillingStream(ReadStream):
     """Reads ``source`` and copies what it reads into the cache's temporary file."""
 
     def __init__(self, source: BinaryIO, sink: BinaryIO, partial: str, path: str, cache: ShardCache) -> None:
@@ -175,9 +176,6 @@ class _FillingStream(io.RawIOBase):
         self.source, self.sink, self.partial, self.path, self.cache = source, sink, partial, path, cache
         self._pos = 0
         self._filling = True
-
-    def readable(self) -> bool:
-        return True
 
     def seekable(self) -> bool:
         return bool(getattr(self.source, "seekable", lambda: False)())
@@ -205,11 +203,6 @@ class _FillingStream(io.RawIOBase):
             elif size != 0:
                 self._finish()
         return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
     def _finish(self) -> None:
         self._filling = False

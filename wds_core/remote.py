@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from .errors import ShardNotFoundError, ShardOpenError, redact_url
+from .streams import ReadStream
 
 __all__ = ["RangeStream", "RetryPolicy", "open_remote"]
 
@@ -151,7 +152,7 @@ def open_remote(
     return RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size)  # type: ignore[return-value]
 
 
-class RangeStream(io.RawIOBase):
+class RangeStream(ReadStream):
     """A remote object read by consecutive ranges, one range prefetched.
 
     ``size`` may be ``None``: a shard that fits in the first range then costs a
@@ -181,9 +182,6 @@ class RangeStream(io.RawIOBase):
         self._buffer_end = 0  # object offset just after the buffer
         self._pool: ThreadPoolExecutor | None = None
         self._ahead: tuple[int, Future] | None = None
-
-    def readable(self) -> bool:
-        return True
 
     def seekable(self) -> bool:
         return True
@@ -269,11 +267,6 @@ class RangeStream(io.RawIOBase):
             whole = out[0].obj
             return whole if len(out[0]) == len(whole) else out[0].tobytes()  # type: ignore[arg-type, return-value]
         return b"".join(out)
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -63,11 +63,16 @@ class CommitOnExit:
             self.abort()
 
 
+def _temporary_name(name: str) -> str:
+    """A hidden name beside ``name`` for the shard while it is written, unique to this writer."""
+    return f".{name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+
+
 class _LocalSink(ShardSink):
     def __init__(self, path: str, url: str) -> None:
         self.url, self.path = url, path
         folder, name = os.path.split(os.path.abspath(path))
-        self.partial = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+        self.partial = os.path.join(folder, _temporary_name(name))
         try:
             os.makedirs(folder, exist_ok=True)
             fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -195,7 +200,7 @@ class _MoveSink(ShardSink):
     def __init__(self, url: str, fs: Any, path: str) -> None:
         self.url, self.fs, self.path = url, fs, path
         head, _, name = path.rpartition("/")
-        self.temp = f"{head}/.{name}.{os.getpid()}.{secrets.token_hex(4)}.partial" if head else f".{name}.partial"
+        self.temp = f"{head}/{_temporary_name(name)}" if head else _temporary_name(name)
         self.file = _open_for_writing(fs, self.temp, url)
         self.write = self.file.write  # type: ignore[method-assign]
 

@@ -17,7 +17,6 @@ shards (and local ones when the cache asks for them) are read through it.
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any, BinaryIO
 from .errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
 from .remote import DEFAULT_RETRY, RetryPolicy, open_remote
 from .storage_config import options_for, rewrite_url
+from .streams import ReadStream
 
 __all__ = ["PipeStream", "local_path", "open_shard", "pipe_failure", "url_of"]
 
@@ -93,19 +93,11 @@ def _open_local(path: str, url: str) -> BinaryIO:
         raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
 
 
-class _StdinStream(io.RawIOBase):
+class _StdinStream(ReadStream):
     """Standard input, left open when the reader closes the stream."""
-
-    def readable(self) -> bool:
-        return True
 
     def read(self, size: int = -1) -> bytes:
         return sys.stdin.buffer.read(size)
-
-    def readinto(self, buffer) -> int:  # pragma: no cover - read() is what readers use
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
 
 def pipe_failure(command: str, status: int, stderr: BinaryIO) -> PipeError:
@@ -117,7 +109,7 @@ def pipe_failure(command: str, status: int, stderr: BinaryIO) -> PipeError:
     return PipeError(f"command exited with status {status}{detail}", url=f"pipe:{command}")
 
 
-class PipeStream(io.RawIOBase):
+class PipeStream(ReadStream):
     """The standard output of a shell command, read as a shard.
 
     Reading to the end checks the exit status: a failing command raises
@@ -141,19 +133,11 @@ class PipeStream(io.RawIOBase):
         self._out = self._proc.stdout
         self._finished = False
 
-    def readable(self) -> bool:
-        return True
-
     def read(self, size: int = -1) -> bytes:
         data = self._out.read(size)
         if size < 0 or len(data) < size:
             self._check_exit()
         return data
-
-    def readinto(self, buffer) -> int:  # pragma: no cover - read() is what readers use
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
     def _check_exit(self) -> None:
         if self._finished:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import io
 import lzma
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -29,6 +28,7 @@ from typing import BinaryIO
 import numpy as np
 
 from .errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
+from .streams import ReadStream
 
 __all__ = ["BLOCK", "iter_members", "open_decompressed"]
 
@@ -65,16 +65,13 @@ _MAGIC: list[tuple[bytes, Callable[[BinaryIO], BinaryIO]]] = [
 ]
 
 
-class _Prefixed(io.RawIOBase):
+class _Prefixed(ReadStream):
     """A stream whose first bytes were already read: gives them back first."""
 
     def __init__(self, head: bytes, rest: BinaryIO) -> None:
         super().__init__()
         self._head = head
         self._rest = rest
-
-    def readable(self) -> bool:
-        return True
 
     def read(self, size: int = -1) -> bytes:
         if self._head:
@@ -84,11 +81,6 @@ class _Prefixed(io.RawIOBase):
             data, self._head = self._head[:size], self._head[size:]
             return data
         return self._rest.read(size)
-
-    def readinto(self, buffer) -> int:  # pragma: no cover - read() is what readers use
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
 
 def open_decompressed(stream: BinaryIO) -> tuple[BinaryIO, bool]:
