@@ -12,7 +12,9 @@ timing.  ``in_order=False`` takes whichever item is ready first instead.
 * Leaving the loop (``break``, an exception, KeyboardInterrupt) stops and
   joins every worker; workers ignore SIGINT so the main process decides.
 * Large numpy arrays travel through a few reused shared-memory slots per
-  worker (:mod:`wds_core.shmring`; ``shm_slots=0`` turns this off).
+  worker and arrive as arrays viewing the slot, which goes back to the worker
+  when they are freed (:mod:`wds_core.shmring`; ``shm_slots=0`` turns this
+  off).  Keeping items is safe: a worker whose slots are all held pickles.
 * ``state_dict()`` is exact between two items: every ``snapshot_every`` items
   each worker sends its pipeline state ahead of the next item; the loader's
   state is, per worker, the last snapshot it consumed plus how many items it
@@ -30,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import CheckpointError, SpecError, WdsError
-from .shmring import SlotReader, SlotWriter, create_slots
+from .shmring import HAVE_SLOTS, SlotReader, SlotWriter, create_slots
 
 __all__ = ["Loader"]
 
@@ -48,12 +50,12 @@ def _worker_main(
     out: Any,
     stop: Any,
     snapshot_every: int,
-    slots: tuple[list[str], Any] | None,
+    slots: list[str] | None,
 ) -> None:
     from . import dist
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    send = _ItemSender(out, stop, slots)
+    send = _ItemSender(out, slots)
     dist.set_worker_info_provider(lambda: (worker, num_workers))
     if node is not None:
         dist.set_node_info_provider(lambda: node)
@@ -88,27 +90,15 @@ def _worker_main(
 class _ItemSender:
     """Puts items on the worker's queue, large arrays through its shared-memory slots when it has them."""
 
-    def __init__(self, out: Any, stop: Any, slots: tuple[list[str], Any] | None) -> None:
-        self.out, self.stop = out, stop
-        self.writer = SlotWriter(slots[0]) if slots else None
-        self.free = slots[1] if slots else None
-        self.held: int | None = None  # a free slot the previous item did not need
+    def __init__(self, out: Any, slots: list[str] | None) -> None:
+        self.out = out
+        self.writer = SlotWriter(slots) if slots else None
 
     def __call__(self, item: Any) -> None:
         if self.writer is None:
             self.out.put(("item", item))
-            return
-        slot = self.held
-        while slot is None and not self.stop.is_set():
-            try:
-                slot = self.free.get(timeout=_POLL)
-            except queue_module.Empty:
-                pass
-        if slot is None:
-            return  # stopping
-        payload, used = self.writer.encode(item, slot)
-        self.held = None if used else slot
-        self.out.put(("item", (payload, slot if used else -1)))
+        else:
+            self.out.put(("item", self.writer.encode(item)))
 
 
 def _state_or_reason(dataset: Any) -> Any:
@@ -125,7 +115,10 @@ class Loader:
     safe with JAX, TensorFlow and threads in the main process).  ``rank`` and
     ``world_size``, when given, are what the workers' pipelines see as their
     node (e.g. ``jax.process_index()``/``process_count()``).  ``prefetch`` is
-    how many items each worker may have waiting.
+    how many items each worker may have waiting.  ``shm_slots`` (default
+    ``prefetch + 3``: the items waiting in the queue, the one being made and
+    the one the caller holds) and ``shm_slot_bytes`` size each worker's shared-memory
+    slots; a slot's pages are only touched as far as items fill it.
     """
 
     def __init__(
@@ -139,7 +132,7 @@ class Loader:
         rank: int | None = None,
         world_size: int | None = None,
         snapshot_every: int = 64,
-        shm_slots: int = 3,
+        shm_slots: int | None = None,
         shm_slot_bytes: int = 32 << 20,
     ) -> None:
         if num_workers < 1:
@@ -151,7 +144,8 @@ class Loader:
         self.dataset, self.num_workers, self.in_order = dataset, num_workers, in_order
         self.prefetch, self.start_method, self.snapshot_every = prefetch, start_method, snapshot_every
         self.node = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
-        self.shm_slots, self.shm_slot_bytes = max(0, shm_slots), max(0, shm_slot_bytes)
+        self.shm_slots = prefetch + 3 if shm_slots is None else max(0, shm_slots)
+        self.shm_slot_bytes = max(0, shm_slot_bytes)
         self.epoch = 0
         self._pending: dict[str, Any] | None = None
         self._run: _LoaderRun | None = None
@@ -209,8 +203,7 @@ class _LoaderRun:
         self.stop = ctx.Event()
         self.queues = [ctx.Queue(maxsize=loader.prefetch + 1) for _ in range(n)]
         self.readers: list[SlotReader | None] = [None] * n
-        self.free: list[Any] = [None] * n
-        use_slots = loader.shm_slots > 0 and loader.shm_slot_bytes > 0
+        use_slots = loader.shm_slots > 0 and loader.shm_slot_bytes > 0 and HAVE_SLOTS
         self.procs: list[Any] = []
         self.closed = False
         for w in range(n):
@@ -221,10 +214,8 @@ class _LoaderRun:
             slots = None
             if use_slots:
                 blocks = create_slots(loader.shm_slots, loader.shm_slot_bytes)
-                self.readers[w], self.free[w] = SlotReader(blocks), ctx.Queue()
-                for slot in range(len(blocks)):
-                    self.free[w].put(slot)
-                slots = ([block.name for block in blocks], self.free[w])
+                self.readers[w] = SlotReader(blocks)
+                slots = [block.name for block in blocks]
             args = (loader.dataset, w, n, loader.node, epoch, start, self.queues[w], self.stop, loader.snapshot_every)
             args += (slots,)
             proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
@@ -277,11 +268,7 @@ class _LoaderRun:
                 reader = self.readers[w]
                 if reader is None:
                     return True, value
-                payload, slot = value
-                item = reader.decode(payload, slot)
-                if slot >= 0:
-                    self.free[w].put(slot)  # copied out: the worker may reuse it
-                return True, item
+                return True, reader.decode(*value)
             if kind == "state":
                 self.snapshots[w], self.reasons[w] = value.get("state"), value.get("reason")
                 self.skips[w] = 0
@@ -331,7 +318,7 @@ class _LoaderRun:
             if proc.is_alive():  # pragma: no cover - only when a worker hangs in user code
                 proc.terminate()
                 proc.join(timeout=5)
-        for q in self.queues + [f for f in self.free if f is not None]:
+        for q in self.queues:
             q.close()
             q.cancel_join_thread()
         for reader in self.readers:

@@ -1,69 +1,145 @@
-"""Moving large numpy arrays from Loader workers to the main process through reused shared memory.
+"""Moving large numpy arrays from worker processes to the main process through reused shared memory.
 
-The main process creates, per worker, a few shared-memory *slots* and owns
-them (it unlinks them when the epoch ends, whatever happened to the worker).
-A worker pickles each item with its large arrays written into a free slot
-instead of the pickle; the main process copies them out and hands the slot
-back.  Slots are reused, so after the first items no page is faulted in again:
-a 12.5 MB batch costs one copy on each side instead of a pickle, two pipe
-copies and an unpickle.  Arrays that do not fit travel in the pickle.
+A *slot* is a shared-memory block whose first :data:`HEADER` bytes are a
+header; byte 0 is 1 while the main process holds arrays in it.  A worker
+writes an item's arrays into a free slot and sends only a small pickle that
+names their places; the main process wraps them as arrays *viewing* the slot
+(no copy) and the slot is handed back (the flag cleared) when the last of
+those arrays, or of views of them, is freed.  Slots are reused, so after the
+first items no page is faulted in again: a 12.5 MB batch costs one copy in
+the worker instead of a pickle, two pipe copies and an unpickle.  A worker
+whose slots are all held (the consumer keeps items) sends items in the
+ordinary pickle; nothing ever waits for a slot.
+
+:class:`wds_core.Loader` owns its slots (it creates and unlinks them);
+``wds_torch.transfer`` uses the same views and leases for slots created by
+DataLoader workers.
 """
 
 from __future__ import annotations
 
 import io
+import mmap
+import os
 import pickle
+import weakref
 from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SlotReader", "SlotWriter", "create_slots"]
+__all__ = ["HEADER", "Lease", "SlotReader", "SlotWriter", "create_slots", "map_slot", "slot_array", "unlink_slot"]
 
-MIN_ARRAY_BYTES = 1 << 16  # smaller arrays are cheaper in the pickle
-_ALIGN = 64
+HEADER = 64
+ALIGN = 64
+_POPULATE = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+
+try:  # what SharedMemory calls, without registering with the resource tracker
+    from _posixshmem import shm_open as _shm_open
+    from _posixshmem import shm_unlink as _shm_unlink
+except ImportError:  # pragma: no cover - not POSIX
+    _shm_open = _shm_unlink = None
+
+HAVE_SLOTS = _shm_open is not None
 
 
 def create_slots(count: int, size: int) -> list[shared_memory.SharedMemory]:
-    return [shared_memory.SharedMemory(create=True, size=size) for _ in range(count)]
+    return [shared_memory.SharedMemory(create=True, size=HEADER + size) for _ in range(count)]
 
 
-def _attach(name: str) -> shared_memory.SharedMemory:
-    # Attaching registers the name with the resource tracker the worker shares with the main process
-    # (a set: no second entry); the main process unlinks and unregisters it.
-    return shared_memory.SharedMemory(name=name)
+def map_slot(name: str, size: int, unlink: bool = False, populate: bool = False) -> mmap.mmap:
+    """A mapping of the slot ``name`` of its own (freed with the last array viewing it).
+
+    ``populate`` maps every page up front (one call instead of a fault per
+    page), for a slot the worker has just filled; never for a large slot that
+    is mostly unused, whose pages it would allocate.
+    """
+    fd = _shm_open("/" + name, os.O_RDWR, mode=0o600)
+    try:
+        return mmap.mmap(fd, size, flags=_POPULATE if populate else mmap.MAP_SHARED)
+    finally:
+        os.close(fd)
+        if unlink:
+            unlink_slot(name)
+
+
+def unlink_slot(name: str) -> None:
+    """Remove the name of a slot created without the resource tracker (gone already is fine)."""
+    try:
+        _shm_unlink("/" + name)
+    except FileNotFoundError:
+        pass
+
+
+def aligned(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
+
+
+class Lease:
+    """The main process's hold on one item's arrays in a slot; the last one freed clears the slot's flag."""
+
+    def __init__(self, view: mmap.mmap) -> None:
+        self.view, self.live = view, 0
+
+    def release(self) -> None:
+        self.live -= 1
+        if self.live == 0:
+            self.view[0] = 0
+
+
+def slot_array(lease: Lease, start: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """An array viewing ``lease``'s slot at data offset ``start``, counted in the lease."""
+    array = np.ndarray(shape, np.dtype(dtype), buffer=lease.view, offset=HEADER + start)
+    lease.live += 1
+    weakref.finalize(array, lease.release)
+    return array
 
 
 class _SlotPickler(pickle.Pickler):
-    def __init__(self, file: Any, view: memoryview) -> None:
+    def __init__(self, file: Any, view: memoryview, min_bytes: int) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.view, self.used = view, 0
+        self.view, self.used, self.min_bytes = view, 0, min_bytes
 
     def persistent_id(self, obj: Any) -> Any:
-        if type(obj) is not np.ndarray or obj.nbytes < MIN_ARRAY_BYTES or obj.dtype.hasobject:
+        if type(obj) is not np.ndarray or obj.nbytes < self.min_bytes or obj.dtype.hasobject:
             return None
-        start = -(-self.used // _ALIGN) * _ALIGN
+        start = aligned(self.used)
         end = start + obj.nbytes
-        if end > len(self.view):
+        if HEADER + end > len(self.view):
             return None
-        target = np.ndarray(obj.shape, obj.dtype, buffer=self.view, offset=start)
+        target = np.ndarray(obj.shape, obj.dtype, buffer=self.view, offset=HEADER + start)
         np.copyto(target, obj, casting="no")
         self.used = end
         return ("wds-slot", start, obj.shape, obj.dtype.str)
 
 
 class SlotWriter:
-    """The worker side: ``encode(item, slot)`` -> pickle bytes, with large arrays placed in ``slot``."""
+    """The worker side: ``encode(item)`` -> (pickle bytes, slot used or -1).
 
-    def __init__(self, names: list[str]) -> None:
-        self.blocks = [_attach(name) for name in names]
+    Arrays under ``min_bytes`` stay in the pickle.
+    """
 
-    def encode(self, item: Any, slot: int) -> tuple[bytes, bool]:
-        """The pickled item, and whether it placed anything in the slot (else the slot stays free)."""
+    def __init__(self, names: list[str], min_bytes: int = 1 << 16) -> None:
+        self.blocks = [shared_memory.SharedMemory(name=name) for name in names]
+        self.min_bytes = min_bytes
+
+    def _free_slot(self) -> int:
+        for slot, block in enumerate(self.blocks):
+            if block.buf[0] == 0:
+                return slot
+        return -1
+
+    def encode(self, item: Any) -> tuple[bytes, int]:
+        slot = self._free_slot()
+        if slot < 0:
+            return pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL), -1
         buffer = io.BytesIO()
-        pickler = _SlotPickler(buffer, self.blocks[slot].buf)
+        pickler = _SlotPickler(buffer, self.blocks[slot].buf, self.min_bytes)
         pickler.dump(item)
-        return buffer.getvalue(), pickler.used > 0
+        if pickler.used == 0:
+            return buffer.getvalue(), -1
+        self.blocks[slot].buf[0] = 1
+        return buffer.getvalue(), slot
 
     def close(self) -> None:
         for block in self.blocks:
@@ -71,29 +147,34 @@ class SlotWriter:
 
 
 class _SlotUnpickler(pickle.Unpickler):
-    def __init__(self, file: Any, view: memoryview) -> None:
+    def __init__(self, file: Any, lease: Lease) -> None:
         super().__init__(file)
-        self.view = view
+        self.lease = lease
 
     def persistent_load(self, pid: Any) -> Any:
         tag, start, shape, dtype = pid
         if tag != "wds-slot":
             raise pickle.UnpicklingError(f"unknown persistent id {tag!r}")
-        return np.ndarray(shape, np.dtype(dtype), buffer=self.view, offset=start).copy()
+        return slot_array(self.lease, start, shape, dtype)
 
 
 class SlotReader:
-    """The main side: decode a worker's message, copying its arrays out of the slot."""
+    """The main side: decode a worker's message into arrays viewing its slot."""
 
     def __init__(self, blocks: list[shared_memory.SharedMemory]) -> None:
         self.blocks = blocks
+        self.views: dict[int, mmap.mmap] = {}
 
     def decode(self, payload: bytes, slot: int) -> Any:
         if slot < 0:
             return pickle.loads(payload)
-        return _SlotUnpickler(io.BytesIO(payload), self.blocks[slot].buf).load()
+        if slot not in self.views:
+            self.views[slot] = map_slot(self.blocks[slot].name, self.blocks[slot].size)
+        return _SlotUnpickler(io.BytesIO(payload), Lease(self.views[slot])).load()
 
     def close(self) -> None:
+        """Unlink the slots; arrays still viewing one keep its pages until they are freed."""
+        self.views = {}
         for block in self.blocks:
             block.close()
             try:

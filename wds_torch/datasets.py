@@ -27,11 +27,22 @@ import torch.utils.data
 
 import wds_core
 
+from . import transfer
+
 __all__ = ["DataPipeline", "EpochLoader", "WebDataset", "WebLoader"]
 
 
 class _RankTravels:
-    """Pickling carries the rank: DataLoader workers started with ``spawn`` have no process group of their own."""
+    """Pickling carries the rank: DataLoader workers started with ``spawn`` have no process group of their own.
+
+    Inside a DataLoader worker, large batches leave through reused shared memory (:mod:`wds_torch.transfer`).
+    """
+
+    def __iter__(self) -> Any:
+        items = super().__iter__()  # type: ignore[misc]
+        if torch.utils.data.get_worker_info() is None:
+            return items
+        return transfer.wrap_batches(items)
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()  # type: ignore[misc]

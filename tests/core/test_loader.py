@@ -1,4 +1,5 @@
 import json
+import mmap
 import multiprocessing
 import os
 import time
@@ -169,6 +170,13 @@ def test_large_arrays_travel_through_reused_shared_memory(spec):
     assert sorted(k for k, _ in got) == sorted(keys)
     assert all(a.shape == (300, 300) and (a == int(k[1]) * 1000 + int(k[-5:])).all() for k, a in got)
     assert slots() <= before  # every slot unlinked
+    in_slot = 0
+    for k, a in wds.Loader(keyed(spec).map(big_arrays), num_workers=2, prefetch=2, shm_slot_bytes=1 << 20):
+        assert (a == int(k[1]) * 1000 + int(k[-5:])).all()
+        in_slot += isinstance(a.base, mmap.mmap)  # a view of a slot, not an unpickled copy
+        del a  # freed: the slot goes back to its worker
+    assert in_slot == len(keys), in_slot  # slots are reused once their items are freed
+    assert slots() <= before
     tiny_slots = list(wds.Loader(keyed(spec).map(big_arrays), num_workers=2, shm_slot_bytes=1000))
     assert [k for k, _ in tiny_slots] == [k for k, _ in got]  # arrays that do not fit go in the pickle
     assert no_children()

@@ -1,0 +1,138 @@
+"""Large batches leave DataLoader workers through reused shared-memory slots (wds_torch.transfer)."""
+
+import gc
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import wds_torch as wds  # noqa: E402
+from tests.conftest import make_samples, npy_bytes, write_shard  # noqa: E402
+from wds_torch import transfer  # noqa: E402
+
+SIDE = 180  # a 180x180x3 float32 array is ~389 KB: four make a batch above MIN_BATCH_BYTES
+
+
+def _array(shard, i):
+    return np.full((SIDE, SIDE, 3), shard * 1000 + i, dtype=np.float32)
+
+
+@pytest.fixture
+def big_dir(tmp_path):
+    for s in range(4):
+        samples = make_samples(f"s{s}-", 12, fields=("cls",))
+        for i, sample in enumerate(samples):
+            sample["cls"] = b"%d" % i
+            sample["npy"] = npy_bytes(_array(s, i))
+        write_shard(tmp_path / f"big-{s}.tar", samples, ("cls", "npy"))
+    return str(tmp_path / "big-{0..3}.tar")
+
+
+def _shm_names():
+    return {name for name in os.listdir("/dev/shm")} if os.path.isdir("/dev/shm") else set()
+
+
+def _workers_gone():
+    import multiprocessing
+    import time
+
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _expected():
+    return sorted(s * 1000 + i for s in range(4) for i in range(12))
+
+
+def test_tuple_batches_arrive_intact_while_every_batch_is_held(big_dir):
+    before = _shm_names()
+    dataset = wds.WebDataset(big_dir).decode().to_tuple("npy", "cls", "__key__").batched(4)
+    loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None)
+    batches = list(loader)  # all held at once: a slot still viewed is never written again
+    seen = []
+    for images, labels, keys in batches:
+        assert isinstance(images, torch.Tensor) and images.shape == (4, SIDE, SIDE, 3)
+        assert images.dtype == torch.float32 and isinstance(labels, torch.Tensor)
+        assert isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+        for image, label, key in zip(images, labels, keys):
+            value = int(image[0, 0, 0])
+            assert bool((image == value).all()), key
+            assert value % 1000 == int(label) and key.startswith(f"s{value // 1000}-")
+            seen.append(value)
+    assert sorted(seen) == _expected()
+    assert any(not images.is_shared() for images, _, _ in batches)  # some went through a slot
+    del batches, loader
+    _workers_gone()
+    assert _shm_names() - before == set()  # workers unlinked their slots
+
+
+def test_dict_batches_and_spawned_persistent_workers_over_epochs(big_dir):
+    before = _shm_names()
+    dataset = wds.WebDataset(big_dir, shardshuffle=True, seed=1).decode().batched(4)
+    loader = wds.WebLoader(
+        dataset, num_workers=2, batch_size=None, multiprocessing_context="spawn", persistent_workers=True
+    )
+    for _ in range(3):
+        seen = []
+        for batch in loader:
+            assert type(batch) is dict and isinstance(batch["npy"], torch.Tensor)
+            seen += [int(v) for v in batch["npy"][:, 0, 0, 0]]
+        assert sorted(seen) == _expected()
+    del loader
+    _workers_gone()
+    assert _shm_names() - before == set()
+
+
+def test_collating_batches_of_batches_still_works(big_dir):
+    dataset = wds.WebDataset(big_dir).decode().to_tuple("npy", "cls").batched(4)
+    loader = torch.utils.data.DataLoader(dataset, num_workers=1, batch_size=2)
+    images, labels = next(iter(loader))
+    assert images.shape == (2, 4, SIDE, SIDE, 3) and labels.shape == (2, 4)
+
+
+def test_small_items_and_other_types_pass_unchanged():
+    small = (np.zeros(3), 1)
+    assert transfer._wrap(small) is small
+    assert transfer._wrap("text") == "text"
+    big = (np.zeros(transfer.MIN_BATCH_BYTES // 8), 1)
+    assert type(transfer._wrap(big)) is transfer._TupleBatch
+    assert type(transfer._wrap({"x": big[0]})) is transfer._DictBatch
+    listed = [big[0][:10], 1]
+    assert transfer._wrap(listed) is listed
+
+
+def test_a_held_slot_is_not_reused_and_is_handed_back_when_freed():
+    first = transfer._TupleBatch(torch.arange(300_000, dtype=torch.float32), np.ones((600, 600)), "meta")
+    payload = pickle.dumps(first)
+    got = pickle.loads(payload)  # this process plays both sides
+    assert isinstance(got, list) and got[2] == "meta"
+    assert torch.equal(got[0], first[0]) and isinstance(got[1], np.ndarray) and (got[1] == 1).all()
+    slots = transfer._slots()
+    held = [slot for slot in slots.slots if not slot.free]
+    assert len(held) == 1
+    second = pickle.loads(pickle.dumps(transfer._TupleBatch(torch.zeros(300_000), np.zeros((600, 600)))))
+    assert torch.equal(got[0], first[0]) and (got[1] == 1).all()  # untouched by the second batch
+    assert not second[0].any()
+    view = got[0][10:20]  # a view keeps the slot held after the batch itself is gone
+    del got, second
+    gc.collect()
+    assert len([slot for slot in slots.slots if not slot.free]) == 1
+    assert torch.equal(view, torch.arange(10, 20, dtype=torch.float32))
+    del view
+    gc.collect()
+    assert all(slot.free for slot in slots.slots)
+    slots.close()
+
+
+def test_when_every_slot_is_held_batches_take_the_ordinary_path():
+    held = [pickle.loads(pickle.dumps(transfer._TupleBatch(torch.full((300_000,), float(i))))) for i in range(6)]
+    assert [float(batch[0][0]) for batch in held] == [float(i) for i in range(6)]
+    assert len(transfer._slots().slots) == transfer._MAX_SLOTS
+    del held
+    gc.collect()
+    transfer._slots().close()
