@@ -45,13 +45,13 @@ def _worker_main(
     worker: int,
     num_workers: int,
     node: tuple[int, int] | None,
-    epoch: int,
-    start: dict[str, Any] | None,
+    commands: Any,
     out: Any,
     stop: Any,
     snapshot_every: int,
     slots: list[str] | None,
 ) -> None:
+    """Run one epoch per command ``(generation, epoch, start)`` until the command ``None``."""
     from . import dist
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -59,46 +59,50 @@ def _worker_main(
     dist.set_worker_info_provider(lambda: (worker, num_workers))
     if node is not None:
         dist.set_node_info_provider(lambda: node)
-    try:
-        if start and start.get("state") is not None:
-            dataset.load_state_dict(start["state"])
-        elif hasattr(dataset, "set_epoch"):
-            dataset.set_epoch(epoch)
-        items = iter(dataset)
-        for _ in range(start.get("skip", 0) if start else 0):
-            next(items, None)
-        count = 0
-        while not stop.is_set():
-            if count % snapshot_every == 0:
-                out.put(("state", _state_or_reason(dataset)))
-            try:
-                item = next(items)
-            except StopIteration:
-                break
-            send(item)
-            count += 1
-        out.put(("end", None))
-    except BaseException as exn:  # noqa: BLE001 - everything goes back to the main process
-        text = traceback.format_exc()
+    while (command := commands.get()) is not None:
+        generation, epoch, start = command
+        send.generation = generation
         try:
-            payload = pickle.dumps(exn)
-        except Exception:
-            payload = None
-        out.put(("error", (payload, repr(exn), text)))
+            if start and start.get("state") is not None:
+                dataset.load_state_dict(start["state"])
+            elif hasattr(dataset, "set_epoch"):
+                dataset.set_epoch(epoch)
+            items = iter(dataset)
+            for _ in range(start.get("skip", 0) if start else 0):
+                next(items, None)
+            count = 0
+            while not stop.is_set():
+                if count % snapshot_every == 0:
+                    out.put((generation, "state", _state_or_reason(dataset)))
+                try:
+                    item = next(items)
+                except StopIteration:
+                    break
+                send(item)
+                count += 1
+            out.put((generation, "end", None))
+        except BaseException as exn:  # noqa: BLE001 - everything goes back to the main process
+            text = traceback.format_exc()
+            try:
+                payload = pickle.dumps(exn)
+            except Exception:
+                payload = None
+            out.put((generation, "error", (payload, repr(exn), text)))
+        items = None  # type: ignore[assignment]  # close the epoch's generators before waiting
 
 
 class _ItemSender:
     """Puts items on the worker's queue, large arrays through its shared-memory slots when it has them."""
 
     def __init__(self, out: Any, slots: list[str] | None) -> None:
-        self.out = out
+        self.out, self.generation = out, 0
         self.writer = SlotWriter(slots) if slots else None
 
     def __call__(self, item: Any) -> None:
         if self.writer is None:
-            self.out.put(("item", item))
+            self.out.put((self.generation, "item", (item, -1)))
         else:
-            self.out.put(("item", self.writer.encode(item)))
+            self.out.put((self.generation, "item", self.writer.encode(item)))
 
 
 def _state_or_reason(dataset: Any) -> Any:
@@ -117,8 +121,11 @@ class Loader:
     node (e.g. ``jax.process_index()``/``process_count()``).  ``prefetch`` is
     how many items each worker may have waiting.  ``shm_slots`` (default
     ``prefetch + 3``: the items waiting in the queue, the one being made and
-    the one the caller holds) and ``shm_slot_bytes`` size each worker's shared-memory
-    slots; a slot's pages are only touched as far as items fill it.
+    the one the caller holds) and ``shm_slot_bytes`` size each worker's
+    shared-memory slots; a slot's pages are only touched as far as items fill
+    them.  ``persistent_workers=True`` keeps the workers (and their imports and
+    open state) from one epoch to the next, as DataLoader's option does;
+    ``close()`` or dropping the loader ends them.
     """
 
     def __init__(
@@ -134,6 +141,7 @@ class Loader:
         snapshot_every: int = 64,
         shm_slots: int | None = None,
         shm_slot_bytes: int = 32 << 20,
+        persistent_workers: bool = False,
     ) -> None:
         if num_workers < 1:
             raise SpecError(f"num_workers must be >= 1, got {num_workers}")
@@ -148,7 +156,9 @@ class Loader:
         self.shm_slot_bytes = max(0, shm_slot_bytes)
         self.epoch = 0
         self._pending: dict[str, Any] | None = None
+        self.persistent_workers = bool(persistent_workers)
         self._run: _LoaderRun | None = None
+        self._workers: _Workers | None = None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -159,7 +169,9 @@ class Loader:
         pending, self._pending = self._pending, None
         if pending is not None:
             self.epoch = int(pending["epoch"])
-        run = _LoaderRun(self, self.epoch, pending)
+        if self._workers is None or self._workers.closed or not self.persistent_workers:
+            self._workers = _Workers(self)
+        run = _LoaderRun(self, self._workers, self.epoch, pending)
         self.epoch += 1
         self._run = run
         return run.items()
@@ -182,42 +194,50 @@ class Loader:
         self._pending = state
 
     def close(self) -> None:
-        """Stop the workers of the current iteration (leaving a ``for`` loop does it too)."""
+        """Stop the workers (leaving a ``for`` loop does it too, unless they are persistent)."""
         if self._run is not None:
             self._run.close()
+        self._drop_workers()
+
+    def _drop_workers(self) -> None:
+        workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.close()
+
+    def __del__(self) -> None:
+        try:
+            self._drop_workers()
+        except Exception:  # noqa: BLE001 - at interpreter exit the multiprocessing module may be half gone
+            pass
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_run"] = state["_workers"] = None
+        return state
 
 
-class _LoaderRun:
-    """One epoch: the worker processes, their queues, and what was taken from each."""
+class _Workers:
+    """The worker processes, their queues and shared-memory slots; they run one epoch per command."""
 
-    def __init__(self, loader: Loader, epoch: int, pending: dict[str, Any] | None) -> None:
+    def __init__(self, loader: Loader) -> None:
         n = loader.num_workers
-        self.loader, self.epoch = loader, epoch
-        starts = pending["workers"] if pending and pending.get("workers") else [None] * n
-        self.snapshots: list[Any] = [s.get("state") if s else None for s in starts]
-        self.reasons: list[str | None] = [None] * n
-        self.skips = [int(s.get("skip", 0)) if s else 0 for s in starts]
-        self.done = [bool(s.get("done")) if s else False for s in starts]
-        self.next = int(pending.get("next", 0)) if pending else 0
         ctx = multiprocessing.get_context(loader.start_method)
+        self.generation = 0
         self.stop = ctx.Event()
+        self.commands = [ctx.SimpleQueue() for _ in range(n)]
         self.queues = [ctx.Queue(maxsize=loader.prefetch + 1) for _ in range(n)]
         self.readers: list[SlotReader | None] = [None] * n
         use_slots = loader.shm_slots > 0 and loader.shm_slot_bytes > 0 and HAVE_SLOTS
         self.procs: list[Any] = []
         self.closed = False
         for w in range(n):
-            if self.done[w]:
-                self.procs.append(None)
-                continue
-            start = {"state": self.snapshots[w], "skip": self.skips[w]} if starts[w] else None
             slots = None
             if use_slots:
                 blocks = create_slots(loader.shm_slots, loader.shm_slot_bytes)
                 self.readers[w] = SlotReader(blocks)
                 slots = [block.name for block in blocks]
-            args = (loader.dataset, w, n, loader.node, epoch, start, self.queues[w], self.stop, loader.snapshot_every)
-            args += (slots,)
+            args = (loader.dataset, w, n, loader.node, self.commands[w], self.queues[w], self.stop)
+            args += (loader.snapshot_every, slots)
             proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
             try:
                 proc.start()
@@ -228,6 +248,89 @@ class _LoaderRun:
                     f"pickled ({exn}); use module-level functions instead of lambdas and local functions"
                 ) from None
             self.procs.append(proc)
+
+    def start_epoch(self, epoch: int, starts: list[dict[str, Any] | None], done: list[bool]) -> None:
+        self.generation += 1
+        self.stop.clear()
+        for w, start in enumerate(starts):
+            if not done[w]:
+                self.commands[w].put((self.generation, epoch, start))
+
+    def receive(self, w: int, block: bool) -> tuple[str, Any] | None:
+        """The next message of worker ``w`` for this epoch; ``None`` when ``block`` is false and nothing is there."""
+        while True:
+            try:
+                generation, kind, value = self.queues[w].get(timeout=_POLL if block else 0.0005)
+            except queue_module.Empty:
+                proc = self.procs[w]
+                if not proc.is_alive():
+                    try:  # its last messages may still be in the pipe
+                        generation, kind, value = self.queues[w].get(timeout=_POLL)
+                    except queue_module.Empty:
+                        raise WdsError(f"Loader worker {w} died (exit code {proc.exitcode})") from None
+                elif not block:
+                    return None
+                else:
+                    continue
+            if generation == self.generation:
+                return kind, value
+            if kind == "item":  # from an epoch that was left early: hand its slot back
+                self.decode(w, value)
+
+    def decode(self, w: int, value: tuple[Any, int]) -> Any:
+        reader = self.readers[w]
+        return value[0] if reader is None else reader.decode(*value)
+
+    def finish_epoch(self, done: list[bool]) -> None:
+        """Stop the epoch's unfinished workers and take their remaining messages (persistent workers)."""
+        self.stop.set()
+        for w, finished in enumerate(done):
+            while not finished:
+                message = self.receive(w, block=True)
+                finished = message is not None and message[0] in ("end", "error")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.stop.set()
+        for command in self.commands:
+            command.put(None)
+        for w, proc in enumerate(self.procs):
+            proc.join(timeout=0.05)
+            while proc.is_alive():  # a worker blocked on a full queue needs room to notice the stop
+                try:
+                    self.queues[w].get(timeout=0.05)
+                except queue_module.Empty:
+                    proc.join(timeout=0.05)
+                except (EOFError, OSError):
+                    break
+            if proc.is_alive():  # pragma: no cover - only when a worker hangs in user code
+                proc.terminate()
+                proc.join(timeout=5)
+        for q in self.queues:
+            q.close()
+            q.cancel_join_thread()
+        for reader in self.readers:
+            if reader is not None:
+                reader.close()
+
+
+class _LoaderRun:
+    """One epoch: what was taken from each worker, and where each one is."""
+
+    def __init__(self, loader: Loader, workers: _Workers, epoch: int, pending: dict[str, Any] | None) -> None:
+        n = loader.num_workers
+        self.loader, self.workers, self.epoch = loader, workers, epoch
+        starts = pending["workers"] if pending and pending.get("workers") else [None] * n
+        self.snapshots: list[Any] = [s.get("state") if s else None for s in starts]
+        self.reasons: list[str | None] = [None] * n
+        self.skips = [int(s.get("skip", 0)) if s else 0 for s in starts]
+        self.done = [bool(s.get("done")) if s else False for s in starts]
+        self.next = int(pending.get("next", 0)) if pending else 0
+        self.closed = False
+        commands = [{"state": self.snapshots[w], "skip": self.skips[w]} if starts[w] else None for w in range(n)]
+        workers.start_epoch(epoch, commands, self.done)
 
     def state_dict(self) -> dict[str, Any]:
         workers = []
@@ -241,34 +344,16 @@ class _LoaderRun:
         n = self.loader.num_workers
         return {"format": STATE_FORMAT, "epoch": self.epoch, "num_workers": n, "next": self.next, "workers": workers}
 
-    def _receive(self, w: int, block: bool) -> tuple[str, Any] | None:
-        """The next message of worker ``w``; ``None`` when ``block`` is false and nothing is there."""
-        while True:
-            try:
-                return self.queues[w].get(timeout=_POLL if block else 0.0005)
-            except queue_module.Empty:
-                proc = self.procs[w]
-                if proc is not None and not proc.is_alive():
-                    try:  # its last messages may still be in the pipe
-                        return self.queues[w].get(timeout=_POLL)
-                    except queue_module.Empty:
-                        raise WdsError(f"Loader worker {w} died (exit code {proc.exitcode})") from None
-                if not block:
-                    return None
-
     def _take(self, w: int, block: bool = True) -> tuple[bool, Any]:
         """Handle messages of worker ``w`` up to its next item: ``(True, item)``, or ``(False, None)`` at its end."""
         while True:
-            message = self._receive(w, block)
+            message = self.workers.receive(w, block)
             if message is None:
                 return False, _NOTHING
             kind, value = message
             if kind == "item":
                 self.skips[w] += 1
-                reader = self.readers[w]
-                if reader is None:
-                    return True, value
-                return True, reader.decode(*value)
+                return True, self.workers.decode(w, value)
             if kind == "state":
                 self.snapshots[w], self.reasons[w] = value.get("state"), value.get("reason")
                 self.skips[w] = 0
@@ -276,6 +361,7 @@ class _LoaderRun:
                 self.done[w] = True
                 return False, None
             else:
+                self.done[w] = True
                 _reraise(w, *value)
 
     def items(self) -> Iterator[Any]:
@@ -300,30 +386,19 @@ class _LoaderRun:
             self.close()
 
     def close(self) -> None:
+        """End the epoch: persistent workers wait for the next one, others are stopped."""
         if self.closed:
             return
         self.closed = True
-        self.stop.set()
-        for w, proc in enumerate(self.procs):
-            if proc is None:
-                continue
-            proc.join(timeout=0.05)
-            while proc.is_alive():  # a worker blocked on a full queue needs room to notice the stop
-                try:
-                    self.queues[w].get(timeout=0.05)
-                except queue_module.Empty:
-                    proc.join(timeout=0.05)
-                except (EOFError, OSError):
-                    break
-            if proc.is_alive():  # pragma: no cover - only when a worker hangs in user code
-                proc.terminate()
-                proc.join(timeout=5)
-        for q in self.queues:
-            q.close()
-            q.cancel_join_thread()
-        for reader in self.readers:
-            if reader is not None:
-                reader.close()
+        if not self.loader.persistent_workers or self.workers.closed:
+            self.workers.close()
+            return
+        try:
+            self.workers.finish_epoch(self.done)
+        except BaseException as exn:  # a worker died or the wait was interrupted: start afresh next epoch
+            self.loader._drop_workers()
+            if not isinstance(exn, Exception):
+                raise
 
 
 _NOTHING = object()

@@ -17,7 +17,8 @@
   batches, a ``"mask"`` entry of dict batches; ``True`` marks real samples).
   With ``"pad"`` every batch carries the mask, so shapes never change.
   With ``num_workers``, batches are made in the workers (only whole batches
-  cross processes), so each worker's last batch of the epoch is a remainder.
+  cross processes), so each worker's last batch of the epoch is a remainder;
+  ``persistent_workers=True`` keeps the worker processes between epochs.
 * ``sharding`` (a ``jax.sharding.Sharding``): each numpy leaf becomes a global
   array with ``jax.make_array_from_process_local_data``; ``prefetch`` batches
   are placed ahead, so host-to-device copies overlap the training step.
@@ -58,6 +59,7 @@ class BatchIterator:
         *,
         remainder: str = "drop",
         num_workers: int = 0,
+        persistent_workers: bool = False,
         sharding: Any = None,
         prefetch: int = 2,
         collate: Any = default_collation_fn,
@@ -84,7 +86,9 @@ class BatchIterator:
             rank, world = self.node or _process()
             if self.worker_batches:
                 dataset = dataset.batched(batch_size, collation_fn=collate, partial=remainder != "drop")
-            self.source = Loader(dataset, num_workers, rank=rank, world_size=world)
+            self.source = Loader(
+                dataset, num_workers, rank=rank, world_size=world, persistent_workers=persistent_workers
+            )
         self.epoch = 0
         self._state: dict[str, Any] | None = None  # after the last batch handed out
         self._pending: dict[str, Any] | None = None

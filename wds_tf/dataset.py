@@ -14,7 +14,8 @@
   list (ragged), is a clear error naming the field (give an
   ``output_signature`` with ``None`` dimensions, or make arrays in ``.map()``).
 * Parallelism: ``num_workers`` runs the pipeline in that many processes
-  (:class:`wds_core.Loader`, for Python-heavy decoding); ``num_parallel_calls``
+  (:class:`wds_core.Loader`, for Python-heavy decoding; ``persistent_workers=True``
+  keeps them between epochs); ``num_parallel_calls``
   instead interleaves that many copies of the pipeline, each reading its share
   of the shards, in tf.data's threads (deterministic order).
 * ``state_dict()``/``load_state_dict()`` give the Python-side position: after
@@ -115,12 +116,13 @@ class TFSource:
         *,
         num_workers: int = 0,
         num_parallel_calls: int | None = None,
+        persistent_workers: bool = False,
     ) -> None:
         if num_workers and num_parallel_calls:
             raise ValueError("use num_workers (processes) or num_parallel_calls (threads), not both")
         self.pipeline = pipeline
         self.num_parallel_calls = num_parallel_calls
-        self.loader = Loader(pipeline, num_workers) if num_workers else None
+        self.loader = Loader(pipeline, num_workers, persistent_workers=persistent_workers) if num_workers else None
         self.signature = output_signature if output_signature is not None else self._infer()
         self._pending: Any = None
         self._worker_epochs: dict[int, int] = {}

@@ -1,3 +1,4 @@
+import gc
 import json
 import mmap
 import multiprocessing
@@ -179,4 +180,42 @@ def test_large_arrays_travel_through_reused_shared_memory(spec):
     assert slots() <= before
     tiny_slots = list(wds.Loader(keyed(spec).map(big_arrays), num_workers=2, shm_slot_bytes=1000))
     assert [k for k, _ in tiny_slots] == [k for k, _ in got]  # arrays that do not fit go in the pickle
+    assert no_children()
+
+
+def with_pid(sample):
+    return sample[0], os.getpid()
+
+
+def test_persistent_workers_serve_every_epoch_and_survive_an_early_break(spec):
+    spec, keys = spec
+    fresh = wds.Loader(keyed(spec).map(with_pid), num_workers=2)
+    expected = [[k for k, _ in fresh] for _ in range(3)]
+    loader = wds.Loader(keyed(spec).map(with_pid), num_workers=2, persistent_workers=True, prefetch=2)
+    pids, epochs = set(), []
+    for _ in range(3):
+        got = list(loader)
+        pids |= {pid for _, pid in got}
+        epochs.append([k for k, _ in got])
+    assert epochs == expected  # the same stream as workers started afresh each epoch
+    assert len(pids) == 2  # ... from the same two processes
+    for n, _ in enumerate(loader):  # leave epoch 3 early, with items in flight
+        if n == 5:
+            break
+    loader.set_epoch(1)
+    assert [k for k, _ in loader] == expected[1]  # nothing from the abandoned epoch leaks in
+    assert {pid for _, pid in loader} == pids
+    del loader  # dropping the loader ends its workers
+    gc.collect()
+    assert no_children()
+
+
+def test_persistent_workers_after_a_worker_error(spec):
+    spec, keys = spec
+    loader = wds.Loader(keyed(spec).map(fail_on_s2), num_workers=2, persistent_workers=True)
+    with pytest.raises(ValueError, match="bad sample"):
+        list(loader)
+    with pytest.raises(ValueError, match="bad sample"):  # the next epoch runs again, in the same workers
+        list(loader)
+    loader.close()
     assert no_children()
