@@ -24,6 +24,7 @@ from .compat import (
     unbatched,
 )
 from .decode import Decode, Decoder, decode
+from .descriptor import load_descriptor
 from .errors import (
     CheckpointError,
     DecodingError,
@@ -59,10 +60,12 @@ from .handlers import (
     warn_and_continue,
     warn_and_stop,
 )
+from .indexed import ShardListDataset
 from .loader import Loader
 from .pipeline import DataPipeline
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .remote import RetryPolicy
+from .samplers import ChunkedSampler, DistributedChunkedSampler
 from .samples import TarfileToSamples, group_members, split_key, tarfile_to_samples
 from .shards import (
     ResampledShards,
@@ -84,15 +87,22 @@ from .storage_config import (
     unregister_rewrite,
     unregister_storage,
 )
+from .tarindex import ShardIndex
 from .tario import iter_members
 from .urls import expand_urls
-from .writer import ShardWriter, TarWriter
+from .writer import ShardWriter, TarWriter, write_descriptor
 
 __version__ = "0.1.0"
 
 Pipeline = DataPipeline
 
 __all__ = [
+    "ChunkedSampler",
+    "DistributedChunkedSampler",
+    "ShardIndex",
+    "ShardListDataset",
+    "load_descriptor",
+    "write_descriptor",
     "Loader",
     "Processor",
     "ShardCache",

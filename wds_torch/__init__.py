@@ -16,6 +16,20 @@ from .datasets import DataPipeline as DataPipeline
 from .datasets import EpochLoader as EpochLoader
 from .datasets import WebDataset as WebDataset
 from .datasets import WebLoader as WebLoader
+from .indexed import ChunkedSampler as ChunkedSampler
+from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
+from .indexed import ShardListDataset as ShardListDataset
 
-_TORCH_NAMES = ["DataPipeline", "EpochLoader", "WebDataset", "WebLoader", "torch_audio", "torch_loads", "torch_video"]
+_TORCH_NAMES = [
+    "ChunkedSampler",
+    "DataPipeline",
+    "DistributedChunkedSampler",
+    "EpochLoader",
+    "ShardListDataset",
+    "WebDataset",
+    "WebLoader",
+    "torch_audio",
+    "torch_loads",
+    "torch_video",
+]
 __all__ = sorted(set(_core_all) | set(_TORCH_NAMES))

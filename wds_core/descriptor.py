@@ -1,0 +1,122 @@
+"""wids v1 dataset descriptors: read (local or any URL the storage layer opens) and resolve.
+
+A descriptor is JSON::
+
+    {"wids_version": 1, "name": "...", "info": "...", "base": "optional/prefix/",
+     "shardlist": [{"url": "shard-000.tar", "nsamples": 1000, "filesize": 123, "md5sum": "..."}],
+     "datasets": [{"source_url": "other.json", "weight": 2.0},
+                  {"name": "part", "base": "s3://bucket/part/", "shardlist": [...], "weight": 1.0}]}
+
+Relative shard URLs are resolved against the descriptor's ``base`` when it
+has one (itself resolved against the descriptor's location) and against the
+descriptor's own folder otherwise; a nested dataset uses its own ``base``, or
+the folder of its ``source_url``.  Each resolved shard is a dict with ``url``,
+``nsamples`` (``None`` when not given) and whatever else the entry had
+(``filesize``, ``md5sum``), plus ``weight`` and ``dataset`` from its component.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from typing import Any
+
+from .errors import SpecError
+from .remote import DEFAULT_RETRY, _with_retries, filesystem
+from .storage import local_path
+from .storage_config import options_for
+
+__all__ = ["join_url", "load_descriptor", "read_bytes", "resolve_descriptor"]
+
+
+def read_bytes(url: str, storage_options: dict | None = None) -> bytes:
+    """The whole object at ``url`` (a local path, ``file:`` or any fsspec URL), with retries."""
+    path = local_path(url)
+    if path is not None:
+        with open(path, "rb") as handle:
+            return handle.read()
+    fs, fspath = filesystem(url, options_for(url, storage_options))
+    return _with_retries("read", lambda: fs.cat_file(fspath), url, None, DEFAULT_RETRY)
+
+
+def _folder(url: str) -> str:
+    if "://" in url:
+        return url.rsplit("/", 1)[0] + "/"
+    return os.path.dirname(os.path.abspath(url)) + os.sep
+
+
+def join_url(base: str | None, url: str) -> str:
+    """``url`` resolved against the folder URL ``base`` (absolute URLs and paths are kept)."""
+    if base is None or "://" in url or url.startswith(("/", "pipe:")) or url == "-":
+        return url
+    if "://" in base:
+        scheme, rest = base.split("://", 1)
+        host, _, path = rest.partition("/")
+        return f"{scheme}://{host}/{posixpath.normpath(posixpath.join(path, url)).lstrip('/')}"
+    return os.path.normpath(os.path.join(base, url))
+
+
+def _as_folder(base: str) -> str:
+    return base if base.endswith(("/", os.sep)) else base + "/"
+
+
+def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[str, Any]]:
+    base = body.get("base")
+    if base is not None:
+        folder = _as_folder(join_url(folder, str(base)))
+    shards = []
+    for entry in body.get("shardlist", []):
+        if not isinstance(entry, dict) or "url" not in entry:
+            raise SpecError(f"{where}: every shardlist entry needs a url, got {entry!r}")
+        shard = dict(entry)
+        shard["url"] = join_url(folder, str(entry["url"]))
+        nsamples = shard.get("nsamples")
+        shard["nsamples"] = None if nsamples is None else int(nsamples)
+        shards.append(shard)
+    return shards
+
+
+def resolve_descriptor(
+    body: dict[str, Any], location: str | None = None, storage_options: dict | None = None
+) -> dict[str, Any]:
+    """A descriptor with every shard URL resolved and nested datasets flattened into ``shardlist``."""
+    where = location or "dataset descriptor"
+    if not isinstance(body, dict):
+        raise SpecError(f"{where}: a descriptor is a JSON object, got {type(body).__name__}")
+    if body.get("wids_version", 1) != 1:
+        raise SpecError(f"{where}: unknown wids_version {body.get('wids_version')!r} (this reads version 1)")
+    folder = _folder(location) if location else None
+    shards = _shards(body, folder, where)
+    for shard in shards:
+        shard.setdefault("weight", body.get("weight"))
+        shard.setdefault("dataset", body.get("name"))
+    for component in body.get("datasets", []):
+        weight = component.get("weight")
+        source, sub_folder = component.get("source_url"), folder
+        if source is not None:
+            source = join_url(folder, str(source))
+            component = json.loads(read_bytes(source, storage_options))
+            if "source_url" in component:
+                raise SpecError(f"{source}: a referenced descriptor may not reference another one")
+            sub_folder = _folder(source)
+        part = _shards(component, sub_folder, source or where)
+        for shard in part:
+            shard["weight"], shard["dataset"] = weight, component.get("name")
+        shards.extend(part)
+    if not shards:
+        raise SpecError(f"{where}: the descriptor lists no shards")
+    resolved = {k: v for k, v in body.items() if k not in ("shardlist", "datasets", "base")}
+    resolved["shardlist"] = shards
+    return resolved
+
+
+def load_descriptor(source: str | dict[str, Any], storage_options: dict | None = None) -> dict[str, Any]:
+    """Read (when ``source`` is a path or URL) and resolve a wids v1 descriptor."""
+    if isinstance(source, dict):
+        return resolve_descriptor(source, None, storage_options)
+    try:
+        body = json.loads(read_bytes(source, storage_options))
+    except (OSError, ValueError) as exn:
+        raise SpecError(f"{source}: cannot read the dataset descriptor: {exn}") from None
+    return resolve_descriptor(body, source, storage_options)

@@ -1,0 +1,340 @@
+"""Indexed random access to the same tar shards: ``ShardListDataset`` (the wids capability, framework-free).
+
+``ds = ShardListDataset("dataset.json")`` (a wids v1 descriptor, local or at
+any URL), ``ShardListDataset(["a.tar", "b.tar"])`` or a brace spec; ``len(ds)``
+and ``ds[i]`` give the *i*-th sample of the concatenated shards, the same dict
+streaming gives (``__key__``, ``__url__``, fields without a leading dot as
+bytes) plus ``__index__`` (the global index), ``__shard__`` (the shard URL) and
+``__shardindex__`` (its position in the list).
+
+* Each shard's offset index (:mod:`wds_core.tarindex`) comes from the sidecar
+  ``<shard>.idx`` when there is an up-to-date one, else from ``cache_dir``,
+  else it is built by walking the headers (never reading member data) and
+  kept in memory and, with ``cache_dir``, on disk.
+* Local shards are memory-mapped.  Remote shards (``remote="ranges"``, the
+  default) are read by byte ranges: one request per sample, no download; with
+  ``remote="download"`` each shard is downloaded once into ``cache_dir``
+  (an LRU of ``cache_size`` bytes, atomic) and memory-mapped.
+* Compressed shards (``.tgz`` and the like) are decompressed once into
+  ``cache_dir``; without one they are a clear error (a compressed stream has
+  no offsets to jump to).
+* ``decode`` (image spec string, :class:`~wds_core.Decoder` or callable) and
+  ``transformations`` (callables, applied in order) run on each sample.
+* At most ``max_open`` shards are open at once (least recently used closed).
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .cache import ShardCache
+from .decode import Decoder
+from .descriptor import load_descriptor, read_bytes
+from .errors import ShardNotFoundError, ShardOpenError, SpecError, TruncatedShardError
+from .remote import DEFAULT_RETRY, RetryPolicy, _ShortRead, _with_retries, filesystem, open_remote
+from .samples import group_members
+from .storage import local_path
+from .storage_config import options_for, rewrite_url
+from .tarindex import ShardIndex
+from .tario import open_decompressed
+from .urls import expand_urls
+
+__all__ = ["ShardListDataset"]
+
+_COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
+_WINDOW = 1 << 20  # bytes read around headers while indexing a remote shard
+
+
+class _Shard:
+    """One open shard: ``read_at(offset, n)``, its size, its index."""
+
+    def __init__(self, url: str, size: int, read_at: Callable[[int, int], bytes], close: Callable[[], None]) -> None:
+        self.url, self.size, self.read_at, self.close = url, size, read_at, close
+        self.index: ShardIndex | None = None
+        self.ranged = False  # remote: read a sample's members with one request
+
+
+def _map_local(path: str, url: str) -> _Shard:
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise ShardNotFoundError("shard not found", url=url) from None
+    except OSError as exn:
+        raise ShardOpenError(f"cannot open: {exn}", url=url) from None
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+    if view is None:
+        return _Shard(url, 0, lambda offset, n: b"", lambda: None)
+    return _Shard(url, size, lambda offset, n: view[offset : offset + n], view.close)
+
+
+class _Ranges:
+    """Byte ranges of a remote object, with retries; a window is kept for header walks."""
+
+    def __init__(self, url: str, options: dict, retry: RetryPolicy, size: int | None) -> None:
+        self.url, self.retry = url, retry
+        self.fs, self.path = filesystem(url, options)
+        if size is None:
+            info = _with_retries("look up the shard", lambda: self.fs.info(self.path), url, None, retry)
+            size = int(info["size"])
+        self.size = size
+        self.window_start, self.window = 0, b""
+
+    def fetch(self, start: int, n: int) -> bytes:
+        end = min(self.size, start + n)
+        if end <= start:
+            return b""
+
+        def get() -> bytes:
+            data = self.fs.cat_file(self.path, start=start, end=end)
+            if len(data) != end - start:
+                raise _ShortRead(f"asked for bytes {start}-{end}, got {len(data)} bytes")
+            return data
+
+        return _with_retries(f"read bytes {start}-{end} of {self.size}", get, self.url, start, self.retry)
+
+    def windowed(self, start: int, n: int) -> bytes:
+        offset = start - self.window_start
+        if 0 <= offset and offset + n <= len(self.window):
+            return self.window[offset : offset + n]
+        self.window_start, self.window = start, self.fetch(start, max(n, _WINDOW))
+        return self.window[:n]
+
+
+class ShardListDataset:
+    """Random access to the samples of a list of shards (see the module doc)."""
+
+    def __init__(
+        self,
+        source: str | dict[str, Any] | Iterable[Any],
+        *,
+        cache_dir: str | os.PathLike | None = None,
+        cache_size: int | None = None,
+        storage_options: dict | None = None,
+        remote: str = "ranges",
+        decode: Any = None,
+        transformations: Iterable[Callable[[dict], Any]] = (),
+        max_open: int = 16,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        if remote not in ("ranges", "download"):
+            raise SpecError(f"remote must be 'ranges' or 'download', got {remote!r}")
+        if remote == "download" and cache_dir is None:
+            raise SpecError("remote='download' needs a cache_dir to download the shards into")
+        self.storage_options, self.remote, self.retry = storage_options, remote, retry
+        self.cache_dir = None if cache_dir is None else os.path.abspath(os.fspath(cache_dir))
+        self.cache = None if self.cache_dir is None else ShardCache(self.cache_dir, cache_size)
+        self.decoder = Decoder(decode) if isinstance(decode, str) else decode
+        self.transformations = list(transformations)
+        self.max_open = max(1, int(max_open))
+        self.shards = self._shardlist(source)
+        self._indexes: dict[str, ShardIndex] = {}
+        self._open: OrderedDict[str, _Shard] = OrderedDict()
+        self._lock = threading.RLock()
+        counts = [shard["nsamples"] for shard in self.shards]
+        for i, count in enumerate(counts):
+            if count is None:  # not in the descriptor: the index says
+                counts[i] = len(self._index_of(i))
+                self.shards[i]["nsamples"] = counts[i]
+        self.cumulative = [0]
+        for count in counts:
+            self.cumulative.append(self.cumulative[-1] + count)
+
+    # -------------------------------------------------------------- the shard list
+
+    def _shardlist(self, source: Any) -> list[dict[str, Any]]:
+        if isinstance(source, dict):
+            return load_descriptor(source, self.storage_options)["shardlist"]
+        if isinstance(source, (str, os.PathLike)):
+            text = os.fspath(source)
+            if text.endswith(".json"):
+                return load_descriptor(text, self.storage_options)["shardlist"]
+            source = expand_urls(text)
+        shards = []
+        for item in source:
+            entry = dict(item) if isinstance(item, dict) else {"url": os.fspath(item)}
+            entry.setdefault("nsamples", None)
+            shards.append(entry)
+        if not shards:
+            raise SpecError("ShardListDataset needs at least one shard")
+        return shards
+
+    def __len__(self) -> int:
+        return self.cumulative[-1]
+
+    def shard_of(self, index: int) -> tuple[int, int]:
+        """``(shard number, sample number within it)`` of global ``index``."""
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"sample index {index} out of range for {len(self)} samples")
+        shard = bisect.bisect_right(self.cumulative, index) - 1
+        return shard, index - self.cumulative[shard]
+
+    # -------------------------------------------------------------- opening shards
+
+    def _open_shard(self, number: int) -> _Shard:
+        entry = self.shards[number]
+        url = entry["url"]
+        with self._lock:
+            shard = self._open.get(url)
+            if shard is not None:
+                self._open.move_to_end(url)
+                return shard
+            shard = self._new_shard(url, entry.get("filesize"))
+            self._open[url] = shard
+            while len(self._open) > self.max_open:
+                _, old = self._open.popitem(last=False)
+                old.close()
+            return shard
+
+    def _new_shard(self, url: str, filesize: int | None) -> _Shard:
+        target = rewrite_url(url)
+        path = local_path(target)
+        if path is None and self.remote == "download":
+            path = self._download(url, target)
+        if path is not None:
+            shard = _map_local(path, url)
+            if shard.read_at(0, 6).startswith(_COMPRESSED):
+                shard.close()
+                shard = _map_local(self._decompressed(path, url), url)
+            return shard
+        ranges = _Ranges(target, options_for(target, self.storage_options), self.retry, filesize)
+        head = ranges.windowed(0, 6)
+        if head.startswith(_COMPRESSED):
+            raise ShardOpenError(
+                "the shard is compressed: random access needs an uncompressed tar; give cache_dir with "
+                "remote='download' to decompress it once into the cache",
+                url=url,
+            )
+        shard = _Shard(url, ranges.size, ranges.fetch, lambda: None)
+        shard.ranged = True
+        shard.windowed = ranges.windowed  # type: ignore[attr-defined]
+        return shard
+
+    def _download(self, url: str, target: str) -> str:
+        assert self.cache is not None
+        path = self.cache.path_for(url)
+        if not os.path.exists(path):
+            options = options_for(target, self.storage_options)
+            with self.cache.open(url, lambda: open_remote(target, options, self.retry)) as stream:
+                while stream.read(1 << 22):
+                    pass
+        if not os.path.exists(path):
+            raise ShardOpenError(f"could not keep a downloaded copy in {self.cache_dir}", url=url)
+        return path
+
+    def _decompressed(self, path: str, url: str) -> str:
+        if self.cache is None:
+            raise ShardOpenError(
+                "the shard is compressed: random access needs an uncompressed tar; give cache_dir to "
+                "decompress it once into the cache",
+                url=url,
+            )
+        out = self.cache.path_for(url) + ".decompressed.tar"
+        if not os.path.exists(out):
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            partial = f"{out}.{os.getpid()}.partial"
+            with open(path, "rb") as raw, open(partial, "wb") as sink:
+                stream, _ = open_decompressed(raw)
+                try:
+                    while chunk := stream.read(1 << 22):
+                        sink.write(chunk)
+                except EOFError:
+                    raise TruncatedShardError("compressed data ends early", url=url) from None
+            os.replace(partial, out)
+        return out
+
+    # -------------------------------------------------------------- indexes
+
+    def _index_path(self, url: str) -> str | None:
+        return None if self.cache is None else self.cache.path_for(url) + ".idx"
+
+    def _index_of(self, number: int) -> ShardIndex:
+        url = self.shards[number]["url"]
+        index = self._indexes.get(url)
+        if index is not None:
+            return index
+        shard = self._open_shard(number)
+        index = self._stored_index(url, shard.size)
+        if index is None:
+            walk = getattr(shard, "windowed", shard.read_at)
+            index = ShardIndex.build(walk, shard.size, url)
+            cached = self._index_path(url)
+            if cached is not None:
+                try:
+                    os.makedirs(os.path.dirname(cached), exist_ok=True)
+                    index.save(cached)
+                except OSError:
+                    pass  # an unwritable cache only costs rebuilding
+        expected = self.shards[number].get("nsamples")
+        if expected is not None and expected != len(index):
+            raise SpecError(
+                f"the descriptor says {url} has {expected} samples, its index finds {len(index)}; "
+                "the descriptor is out of date"
+            )
+        self._indexes[url] = index
+        return index
+
+    def _stored_index(self, url: str, size: int) -> ShardIndex | None:
+        """An up-to-date index from the sidecar or the cache, or ``None``."""
+        for where in (rewrite_url(url) + ".idx", self._index_path(url)):
+            if where is None:
+                continue
+            try:
+                text = read_bytes(where, self.storage_options)
+            except (OSError, ShardNotFoundError, ShardOpenError):
+                continue
+            index = ShardIndex.from_json(text, where)
+            if index.size == size:
+                return index
+        return None
+
+    # -------------------------------------------------------------- samples
+
+    def __getitem__(self, index: int) -> Any:
+        number, within = self.shard_of(int(index))
+        shard_index = self._index_of(number)
+        shard = self._open_shard(number)
+        members = shard_index.sample_members(within)
+        url = self.shards[number]["url"]
+        if shard.ranged and members:
+            first, last = members[0][2], members[-1][2] + members[-1][3]
+            block = shard.read_at(first, last - first)
+            rows = [(name, block[d - first : d - first + s], h) for name, h, d, s in members]
+        else:
+            rows = [(name, shard.read_at(d, s), h) for name, h, d, s in members]
+        sample = next(group_members(iter(rows), url))
+        sample["__index__"] = index if index >= 0 else index + len(self)
+        sample["__shard__"] = url
+        sample["__shardindex__"] = number
+        if self.decoder is not None:
+            sample = self.decoder(sample)
+        for transform in self.transformations:
+            sample = transform(sample)
+        return sample
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in self._open.values():
+                shard.close()
+            self._open.clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_open"], state["_lock"] = OrderedDict(), None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"ShardListDataset({len(self.shards)} shards, {len(self)} samples)"

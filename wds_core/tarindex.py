@@ -1,0 +1,178 @@
+"""Per-shard offset indexes: where every sample's members are, found by walking headers only.
+
+Format (``wds-index-1``), a JSON file usually stored next to its shard as
+``<shard>.idx`` (``shard-000.tar.idx``)::
+
+    {"format": "wds-index-1",
+     "size": 1048576000,            # bytes of the shard the index describes
+     "members": [[name, header, data, size], ...]}
+
+One row per regular member in archive order (metadata members ``__*__`` and
+members without a key are left out): ``name`` as the streaming reader reports
+it (GNU long names and pax ``path`` resolved), ``header`` the offset of its
+first header (its long-name or pax header when it has one), ``data`` the
+offset of its bytes and ``size`` their length.  Samples are the runs of
+consecutive members with the same key, exactly as when streaming, so sample
+``i`` of the index is the ``i``-th sample streaming yields.  An index whose
+``size`` differs from the shard's is stale and is not used.
+
+Building one reads only the headers: each header says how many bytes of data
+follow, which are skipped with a seek (local shards are memory-mapped;
+remote ones are read through windows around the headers).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import TarFormatError, TruncatedShardError
+from .samples import is_meta, split_key
+from .tario import (
+    _GNU_LONGLINK,
+    _GNU_LONGNAME,
+    _PAX,
+    _PAX_GLOBAL,
+    _PAX_SOLARIS,
+    _REGULAR,
+    _ZERO_BLOCK,
+    BLOCK,
+    _checksum_ok,
+    _corrupt,
+    _decode_name,
+    _member_size,
+    _special,
+    _ustar_name,
+)
+
+__all__ = ["INDEX_FORMAT", "ShardIndex", "walk_headers"]
+
+INDEX_FORMAT = "wds-index-1"
+_EXTENSIONS = (_GNU_LONGNAME, _GNU_LONGLINK, _PAX, _PAX_GLOBAL, _PAX_SOLARIS)
+
+ReadAt = Callable[[int, int], bytes]
+
+
+def walk_headers(read_at: ReadAt, size: int, url: object = None) -> Iterator[tuple[str, int, int, int]]:
+    """``(name, header offset, data offset, data size)`` of every regular member, reading headers only.
+
+    ``read_at(offset, n)`` returns up to ``n`` bytes at ``offset`` of the
+    uncompressed tar, ``size`` is its length.  Errors name the offset.
+    """
+    pos = 0
+    longname: bytes | None = None
+    pax: dict[str, str] | None = None
+    glob: dict[str, str] = {}
+    start = -1
+    while True:
+        header = read_at(pos, BLOCK)
+        if len(header) < BLOCK:
+            if pos >= size and pos > 0:
+                raise TruncatedShardError("the shard ends without an end-of-archive block", url=url, offset=pos)
+            if pos == 0 and not header:
+                raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=0)
+            raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=pos)
+        if header == _ZERO_BLOCK:
+            return
+        if not _checksum_ok(header):
+            raise _corrupt(pos, url)
+        kind = header[156]
+        dsize = _member_size(header, pax, url, pos)
+        dpos = pos + BLOCK
+        if dpos + dsize > size:
+            name = _decode_name(longname or _ustar_name(header, 0))
+            raise TruncatedShardError("the shard ends inside a member", url=url, member=name, offset=size)
+        if kind in _REGULAR and longname is None and pax is None and "path" not in glob:
+            yield _decode_name(_ustar_name(header, 0)), pos, dpos, dsize
+        else:
+            if start < 0:
+                start = pos
+            data = read_at(dpos, dsize) if kind in _EXTENSIONS else b""
+            name, longname, pax = _special(header, 0, kind, data, longname, pax, glob, url, pos)
+            if name is not None:
+                yield name, start, dpos, dsize
+            if longname is None and pax is None:
+                start = -1
+        pos = dpos + ((dsize + BLOCK - 1) & ~(BLOCK - 1))
+
+
+@dataclass
+class ShardIndex:
+    """The members of one shard and where its samples start (see the module doc)."""
+
+    size: int
+    members: list[tuple[str, int, int, int]]
+    starts: list[int] = field(default_factory=list)  # member row where each sample starts, plus the end
+
+    def __post_init__(self) -> None:
+        if not self.starts:
+            self.starts = _sample_starts(self.members)
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def sample_members(self, i: int) -> list[tuple[str, int, int, int]]:
+        return self.members[self.starts[i] : self.starts[i + 1]]
+
+    @classmethod
+    def build(cls, read_at: ReadAt, size: int, url: object = None) -> ShardIndex:
+        rows = []
+        for name, header, data, length in walk_headers(read_at, size, url):
+            if name[0] == "_" and is_meta(name):
+                continue
+            if split_key(name)[0] is None:
+                continue
+            rows.append((name, header, data, length))
+        return cls(size, rows)
+
+    @classmethod
+    def build_local(cls, path: str, url: object = None) -> ShardIndex:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0:
+                raise TarFormatError("the shard is empty: expected a tar archive", url=url or path, offset=0)
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                return cls.build(lambda offset, n: view[offset : offset + n], size, url or path)
+
+    def to_json(self) -> str:
+        body = {"format": INDEX_FORMAT, "size": self.size, "members": [list(row) for row in self.members]}
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: object = None) -> ShardIndex:
+        try:
+            body = json.loads(text)
+            if body.get("format") != INDEX_FORMAT:
+                raise ValueError(f"format {body.get('format')!r}, expected {INDEX_FORMAT!r}")
+            rows = [(str(n), int(h), int(d), int(s)) for n, h, d, s in body["members"]]
+            return cls(int(body["size"]), rows)
+        except (ValueError, KeyError, TypeError, AttributeError) as exn:
+            raise TarFormatError(f"not a usable shard index: {exn}", url=where) from None
+
+    def save(self, path: str) -> None:
+        """Write atomically (a reader never sees half an index)."""
+        partial = f"{path}.{os.getpid()}.partial"
+        with open(partial, "w") as out:
+            out.write(self.to_json())
+        os.replace(partial, path)
+
+
+def _sample_starts(members: list[tuple[str, int, int, int]]) -> list[int]:
+    starts = []
+    key = None
+    for row, (name, _, _, _) in enumerate(members):
+        k = split_key(name)[0]
+        if k != key or row == 0:
+            starts.append(row)
+            key = k
+    starts.append(len(members))
+    return starts
+
+
+def index_info(index: ShardIndex) -> dict[str, Any]:
+    """Counts for ``wds index info``: samples, members, bytes of member data."""
+    return {"samples": len(index), "members": len(index.members), "data_bytes": sum(r[3] for r in index.members)}
