@@ -45,7 +45,7 @@ from .tarindex import ShardIndex
 from .tario import open_decompressed
 from .urls import expand_urls
 
-__all__ = ["ShardListDataset"]
+__all__ = ["ShardListDataset", "index_shard"]
 
 _COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
 _WINDOW = 1 << 20  # bytes read around headers while indexing a remote shard
@@ -134,6 +134,7 @@ class ShardListDataset:
         self.decoder = Decoder(decode) if isinstance(decode, str) else decode
         self.transformations = list(transformations)
         self.max_open = max(1, int(max_open))
+        self.use_stored_indexes = True
         self.shards = self._shardlist(source)
         self._indexes: dict[str, ShardIndex] = {}
         self._open: OrderedDict[str, _Shard] = OrderedDict()
@@ -263,7 +264,7 @@ class ShardListDataset:
         if index is not None:
             return index
         shard = self._open_shard(number)
-        index = self._stored_index(url, shard.size)
+        index = self._stored_index(url, shard.size) if self.use_stored_indexes else None
         if index is None:
             walk = getattr(shard, "windowed", shard.read_at)
             index = ShardIndex.build(walk, shard.size, url)
@@ -338,3 +339,14 @@ class ShardListDataset:
 
     def __repr__(self) -> str:
         return f"ShardListDataset({len(self.shards)} shards, {len(self)} samples)"
+
+
+def index_shard(url: str, storage_options: dict | None = None, *, fresh: bool = False) -> ShardIndex:
+    """The offset index of one shard: an up-to-date stored one, or built (always built with ``fresh``)."""
+    dataset = ShardListDataset([{"url": url, "nsamples": 0}], storage_options=storage_options)  # 0: no index yet
+    dataset.use_stored_indexes = not fresh
+    dataset.shards[0]["nsamples"] = None  # unknown: whatever the index finds
+    try:
+        return dataset._index_of(0)
+    finally:
+        dataset.close()

@@ -78,10 +78,18 @@ def walk_headers(read_at: ReadAt, size: int, url: object = None) -> Iterator[tup
             raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=pos)
         if header == _ZERO_BLOCK:
             return
-        if not _checksum_ok(header):
-            raise _corrupt(pos, url)
+        try:  # the common case: octal size and checksum (six digits, NUL, space)
+            dsize = int(header[124:135], 8)
+            fast = int(header[148:154], 8) == sum(header) - sum(header[148:156]) + 256
+        except ValueError:
+            fast = False
+        if not fast:
+            if not _checksum_ok(header):
+                raise _corrupt(pos, url)
+            dsize = _member_size(header, None, url, pos)
+        if pax is not None and "size" in pax:
+            dsize = _member_size(header, pax, url, pos)
         kind = header[156]
-        dsize = _member_size(header, pax, url, pos)
         dpos = pos + BLOCK
         if dpos + dsize > size:
             name = _decode_name(longname or _ustar_name(header, 0))

@@ -25,6 +25,7 @@ from typing import Any
 from .errors import EncodingError, SpecError
 from .fieldcodecs import FieldEncoder
 from .sinks import CommitOnExit, ShardSink, create_shard
+from .tarindex import ShardIndex
 from .tarwrite import MemberPacker, end_of_archive
 
 __all__ = ["ShardWriter", "TarWriter"]
@@ -262,6 +263,8 @@ class ShardWriter(CommitOnExit):
     JSON file that ``close()`` writes in the wids format
     (``{"wids_version": 1, "shardlist": [{"url", "nsamples", "filesize"}]}``);
     URLs in it are relative to its folder when the shards are below it.
+    ``index=True`` writes each finished local shard's offset index next to it
+    (``<shard>.idx``, :mod:`wds_core.tarindex`) for indexed random access.
     Other keyword arguments go to :class:`TarWriter`.
     """
 
@@ -275,6 +278,7 @@ class ShardWriter(CommitOnExit):
         verbose: int | bool = False,
         opener: Callable[[str], Any] | None = None,
         descriptor: str | None = None,
+        index: bool = False,
         **kw: Any,
     ) -> None:
         if maxcount < 1:
@@ -287,7 +291,7 @@ class ShardWriter(CommitOnExit):
             raise SpecError(f"the shard pattern {pattern!r} needs one %d-style field, as in 'out-%06d.tar'") from None
         self.pattern, self.maxcount, self.maxsize = pattern, maxcount, maxsize
         self.post, self.verbose, self.opener, self.descriptor = post, verbose, opener, descriptor
-        self.kw = kw
+        self.kw, self.index = kw, index
         self.shard = start_shard  # number of the next shard to open
         self.fname: str | None = None
         self.tarstream: TarWriter | None = None
@@ -350,6 +354,8 @@ class ShardWriter(CommitOnExit):
         entry: dict[str, Any] = {"url": self.fname, "nsamples": stream.count}
         if os.path.exists(self.fname):
             entry["filesize"] = os.path.getsize(self.fname)
+            if self.index:
+                ShardIndex.build_local(self.fname).save(self.fname + ".idx")
         self.shards.append(entry)
         if callable(self.post):
             self.post(self.fname)
@@ -363,8 +369,13 @@ class ShardWriter(CommitOnExit):
             write_descriptor(self.descriptor, self.shards, name=os.path.basename(self.pattern))
 
 
-def write_descriptor(path: str, shards: list[dict[str, Any]], name: str = "") -> None:
-    """Write a wids v1 dataset descriptor listing ``shards`` to the local file ``path``."""
+def write_descriptor(
+    path: str, shards: list[dict[str, Any]], name: str = "", base: str | None = None, info: str | None = None
+) -> None:
+    """Write a wids v1 dataset descriptor listing ``shards`` to the local file ``path``.
+
+    Local shard URLs are written relative to the descriptor's folder (when they are inside it).
+    """
     folder = os.path.dirname(os.path.abspath(path))
     entries = []
     for shard in shards:
@@ -374,7 +385,12 @@ def write_descriptor(path: str, shards: list[dict[str, Any]], name: str = "") ->
             relative = os.path.relpath(os.path.abspath(url), folder)
             entry["url"] = url if relative.startswith("..") else relative
         entries.append(entry)
-    body = {"wids_version": 1, "name": name, "shardlist": entries}
+    body: dict[str, Any] = {"wids_version": 1, "name": name}
+    if base is not None:
+        body["base"] = base
+    if info is not None:
+        body["info"] = info
+    body["shardlist"] = entries
     partial = f"{path}.partial"
     with open(partial, "w") as out:
         json.dump(body, out, indent=1)

@@ -223,6 +223,12 @@ def test_remote_ranges_and_download_against_s3(s3, tmp_path, shards):
     downloaded = wds.ShardListDataset(urls, storage_options=options, remote="download", cache_dir=cache)
     assert downloaded[99]["txt"] == local[99]["txt"]
     assert len([n for _, _, names in os.walk(cache) for n in names if n.endswith(".tar")]) == 4
+    # a descriptor stored next to the shards, with relative URLs, loads through the same options
+    body = {"wids_version": 1, "shardlist": [{"url": os.path.basename(p), "nsamples": 25} for p in paths]}
+    with fs.open("team-a/idx/ds.json", "w") as out:
+        out.write(json.dumps(body))
+    described = wds.ShardListDataset("s3://team-a/idx/ds.json", storage_options=options)
+    assert [s["url"] for s in described.shards] == urls and described[77]["txt"] == local[77]["txt"]
 
 
 def test_chunked_sampler_covers_everything_once_with_local_chunks():
@@ -252,3 +258,32 @@ def test_distributed_sampler_gives_equal_disjoint_shares(drop_last, monkeypatch)
     assert (from_env.rank, from_env.num_replicas) == (3, 8)
     with pytest.raises(SpecError):
         wds.DistributedChunkedSampler(10, num_replicas=2, rank=2)
+
+
+def wds_cli(*args, cwd=None, check=True):
+    return subprocess.run(["wds", *args], capture_output=True, cwd=cwd, check=check)
+
+
+def test_cli_index_create_info_sample(tmp_path):
+    with wds.ShardWriter(str(tmp_path / "c-%03d.tar"), maxcount=10, index=True) as sink:
+        for i in range(25):
+            sink.write({"__key__": f"k{i:03d}", "txt": f"text {i}", "bin": bytes([i]) * i})
+    assert sorted(n for n in os.listdir(tmp_path) if n.endswith(".idx")) == [f"c-00{i}.tar.idx" for i in range(3)]
+    for name in os.listdir(tmp_path):
+        if name.endswith(".idx"):
+            os.remove(tmp_path / name)
+    wds_cli("index", "create", "c-{000..002}.tar", "-o", "ds.json", "--name", "demo", "--md5", cwd=tmp_path)
+    body = json.loads((tmp_path / "ds.json").read_text())
+    assert body["name"] == "demo" and [s["url"] for s in body["shardlist"]] == [f"c-00{i}.tar" for i in range(3)]
+    assert [s["nsamples"] for s in body["shardlist"]] == [10, 10, 5] and len(body["shardlist"][0]["md5sum"]) == 32
+    assert (tmp_path / "c-000.tar.idx").exists()
+    info = json.loads(wds_cli("index", "info", "--json", str(tmp_path / "ds.json")).stdout)
+    assert (info["shards"], info["samples"], info["name"]) == (3, 25, "demo")
+    text = wds_cli("index", "info", str(tmp_path / "ds.json")).stdout.decode()
+    assert "samples  25" in text
+    shown = wds_cli("index", "sample", str(tmp_path / "ds.json"), "23").stdout.decode()
+    assert "'k023'" in shown and "b'text 23'" in shown
+    raw = wds_cli("index", "sample", str(tmp_path / "ds.json"), "7", "--field", "bin").stdout
+    assert raw == bytes([7]) * 7
+    missing = wds_cli("index", "sample", str(tmp_path / "ds.json"), "99", check=False)
+    assert missing.returncode == 1 and b"out of range" in missing.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import demo
+from . import demo, index
 
 __all__ = ["main"]
 
@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wds", description="Work with WebDataset shards.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo.add_parser(commands)
+    index.add_parser(commands)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)

@@ -1,0 +1,45 @@
+"""A one-line progress report on stderr, only when stderr is a terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+__all__ = ["Progress", "human_bytes"]
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+class Progress:
+    """``update(done_items, samples, nbytes)``; redraws at most 10 times a second; quiet when piped."""
+
+    def __init__(self, total: int, what: str, stream: TextIO | None = None, force: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = force or self.stream.isatty()
+        self.total, self.what = total, what
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def update(self, done: int, samples: int, nbytes: int, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not final and now - self.last < 0.1:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = nbytes / elapsed
+        eta = (self.total - done) * elapsed / done if done else 0.0
+        line = (
+            f"\r{self.what} {done}/{self.total}, {samples:,} samples, {human_bytes(nbytes)}, "
+            f"{human_bytes(rate)}/s, ETA {eta:.0f} s   "
+        )
+        self.stream.write(line + ("\n" if final else ""))
+        self.stream.flush()
