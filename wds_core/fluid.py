@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .balanced import BalancedSplit
 from .buffers import Batch, Shuffle, Slice, Unbatch
 from .cache import ShardCache
 from .collate import default_collation_fn
@@ -109,6 +110,9 @@ class WebDataset(DataPipeline, FluidInterface):
     tar reader.  ``resampled=True`` draws shards with replacement forever
     instead (each rank and worker its own stream; no splitting).
     ``empty_check`` makes an epoch that yields nothing an error.
+    ``balanced="pad"`` or ``"drop"`` splits the epoch's *samples* instead of
+    its shards, so every rank and worker yields exactly as many samples
+    (:mod:`wds_core.balanced`: sample counts from each shard's offset index).
 
     ``storage_options`` (flat, or keyed by URL prefix) are merged over the
     options registered with :func:`register_storage` and the ``WDS_CONFIG``
@@ -141,6 +145,7 @@ class WebDataset(DataPipeline, FluidInterface):
         storage_options: dict | None = None,
         cache_local: bool = False,
         retry: RetryPolicy | None = None,
+        balanced: str | None = None,
     ) -> None:
         super().__init__(seed=seed)
         cache = None
@@ -149,7 +154,13 @@ class WebDataset(DataPipeline, FluidInterface):
         if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))):
             raise SpecError("dataset-spec files (YAML/JSON) are not supported yet; pass shard URLs")
         resampled = resampled or mode == "resampled"
-        if resampled:
+        if balanced is not None and resampled:
+            raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
+        if balanced is not None:
+            shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
+            self.append(shards)
+            self.append(BalancedSplit(balanced, storage_options))
+        elif resampled:
             shards: Any = ResampledShards(urls, seed=seed)
             self.append(shards)
         else:

@@ -116,7 +116,14 @@ class DataPipeline:
         return self
 
     def with_epoch(self, nsamples: int = -1, nbatches: int = -1) -> DataPipeline:
-        """Make each ``iter()`` yield exactly this many items, restarting the stages as needed."""
+        """Make each ``iter()`` yield exactly this many items, restarting the stages as needed.
+
+        The count is per pipeline copy, that is per reader: with DataLoader or
+        Loader workers each worker yields ``nsamples`` items (a rank yields
+        ``nsamples * num_workers``), as in webdataset; give ``nsamples //
+        num_workers`` for a per-rank count.  For equal finite epochs without
+        resampling, use ``WebDataset(..., balanced="drop"|"pad")`` instead.
+        """
         self.repetitions = sys.maxsize
         self.nsamples = max(nsamples, nbatches)
         return self

@@ -31,6 +31,7 @@ __all__ = ["ShardReader", "TarfileToSamples", "group_members", "skip_to", "split
 _KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 _META_RE = re.compile(r"__[^/]*__($|/)")
 _SKIP_CHUNK = 1 << 20
+_END = object()
 
 
 def split_key(name: str) -> tuple[str, str] | tuple[None, None]:
@@ -200,14 +201,19 @@ class ShardReader(StageIterator):
         self.recipe = recipe
         self.url: str | None = None  # shard being read
         self.offset = -1  # where its next item starts; -1 when it is finished
+        self.left: int | None = None  # items still to read from it, when upstream gave a count
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
-        return {"url": url, "offset": self.offset if url else 0}
+        state: dict[str, Any] = {"url": url, "offset": self.offset if url else 0}
+        if url and self.left is not None:
+            state["left"] = self.left
+        return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         self.url = state.get("url")
         self.offset = int(state.get("offset", 0)) if self.url else -1
+        self.left = None if state.get("left") is None else int(state["left"])
 
     def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:  # pragma: no cover - subclasses
         raise NotImplementedError
@@ -216,14 +222,17 @@ class ShardReader(StageIterator):
         """Called before a shard is read from its start."""
 
     def _run(self) -> Iterator[Any]:
-        if self.url is not None and self.offset >= 0:
+        if self.url is not None and self.offset >= 0 and self.left != 0:
             if not (yield from self._shard(self.url, self.offset)):
                 return
         for item in self.src:
             self.url = url = url_of(item)
-            self.offset = 0
+            # a task may start inside the shard and stop after a count (balanced epochs)
+            start = int(item.get("offset", 0)) if isinstance(item, dict) else 0
+            self.left = item.get("count") if isinstance(item, dict) else None
+            self.offset = start
             self._starting(url)
-            if not (yield from self._shard(url, 0)):
+            if not (yield from self._shard(url, start)):
                 return
 
     def _shard(self, url: str, start: int) -> Iterator[Any]:
@@ -234,7 +243,16 @@ class ShardReader(StageIterator):
             self.offset = -1
             return bool(recipe.handler(exn))
         try:
-            yield from self._items(stream, url, start)
+            if self.left is None:
+                yield from self._items(stream, url, start)
+            else:
+                items = self._items(stream, url, start)
+                while self.left > 0:
+                    item = next(items, _END)
+                    if item is _END:
+                        break
+                    self.left -= 1
+                    yield item
         except Exception as exn:
             self.offset = -1
             if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):

@@ -41,3 +41,96 @@ def test_ranks_and_workers_split_the_shards(tmp_path, context):
     assert not set(got[0]) & set(got[1])
     assert sorted(got[0] + got[1]) == sorted(keys)
     assert len(got[0]) == len(got[1]) == 20
+
+
+def _balanced_rank(rank, world, port, spec, out_dir):
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    import wds_torch as wds
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
+    try:
+        dataset = wds.WebDataset(spec, shardshuffle=True, seed=7, balanced="drop").to_tuple("__key__").batched(3)
+        loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None)
+        keys, steps = [], 0
+        for epoch in range(2):
+            dataset.set_epoch(epoch)
+            for batch in loader:  # a training step: every rank must take part, or all_reduce hangs
+                step = torch.tensor([1.0])
+                dist.all_reduce(step)
+                assert step.item() == world
+                keys += [f"{epoch}:{key}" for key in batch[0]]
+                steps += 1
+        with open(os.path.join(out_dir, f"balanced-{rank}.json"), "w") as stream:
+            json.dump({"keys": keys, "steps": steps}, stream)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_balanced_epochs_on_four_ranks_take_equal_steps(tmp_path):
+    keys = []
+    for s, n in enumerate([9, 14, 3, 11, 7, 6, 10, 1]):  # 61 samples in uneven shards
+        samples = make_samples(f"s{s}-", n)
+        keys += [x["__key__"] for x in samples]
+        write_shard(tmp_path / f"b-{s}.tar", samples)
+    spec = str(tmp_path / "b-{0..7}.tar")
+    torch.multiprocessing.spawn(_balanced_rank, args=(4, free_port(), spec, str(tmp_path)), nprocs=4, join=True)
+    results = [json.loads((tmp_path / f"balanced-{r}.json").read_text()) for r in range(4)]
+    assert len({r["steps"] for r in results}) == 1  # equal step counts: nobody waits at the end
+    for epoch in range(2):
+        seen = [k.split(":", 1)[1] for r in results for k in r["keys"] if k.startswith(f"{epoch}:")]
+        assert len(seen) == len(set(seen)) == (61 // 8) * 8  # each sample at most once, 8 readers x 7
+        assert set(seen) <= set(keys)
+
+
+def _resume_rank(rank, world, port, spec, out_dir, stop_after):
+    """Run an epoch; with stop_after, save the loader state after that many steps and exit (a kill)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    import wds_torch as wds
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
+    try:
+        dataset = wds.WebDataset(spec, shardshuffle=True, seed=2, balanced="pad").shuffle(5).to_tuple("__key__")
+        loader = StatefulDataLoader(dataset.batched(2), num_workers=2, batch_size=None)
+        saved = os.path.join(out_dir, f"state-{rank}.json")
+        if stop_after is None and os.path.exists(saved):  # the restarted job
+            with open(saved) as stream:
+                loader.load_state_dict(json.load(stream))
+        keys = []
+        for step, batch in enumerate(loader):
+            flag = torch.tensor([1.0])
+            dist.all_reduce(flag)
+            keys += list(batch[0])
+            if stop_after is not None and step + 1 == stop_after:
+                with open(saved, "w") as stream:
+                    json.dump(loader.state_dict(), stream)
+                break
+        tag = "head" if stop_after is not None else ("rest" if os.path.exists(saved) else "full")
+        with open(os.path.join(out_dir, f"{tag}-{rank}.json"), "w") as stream:
+            json.dump(keys, stream)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_four_ranks_killed_at_step_k_resume_the_same_stream(tmp_path):
+    pytest.importorskip("torchdata.stateful_dataloader")
+    for s, n in enumerate([9, 14, 3, 11, 7, 6, 10, 1]):
+        write_shard(tmp_path / f"k-{s}.tar", make_samples(f"s{s}-", n))
+    spec = str(tmp_path / "k-{0..7}.tar")
+    spawn = torch.multiprocessing.spawn
+    spawn(_resume_rank, args=(4, free_port(), spec, str(tmp_path), None), nprocs=4, join=True)
+    spawn(_resume_rank, args=(4, free_port(), spec, str(tmp_path), 2), nprocs=4, join=True)
+    spawn(_resume_rank, args=(4, free_port(), spec, str(tmp_path), None), nprocs=4, join=True)
+    for rank in range(4):
+        full, head, rest = (json.loads((tmp_path / f"{t}-{rank}.json").read_text()) for t in ("full", "head", "rest"))
+        assert len(head) == 4 and head + rest == full

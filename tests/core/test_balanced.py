@@ -1,0 +1,114 @@
+"""Balanced epochs: equal sample counts for every rank and worker, each sample at most once."""
+
+import os
+
+import pytest
+
+import wds_core as wds
+from tests.conftest import make_samples, write_shard
+from wds_core.balanced import plan_parts
+
+COUNTS = [7, 13, 5, 11, 1]  # 37 samples: no number of readers below 37 divides it
+
+
+@pytest.fixture
+def uneven(tmp_path):
+    keys = []
+    for s, n in enumerate(COUNTS):
+        samples = make_samples(f"s{s}-", n)
+        keys += [x["__key__"] for x in samples]
+        write_shard(tmp_path / f"u-{s}.tar", samples)
+    return str(tmp_path / "u-{0..4}.tar"), keys
+
+
+def parts(spec, policy, world, workers, epoch=0, monkeypatch=None):
+    got = []
+    for rank in range(world):
+        for worker in range(workers):
+            monkeypatch.setenv("RANK", str(rank))
+            monkeypatch.setenv("WORLD_SIZE", str(world))
+            monkeypatch.setenv("WORKER", str(worker))
+            monkeypatch.setenv("NUM_WORKERS", str(workers))
+            ds = wds.WebDataset(spec, shardshuffle=True, seed=3, balanced=policy)
+            ds.set_epoch(epoch)
+            got.append([s["__key__"] for s in ds])
+    return got
+
+
+@pytest.mark.parametrize("world,workers", [(1, 1), (2, 1), (4, 2), (3, 3)])
+def test_every_reader_gets_the_same_count(uneven, world, workers, monkeypatch):
+    spec, keys = uneven
+    readers = world * workers
+    dropped = parts(spec, "drop", world, workers, monkeypatch=monkeypatch)
+    assert {len(p) for p in dropped} == {len(keys) // readers}
+    flat = [k for p in dropped for k in p]
+    assert len(set(flat)) == len(flat) and set(flat) <= set(keys)  # at most once
+    padded = parts(spec, "pad", world, workers, monkeypatch=monkeypatch)
+    assert {len(p) for p in padded} == {-(-len(keys) // readers)}
+    flat = [k for p in padded for k in p]
+    assert set(flat) == set(keys)  # every sample, a few twice
+    assert len(flat) - len(set(flat)) == readers * -(-len(keys) // readers) - len(keys)
+
+
+def test_epochs_differ_and_dropped_samples_move(uneven, monkeypatch):
+    spec, keys = uneven
+    first = parts(spec, "drop", 4, 1, epoch=0, monkeypatch=monkeypatch)
+    second = parts(spec, "drop", 4, 1, epoch=1, monkeypatch=monkeypatch)
+    assert first != second
+    missing = [set(keys) - {k for p in e for k in p} for e in (first, second)]
+    assert all(len(m) == len(keys) % 4 for m in missing)
+
+
+def test_plan_covers_the_sequence_end_to_end():
+    counts = [3, 0, 4, 2]
+    pieces = [plan_parts(counts, 3, r, "drop") for r in range(3)]
+    assert pieces == [[(0, 0, 3)], [(2, 0, 3)], [(2, 3, 1), (3, 0, 2)]]
+    assert plan_parts(counts, 2, 1, "pad") == [(2, 2, 2), (3, 0, 2), (0, 0, 1)]  # wraps to the epoch's start
+    assert plan_parts([], 2, 0, "pad") == [] and plan_parts([0, 0], 2, 1, "drop") == []
+
+
+def test_balanced_with_dataloader_workers(uneven):
+    torch = pytest.importorskip("torch")
+    import wds_torch
+
+    spec, keys = uneven
+    dataset = wds_torch.WebDataset(spec, shardshuffle=True, seed=5, balanced="pad").to_tuple("__key__")
+    loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None)
+    got = [key for (key,) in loader]
+    assert len(got) == 2 * 19 and set(got) == set(keys)
+
+
+def test_balanced_refuses_resampling(uneven):
+    with pytest.raises(wds.SpecError):
+        wds.WebDataset(uneven[0], resampled=True, balanced="pad")
+    with pytest.raises(wds.SpecError):
+        wds.WebDataset(uneven[0], balanced="even")
+    assert os.environ.get("RANK") is None
+
+
+_ORDER = """
+import sys, wds_core as wds
+ds = wds.WebDataset(sys.argv[1], shardshuffle=True, seed=int(sys.argv[2]) if sys.argv[2] else None)
+ds = ds.shuffle(20)
+ds.set_epoch(int(sys.argv[3]))
+print(",".join(s["__key__"] for s in ds))
+"""
+
+
+def _order(spec, seed, epoch, hashseed):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONHASHSEED=str(hashseed))
+    run = subprocess.run([sys.executable, "-c", _ORDER, spec, seed, str(epoch)], env=env, capture_output=True)
+    assert run.returncode == 0, run.stderr.decode()
+    return run.stdout.decode().strip().split(",")
+
+
+def test_order_is_a_function_of_seed_and_epoch_only(uneven):
+    spec, keys = uneven
+    first = _order(spec, "7", 0, hashseed=1)
+    assert sorted(first) == sorted(keys)
+    assert _order(spec, "7", 0, hashseed=2) == first  # hash randomisation and process do not matter
+    assert _order(spec, "7", 1, hashseed=1) != first  # each epoch its own permutation
+    assert _order(spec, "", 0, hashseed=1) != _order(spec, "", 0, hashseed=1)  # no seed: random, as expected
