@@ -56,7 +56,7 @@ class _Shard:
 
     def __init__(self, url: str, size: int, read_at: Callable[[int, int], bytes], close: Callable[[], None]) -> None:
         self.url, self.size, self.read_at, self.close = url, size, read_at, close
-        self.index: ShardIndex | None = None
+        self.walk = read_at  # what the header walk reads through (remote: windows around the headers)
         self.ranged = False  # remote: read a sample's members with one request
 
 
@@ -216,8 +216,7 @@ class ShardListDataset:
                 url=url,
             )
         shard = _Shard(url, ranges.size, ranges.fetch, lambda: None)
-        shard.ranged = True
-        shard.windowed = ranges.windowed  # type: ignore[attr-defined]
+        shard.ranged, shard.walk = True, ranges.windowed
         return shard
 
     def _download(self, url: str, target: str) -> str:
@@ -266,8 +265,7 @@ class ShardListDataset:
         shard = self._open_shard(number)
         index = self._stored_index(url, shard.size) if self.use_stored_indexes else None
         if index is None:
-            walk = getattr(shard, "windowed", shard.read_at)
-            index = ShardIndex.build(walk, shard.size, url)
+            index = ShardIndex.build(shard.walk, shard.size, url)
             cached = self._index_path(url)
             if cached is not None:
                 try:

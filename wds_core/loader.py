@@ -236,7 +236,7 @@ class _Workers:
                 blocks = create_slots(loader.shm_slots, loader.shm_slot_bytes)
                 self.readers[w] = SlotReader(blocks)
                 slots = [block.name for block in blocks]
-            args = (loader.dataset, w, n, loader.node, self.commands[w], self.queues[w], self.stop)
+            args: tuple[Any, ...] = (loader.dataset, w, n, loader.node, self.commands[w], self.queues[w], self.stop)
             args += (loader.snapshot_every, slots)
             proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
             try:

@@ -28,7 +28,6 @@ import mmap
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from .errors import TarFormatError, TruncatedShardError
 from .samples import is_meta, split_key
@@ -100,9 +99,9 @@ def walk_headers(read_at: ReadAt, size: int, url: object = None) -> Iterator[tup
             if start < 0:
                 start = pos
             data = read_at(dpos, dsize) if kind in _EXTENSIONS else b""
-            name, longname, pax = _special(header, 0, kind, data, longname, pax, glob, url, pos)
-            if name is not None:
-                yield name, start, dpos, dsize
+            special, longname, pax = _special(header, 0, kind, data, longname, pax, glob, url, pos)
+            if special is not None:
+                yield special, start, dpos, dsize
             if longname is None and pax is None:
                 start = -1
         pos = dpos + ((dsize + BLOCK - 1) & ~(BLOCK - 1))
@@ -179,8 +178,3 @@ def _sample_starts(members: list[tuple[str, int, int, int]]) -> list[int]:
             key = k
     starts.append(len(members))
     return starts
-
-
-def index_info(index: ShardIndex) -> dict[str, Any]:
-    """Counts for ``wds index info``: samples, members, bytes of member data."""
-    return {"samples": len(index), "members": len(index.members), "data_bytes": sum(r[3] for r in index.members)}
