@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import sys
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -199,7 +200,14 @@ class _Run(StageIterator):
 
     def __init__(self, pipeline: DataPipeline, state: dict[str, Any] | None) -> None:
         super().__init__(None)
-        self.p = pipeline
+        # Only a weak reference back: a pipeline that refers to its run would be freed by the cycle
+        # collector alone, after weakref finalizers have already shut down the queues of resources
+        # such as DataLoader workers (their shutdown then waits out timeouts).
+        self.p = weakref.ref(pipeline)
+        self.stages = list(pipeline.pipeline)
+        self.limit = pipeline.nsamples if pipeline.nsamples > 0 else -1
+        self.repetitions, self.empty_check = pipeline.repetitions, pipeline.empty_check
+        self.fingerprint = pipeline.fingerprint()
         self.chain: Any = None
         self.chain_state: Any = None
         if state is None:
@@ -214,7 +222,7 @@ class _Run(StageIterator):
     def _build_chain(self) -> Any:
         ctx = RunContext(seed=self.seed, epoch=self.epoch)
         it = None
-        for index, stage in enumerate(self.p.pipeline):
+        for index, stage in enumerate(self.stages):
             it = _build(stage, it, ctx.for_stage(index))
         if self.chain_state is not None:
             load_state(it, self.chain_state)
@@ -222,12 +230,11 @@ class _Run(StageIterator):
         return it
 
     def _run(self) -> Iterator[Any]:
-        p = self.p
-        limit = p.nsamples if p.nsamples > 0 else -1
-        while self.rep < p.repetitions:
+        limit, repetitions = self.limit, self.repetitions
+        while self.rep < repetitions:
             self.chain = self._build_chain()
             items = iter(self.chain)
-            if limit < 0 and not p.empty_check and p.repetitions == 1:
+            if limit < 0 and not self.empty_check and repetitions == 1:
                 yield from items
                 return
             while limit < 0 or self.count < limit:
@@ -240,15 +247,19 @@ class _Run(StageIterator):
                 yield item
             else:
                 return
-            if self.rep_count == 0 or self.rep + 1 >= p.repetitions:
+            if self.rep_count == 0 or self.rep + 1 >= repetitions:
                 break
             self.rep += 1
             self.rep_count = 0
             self.epoch += 1
-            p.epoch = max(p.epoch, self.epoch + 1)
+            pipeline = self.p()
+            if pipeline is not None:
+                pipeline.epoch = max(pipeline.epoch, self.epoch + 1)
             self.chain = None
-        if self.count == 0 and p.empty_check:
-            raise EmptyDatasetError(p.empty_message())
+        if self.count == 0 and self.empty_check:
+            pipeline = self.p()
+            message = pipeline.empty_message() if pipeline is not None else "no samples in this epoch"
+            raise EmptyDatasetError(message)
 
     def state_dict(self) -> dict[str, Any]:
         chain = self.chain_state
@@ -256,7 +267,7 @@ class _Run(StageIterator):
             chain = state_of(self.chain)
         return {
             "format": STATE_FORMAT,
-            "fingerprint": self.p.fingerprint(),
+            "fingerprint": self.fingerprint,
             "seed": self.seed,
             "epoch": self.epoch,
             "rep": self.rep,

@@ -101,3 +101,11 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
         if self.size is None:
             return len(self.loader)
         return self.size
+
+    def close(self) -> None:
+        """Stop the DataLoader's workers now (persistent ones otherwise live as long as the loader)."""
+        iterator = getattr(self.loader, "_iterator", None)
+        self.loader._iterator = None
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if callable(shutdown):
+            shutdown()

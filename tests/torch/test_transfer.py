@@ -83,7 +83,13 @@ def test_dict_batches_and_spawned_persistent_workers_over_epochs(big_dir):
             assert type(batch) is dict and isinstance(batch["npy"], torch.Tensor)
             seen += [int(v) for v in batch["npy"][:, 0, 0, 0]]
         assert sorted(seen) == _expected()
+    import weakref
+
+    alive = weakref.ref(loader)
     del loader
+    # freed at once, not left to the cycle collector (which would first run the queues' finalizers and
+    # leave DataLoader's shutdown to time out)
+    assert alive() is None
     _workers_gone()
     assert _shm_names() - before == set()
 
