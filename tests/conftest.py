@@ -58,6 +58,19 @@ def npy_bytes(array):
     return buf.getvalue()
 
 
+def array_shards(root, prefix, nshards, per_shard, shape, classes):
+    """Shards of samples with a float32 ``npy`` array filled with ``shard * 100 + index`` and a ``cls``."""
+    import numpy as np
+
+    for s in range(nshards):
+        samples = make_samples(f"s{s}-", per_shard, fields=())
+        for i, sample in enumerate(samples):
+            sample["npy"] = npy_bytes(np.full(shape, s * 100 + i, dtype=np.float32))
+            sample["cls"] = b"%d" % (i % classes)
+        write_shard(root / f"{prefix}-{s}.tar", samples, ("npy", "cls"))
+    return str(root / f"{prefix}-{{0..{nshards - 1}}}.tar")
+
+
 def make_samples(prefix, n, fields=("txt", "cls")):
     return [{"__key__": f"{prefix}{i:05d}", **{f: f"{prefix}-{i}-{f}".encode() for f in fields}} for i in range(n)]
 

@@ -34,15 +34,15 @@ from .storage import url_of
 
 __all__ = ["BalancedSplit", "plan_parts"]
 
-_COUNTS: dict[str, Any] = {}  # url -> ShardIndex, per process
+_INDEXES: dict[str, Any] = {}  # url -> ShardIndex, per process
 
 
 def _index(url: str, storage_options: dict | None) -> Any:
     from .indexed import index_shard
 
-    index = _COUNTS.get(url)
+    index = _INDEXES.get(url)
     if index is None:
-        index = _COUNTS[url] = index_shard(url, storage_options)
+        index = _INDEXES[url] = index_shard(url, storage_options)
     return index
 
 

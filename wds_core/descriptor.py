@@ -23,21 +23,15 @@ import posixpath
 from typing import Any
 
 from .errors import SpecError
-from .remote import DEFAULT_RETRY, _with_retries, filesystem
-from .storage import local_path
-from .storage_config import options_for
+from .storage import open_shard
 
 __all__ = ["join_url", "load_descriptor", "read_bytes", "resolve_descriptor"]
 
 
 def read_bytes(url: str, storage_options: dict | None = None) -> bytes:
-    """The whole object at ``url`` (a local path, ``file:`` or any fsspec URL), with retries."""
-    path = local_path(url)
-    if path is not None:
-        with open(path, "rb") as handle:
-            return handle.read()
-    fs, fspath = filesystem(url, options_for(url, storage_options))
-    return _with_retries("read", lambda: fs.cat_file(fspath), url, None, DEFAULT_RETRY)
+    """The whole object at ``url``, opened as shards are (rewrites, storage options, retries)."""
+    with open_shard(url, storage_options) as stream:
+        return stream.read()
 
 
 def _folder(url: str) -> str:

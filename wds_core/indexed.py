@@ -21,6 +21,8 @@ bytes) plus ``__index__`` (the global index), ``__shard__`` (the shard URL) and
 * ``decode`` (image spec string, :class:`~wds_core.Decoder` or callable) and
   ``transformations`` (callables, applied in order) run on each sample.
 * At most ``max_open`` shards are open at once (least recently used closed).
+* ``use_stored_indexes=False`` ignores sidecar and cached indexes and builds
+  every index from the shard itself.
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ from .cache import ShardCache
 from .decode import Decoder
 from .descriptor import load_descriptor, read_bytes
 from .errors import ShardNotFoundError, ShardOpenError, SpecError, TruncatedShardError
-from .remote import DEFAULT_RETRY, RetryPolicy, _ShortRead, _with_retries, filesystem, open_remote
+from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, filesystem, open_remote
 from .samples import group_members
-from .storage import local_path
+from .storage import _open_local, local_path
 from .storage_config import options_for, rewrite_url
 from .tarindex import ShardIndex
 from .tario import open_decompressed
@@ -61,13 +63,7 @@ class _Shard:
 
 
 def _map_local(path: str, url: str) -> _Shard:
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise ShardNotFoundError("shard not found", url=url) from None
-    except OSError as exn:
-        raise ShardOpenError(f"cannot open: {exn}", url=url) from None
-    with handle:
+    with _open_local(path, url) as handle:
         size = os.fstat(handle.fileno()).st_size
         view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
     if view is None:
@@ -76,29 +72,17 @@ def _map_local(path: str, url: str) -> _Shard:
 
 
 class _Ranges:
-    """Byte ranges of a remote object, with retries; a window is kept for header walks."""
+    """Byte ranges of a remote object (a RangeStream's retried reads); a window is kept for header walks."""
 
     def __init__(self, url: str, options: dict, retry: RetryPolicy, size: int | None) -> None:
-        self.url, self.retry = url, retry
-        self.fs, self.path = filesystem(url, options)
-        if size is None:
-            info = _with_retries("look up the shard", lambda: self.fs.info(self.path), url, None, retry)
-            size = int(info["size"])
-        self.size = size
+        fs, path = filesystem(url, options)
+        self.stream = RangeStream(fs, path, url, size, retry)
+        known = self.stream.object_size()
+        if known is None:
+            raise ShardOpenError("the server does not report the shard's size, which random access needs", url=url)
+        self.size = known
+        self.fetch = self.stream.read_range
         self.window_start, self.window = 0, b""
-
-    def fetch(self, start: int, n: int) -> bytes:
-        end = min(self.size, start + n)
-        if end <= start:
-            return b""
-
-        def get() -> bytes:
-            data = self.fs.cat_file(self.path, start=start, end=end)
-            if len(data) != end - start:
-                raise _ShortRead(f"asked for bytes {start}-{end}, got {len(data)} bytes")
-            return data
-
-        return _with_retries(f"read bytes {start}-{end} of {self.size}", get, self.url, start, self.retry)
 
     def windowed(self, start: int, n: int) -> bytes:
         offset = start - self.window_start
@@ -123,6 +107,7 @@ class ShardListDataset:
         transformations: Iterable[Callable[[dict], Any]] = (),
         max_open: int = 16,
         retry: RetryPolicy = DEFAULT_RETRY,
+        use_stored_indexes: bool = True,
     ) -> None:
         if remote not in ("ranges", "download"):
             raise SpecError(f"remote must be 'ranges' or 'download', got {remote!r}")
@@ -134,7 +119,7 @@ class ShardListDataset:
         self.decoder = Decoder(decode) if isinstance(decode, str) else decode
         self.transformations = list(transformations)
         self.max_open = max(1, int(max_open))
-        self.use_stored_indexes = True
+        self.use_stored_indexes = use_stored_indexes
         self.shards = self._shardlist(source)
         self._indexes: dict[str, ShardIndex] = {}
         self._open: OrderedDict[str, _Shard] = OrderedDict()
@@ -284,7 +269,7 @@ class ShardListDataset:
 
     def _stored_index(self, url: str, size: int) -> ShardIndex | None:
         """An up-to-date index from the sidecar or the cache, or ``None``."""
-        for where in (rewrite_url(url) + ".idx", self._index_path(url)):
+        for where in (url + ".idx", self._index_path(url)):
             if where is None:
                 continue
             try:
@@ -341,10 +326,8 @@ class ShardListDataset:
 
 def index_shard(url: str, storage_options: dict | None = None, *, fresh: bool = False) -> ShardIndex:
     """The offset index of one shard: an up-to-date stored one, or built (always built with ``fresh``)."""
-    dataset = ShardListDataset([{"url": url, "nsamples": 0}], storage_options=storage_options)  # 0: no index yet
-    dataset.use_stored_indexes = not fresh
-    dataset.shards[0]["nsamples"] = None  # unknown: whatever the index finds
+    dataset = ShardListDataset([url], storage_options=storage_options, use_stored_indexes=not fresh)
     try:
-        return dataset._index_of(0)
+        return dataset._indexes[url]  # indexed while counting the shard's samples
     finally:
         dataset.close()

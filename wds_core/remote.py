@@ -205,6 +205,17 @@ class RangeStream(ReadStream):
         self._pos = target
         return target
 
+    def object_size(self) -> int | None:
+        """The object's size in bytes, looked up when not known yet (``None`` when the server does not say)."""
+        if self.size is None:
+            self.size = self._lookup_size()
+        return self.size
+
+    def read_range(self, start: int, length: int) -> bytes:
+        """``length`` bytes at ``start`` (fewer only at the end of the object), with retries; the stream
+        position and its buffered ranges are left alone."""
+        return self._fetch(start, length)
+
     def _lookup_size(self) -> int | None:
         info = _with_retries("look up the shard", lambda: self.fs.info(self.path), self.url, None, self.retry)
         if info.get("type") == "directory":

@@ -8,20 +8,14 @@ import pytest
 jax = pytest.importorskip("jax")
 
 import wds_jax  # noqa: E402
-from tests.conftest import make_samples, npy_bytes, write_shard  # noqa: E402
+from tests.conftest import array_shards  # noqa: E402
 from wds_core.errors import CheckpointError, SpecError  # noqa: E402
 
 
 @pytest.fixture
 def spec(tmp_path):
     """6 shards x 17 samples: a 2x3 float32 array whose values encode the sample, and a class."""
-    for s in range(6):
-        samples = make_samples(f"s{s}-", 17, fields=())
-        for i, sample in enumerate(samples):
-            sample["npy"] = npy_bytes(np.full((2, 3), s * 100 + i, dtype=np.float32))
-            sample["cls"] = b"%d" % (i % 3)
-        write_shard(tmp_path / f"d-{s}.tar", samples, ("npy", "cls"))
-    return str(tmp_path / "d-{0..5}.tar")
+    return array_shards(tmp_path, "d", 6, 17, (2, 3), classes=3)
 
 
 def make(spec):

@@ -6,19 +6,13 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 import wds_tf  # noqa: E402
-from tests.conftest import make_samples, npy_bytes, write_shard  # noqa: E402
+from tests.conftest import array_shards  # noqa: E402
 from wds_core.errors import SampleError  # noqa: E402
 
 
 @pytest.fixture
 def spec(tmp_path):
-    for s in range(4):
-        samples = make_samples(f"s{s}-", 12, fields=())
-        for i, sample in enumerate(samples):
-            sample["npy"] = npy_bytes(np.full((3,), s * 100 + i, dtype=np.float32))
-            sample["cls"] = b"%d" % (i % 2)
-        write_shard(tmp_path / f"t-{s}.tar", samples, ("npy", "cls"))
-    return str(tmp_path / "t-{0..3}.tar")
+    return array_shards(tmp_path, "t", 4, 12, (3,), classes=2)
 
 
 def make(spec):
