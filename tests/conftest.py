@@ -58,6 +58,16 @@ def npy_bytes(array):
     return buf.getvalue()
 
 
+def counted_shards(directory, counts, stem="u"):
+    """Shards ``stem-0.tar ...`` holding ``counts[i]`` samples each: ``(brace spec, keys in order)``."""
+    keys = []
+    for s, n in enumerate(counts):
+        samples = make_samples(f"s{s}-", n)
+        keys += [x["__key__"] for x in samples]
+        write_shard(directory / f"{stem}-{s}.tar", samples)
+    return str(directory / f"{stem}-{{0..{len(counts) - 1}}}.tar"), keys
+
+
 def array_shards(root, prefix, nshards, per_shard, shape, classes):
     """Shards of samples with a float32 ``npy`` array filled with ``shard * 100 + index`` and a ``cls``."""
     import numpy as np

@@ -25,6 +25,7 @@ from .compat import (
 )
 from .decode import Decode, Decoder, decode
 from .descriptor import load_descriptor
+from .elastic import merge_states
 from .errors import (
     CheckpointError,
     DecodingError,
@@ -173,6 +174,7 @@ __all__ = [
     "map",
     "map_dict",
     "map_tuple",
+    "merge_states",
     "msgpacks_to_samples",
     "open_shard",
     "register_decoder",

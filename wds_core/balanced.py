@@ -24,15 +24,17 @@ record the task being read, where in it, and how many samples are left.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from typing import Any
 
 from .dist import node_info, worker_info
-from .errors import SpecError
+from .elastic import Intervals, complement, decode, encode, length, normalize, take
+from .errors import CheckpointError, SpecError
 from .state import Recipe, RunContext, StageIterator, load_state
 from .storage import url_of
 
-__all__ = ["BalancedSplit", "plan_parts"]
+__all__ = ["BalancedSplit", "plan", "plan_parts"]
 
 _INDEXES: dict[str, Any] = {}  # url -> ShardIndex, per process
 
@@ -46,30 +48,35 @@ def _index(url: str, storage_options: dict | None) -> Any:
     return index
 
 
+def plan(sequence: Intervals, readers: int, reader: int, policy: str) -> tuple[Intervals, Intervals]:
+    """Reader ``reader``'s part of the positions ``sequence`` enumerates, and what no reader gets (``"drop"``)."""
+    size = length(sequence)
+    if size == 0:
+        return [], []
+    each = size // readers if policy == "drop" else -(-size // readers)
+    part = take(sequence, reader * each, each)
+    excluded = take(sequence, readers * each, size - readers * each) if policy == "drop" else []
+    return part, excluded
+
+
 def plan_parts(counts: list[int], readers: int, reader: int, policy: str) -> list[tuple[int, int, int]]:
     """``(shard position, first sample, count)`` pieces of reader ``reader``'s part (see the module doc)."""
-    total = sum(counts)
-    if total == 0:
-        return []
-    each = total // readers if policy == "drop" else -(-total // readers)
-    start = reader * each
-    pieces: list[tuple[int, int, int]] = []
-    position = start % total if policy == "pad" else start
-    left = each
-    while left > 0:
-        base = 0
-        for shard, count in enumerate(counts):
-            if position < base + count:
-                first = position - base
-                take = min(count - first, left)
-                pieces.append((shard, first, take))
-                left -= take
-                position = (position + take) % total
-                break
-            base += count
-        else:  # pragma: no cover - position is always inside the sequence
-            raise AssertionError("position past the end")
-    return pieces
+    return pieces(plan([(0, sum(counts))], readers, reader, policy)[0], counts)
+
+
+def pieces(part: Intervals, counts: list[int]) -> list[tuple[int, int, int]]:
+    """Global position intervals as ``(shard position, first sample, count)`` pieces, in order."""
+    starts = [0]
+    for count in counts:
+        starts.append(starts[-1] + count)
+    out = []
+    for a, b in part:
+        while a < b:
+            shard = bisect_right(starts, a) - 1
+            n = min(b, starts[shard + 1]) - a
+            out.append((shard, a - starts[shard], n))
+            a += n
+    return out
 
 
 class BalancedSplit(Recipe):
@@ -91,33 +98,69 @@ class _BalancedIterator(StageIterator):
         super().__init__(src)
         self.recipe, self.reader, self.readers = recipe, reader, readers
         self.done = 0  # tasks handed downstream
+        self.handed = 0  # samples in them
+        self.elastic: dict[str, Any] | None = None  # the merged state this epoch resumes from, if any
+        self.total = 0  # samples in the epoch
+        self.settled: Intervals = []  # positions no reader of this layout reads: consumed before, or dropped
+        self._plan: tuple[Intervals, list[dict[str, Any]]] | None = None
+        self._encoded_part: str | None = None
 
-    def _tasks(self) -> list[dict[str, Any]]:
-        urls = [url_of(item) for item in self.src]
-        indexes = [_index(url, self.recipe.storage_options) for url in urls]
-        pieces = plan_parts([len(index) for index in indexes], self.readers, self.reader, self.recipe.policy)
-        tasks = []
-        for shard, first, count in pieces:
-            index = indexes[shard]
-            offset = index.members[index.starts[first]][1]
-            tasks.append({"url": urls[shard], "offset": offset, "count": count, "sample": first})
-        return tasks
+    def _planned(self) -> tuple[Intervals, list[dict[str, Any]]]:
+        if self._plan is None:
+            urls = [url_of(item) for item in self.src]
+            indexes = [_index(url, self.recipe.storage_options) for url in urls]
+            counts = [len(index) for index in indexes]
+            self.total = sum(counts)
+            sequence = [(0, self.total)]
+            before: Intervals = []
+            if self.elastic is not None:
+                if self.elastic["total"] != self.total:
+                    raise CheckpointError(
+                        f"the elastic state counts {self.elastic['total']} samples in epoch; these shards have "
+                        f"{self.total} (the shards changed since the checkpoint)"
+                    )
+                before = decode(self.elastic["consumed"])
+                sequence = complement(before, self.total)
+            part, excluded = plan(sequence, self.readers, self.reader, self.recipe.policy)
+            self.settled = normalize(before + excluded)
+            tasks = []
+            for shard, first, count in pieces(part, counts):
+                index = indexes[shard]
+                offset = index.members[index.starts[first]][1]
+                tasks.append({"url": urls[shard], "offset": offset, "count": count, "sample": first})
+            self._plan = (part, tasks)
+        return self._plan
+
+    def part(self) -> Intervals:
+        """This reader's global positions, in reading order."""
+        return self._planned()[0]
+
+    def encoded_part(self) -> str:
+        if self._encoded_part is None:
+            self._encoded_part = encode(normalize(self.part()))
+        return self._encoded_part
 
     def _run(self) -> Iterator[dict[str, Any]]:
-        for task in self._tasks()[self.done :]:
+        for task in self._planned()[1][self.done :]:
             self.done += 1
+            self.handed += task["count"]
             yield task
 
     def _own_state(self) -> dict[str, Any]:
-        return {"done": self.done, "reader": [self.reader, self.readers]}
+        state: dict[str, Any] = {"done": self.done, "handed": self.handed, "reader": [self.reader, self.readers]}
+        if self.elastic is not None:
+            state["elastic"] = self.elastic
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         # the shard list is read again from the start of the epoch (same order: same seed and epoch)
-        self.done = int(state["done"])
+        self.done, self.handed = int(state["done"]), int(state.get("handed", 0))
+        self.elastic = state.get("elastic")
         if state.get("reader") not in (None, [self.reader, self.readers]):
             raise SpecError(
                 f"this checkpoint was taken by reader {state['reader'][0]} of {state['reader'][1]}; "
-                f"this is reader {self.reader} of {self.readers}"
+                f"this is reader {self.reader} of {self.readers} (to resume on another number of ranks or "
+                "workers, merge the states of all readers with wds_core.merge_states())"
             )
         if self.src is not None and "parent" in state:
             load_state(self.src, {**state["parent"], "index": 0})  # the shard list from its start again

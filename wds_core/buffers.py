@@ -17,6 +17,7 @@ from typing import Any
 
 from .collate import default_collation_fn
 from .dist import node_info, worker_info
+from .elastic import WindowProgress
 from .errors import CheckpointError, SpecError
 from .rng import Rng, derive_seed
 from .state import Recipe, RunContext, StageIterator, load_state, state_of
@@ -58,7 +59,8 @@ class _ShuffleIterator(StageIterator):
         self.buf: list[tuple[int, Any]] = []  # (arrival number, item), in arrival order
         self.arrivals = 0
         self.exhausted = False
-        self.snapshots: collections.deque[tuple[int, Any]] = collections.deque()
+        self.snapshots: collections.deque[tuple[int, Any, Any]] = collections.deque()
+        self.progress = WindowProgress("shuffle")
         self.snapshot_error: CheckpointError | None = None
         self.replay: tuple[int, set[int]] | None = None
         self.restored: dict[str, Any] | None = None
@@ -74,13 +76,29 @@ class _ShuffleIterator(StageIterator):
         oldest = self.buf[0][0] if self.buf else self.arrivals
         while len(self.snapshots) > 1 and self.snapshots[1][0] <= oldest:
             self.snapshots.popleft()
-        self.snapshots.append((self.arrivals, state))
+        self.snapshots.append((self.arrivals, state, self.progress.at_snapshot(self.src)))
+
+    def elastic_progress(self) -> tuple[int, Any]:
+        if self.replay is not None:  # restored, not started: the replay window is still to be read
+            count, kept = self.replay
+            at = self.progress.at_snapshot(self.src)
+            return self.progress.since(self.src, at, count, sorted(kept), check=False)
+        if not self.snapshots:
+            self._snapshot()
+        oldest = self.buf[0][0] if self.buf else self.arrivals
+        base, _, progress = self.snapshots[0]
+        for index, _, at in self.snapshots:
+            if index <= oldest:
+                base, progress = index, at
+        held = [arrival - base for arrival, _ in self.buf]
+        return self.progress.since(self.src, progress, self.arrivals - base, held)
 
     def _run(self) -> Iterator[Any]:
         src = iter(self.src)
         buf, rng = self.buf, self.rng
         bufsize, initial = self.recipe.bufsize, self.recipe.initial
         if self.replay is not None:
+            self.snapshots = collections.deque([(0, self.snapshots[0][1], self.progress.at_snapshot(self.src))])
             count, kept = self.replay
             for i in range(count):
                 item = next(src)
@@ -121,8 +139,8 @@ class _ShuffleIterator(StageIterator):
             if self.snapshot_error is not None:
                 raise self.snapshot_error
         oldest = self.buf[0][0] if self.buf else self.arrivals
-        base, parent = self.snapshots[0]
-        for index, state in self.snapshots:
+        base, parent, _ = self.snapshots[0]
+        for index, state, _ in self.snapshots:
             if index <= oldest:
                 base, parent = index, state
         count = self.arrivals - base
@@ -148,7 +166,7 @@ class _ShuffleIterator(StageIterator):
         self.replay = (count, kept)
         self.rng.state = int(state["rng"])
         self.exhausted = bool(state["exhausted"])
-        self.snapshots = collections.deque([(0, state["parent"])])
+        self.snapshots = collections.deque([(0, state["parent"], None)])
         self.restored = state
 
 
@@ -170,6 +188,8 @@ class Batch(Recipe):
 
 
 class _BatchIterator(StageIterator):
+    keeps_order = True  # between batches nothing is held: its upstream's position is its own
+
     def __init__(self, src: Any, recipe: Batch) -> None:
         super().__init__(src)
         self.recipe = recipe
@@ -274,6 +294,8 @@ class Slice(Recipe):
 
 
 class _SliceIterator(StageIterator):
+    keeps_order = True
+
     def __init__(self, src: Any, recipe: Slice) -> None:
         super().__init__(src)
         self.recipe = recipe

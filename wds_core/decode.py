@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .elastic import WindowProgress
 from .errors import CheckpointError, DecodingError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
 from .handlers import reraise_exception
@@ -140,21 +141,33 @@ class Decode(_PerSample):
 class _ThreadedDecode(StageIterator):
     """Decodes a window of samples ahead in a thread pool and yields them in order."""
 
+    delivers_in_order = True  # what it has delivered is a prefix of what it read (for wds_core.elastic)
+
     def __init__(self, src: Any, recipe: Decode) -> None:
         super().__init__(src)
         self.recipe = recipe
         self.window = 4 * recipe.num_threads
         self._skip = 0  # samples of the restored window that were delivered before the checkpoint
-        self._snapshots: deque[tuple[int, Any]] = deque()  # (samples pulled, upstream state before them)
-        self._delivered = 0
+        # (samples pulled, upstream state before them, reader progress then)
+        self._snapshots: deque[tuple[int, Any, Any]] = deque()
+        self._delivered = self._pulled = 0
+        self._progress = WindowProgress("threaded decode")
 
     def state_dict(self) -> dict[str, Any]:
-        if self._gen is None:
+        if self._gen is None or not self._snapshots:  # not started: nothing pulled beyond the skip
             return {"skip": self._skip, "parent": state_of(self.src)}
-        pulled, parent = self._snapshots[0]
+        pulled, parent, _ = self._snapshots[0]
         if isinstance(parent, CheckpointError):
             raise parent
         return {"skip": self._delivered - pulled, "parent": parent}
+
+    def elastic_progress(self) -> tuple[int, Any]:
+        if self._gen is None or not self._snapshots:
+            at = self._progress.at_snapshot(self.src)
+            return self._progress.since(self.src, at, self._skip, (), check=False)
+        pulled, _, at = self._snapshots[0]
+        count = self._pulled - pulled
+        return self._progress.since(self.src, at, count, range(self._delivered - pulled, count))
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         self._skip = int(state.get("skip", 0))
@@ -180,7 +193,7 @@ class _ThreadedDecode(StageIterator):
             while True:
                 while not exhausted and len(pending) < window:
                     if pulled % window == 0:
-                        snapshots.append((pulled, self._snapshot()))
+                        snapshots.append((pulled, self._snapshot(), self._progress.at_snapshot(self.src)))
                     try:
                         sample = next(src)
                     except StopIteration:
@@ -188,6 +201,7 @@ class _ThreadedDecode(StageIterator):
                         break
                     pending.append(pool.submit(decode, sample))
                     pulled += 1
+                    self._pulled = pulled
                 if not pending:
                     return
                 future = pending.popleft()

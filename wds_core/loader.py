@@ -31,6 +31,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from .elastic import is_merged
 from .errors import CheckpointError, SpecError, WdsError
 from .shmring import HAVE_SLOTS, SlotReader, SlotWriter, create_slots
 
@@ -71,6 +72,7 @@ def _worker_main(
             for _ in range(start.get("skip", 0) if start else 0):
                 next(items, None)
             count = 0
+            position = getattr(dataset, "position", None)  # balanced pipelines: where each item leaves the epoch
             while not stop.is_set():
                 if count % snapshot_every == 0:
                     out.put((generation, "state", _state_or_reason(dataset)))
@@ -78,7 +80,10 @@ def _worker_main(
                     item = next(items)
                 except StopIteration:
                     break
-                send(item)
+                at = position() if position is not None else None
+                if at is None:
+                    position = None
+                send(item, at)
                 count += 1
             out.put((generation, "end", None))
         except BaseException as exn:  # noqa: BLE001 - everything goes back to the main process
@@ -98,11 +103,12 @@ class _ItemSender:
         self.out, self.generation = out, 0
         self.writer = SlotWriter(slots) if slots else None
 
-    def __call__(self, item: Any) -> None:
-        if self.writer is None:
-            self.out.put((self.generation, "item", (item, -1)))
+    def __call__(self, item: Any, position: Any = None) -> None:
+        value = (item, -1) if self.writer is None else self.writer.encode(item)
+        if position is None:
+            self.out.put((self.generation, "item", value))
         else:
-            self.out.put((self.generation, "item", self.writer.encode(item)))
+            self.out.put((self.generation, "item@", (value, position)))
 
 
 def _state_or_reason(dataset: Any) -> Any:
@@ -185,8 +191,17 @@ class Loader:
         return self._run.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        if not isinstance(state, dict) or (state.get("format") != STATE_FORMAT and not is_merged(state)):
             raise CheckpointError(f"not a Loader state (expected format {STATE_FORMAT!r})")
+        if is_merged(state):
+            # merged by wds_core.merge_states: every worker re-splits what is left of that epoch
+            self._pending = {
+                "format": STATE_FORMAT,
+                "epoch": int(state["epoch"]),
+                "num_workers": self.num_workers,
+                "workers": [{"state": state, "skip": 0} for _ in range(self.num_workers)],
+            }
+            return
         if state["num_workers"] != self.num_workers:
             raise CheckpointError(
                 f"the state was taken with {state['num_workers']} workers; this loader has {self.num_workers}"
@@ -324,6 +339,7 @@ class _LoaderRun:
         self.loader, self.workers, self.epoch = loader, workers, epoch
         starts = pending["workers"] if pending and pending.get("workers") else [None] * n
         self.snapshots: list[Any] = [s.get("state") if s else None for s in starts]
+        self.positions: list[Any] = [s.get("position") if s else None for s in starts]
         self.reasons: list[str | None] = [None] * n
         self.skips = [int(s.get("skip", 0)) if s else 0 for s in starts]
         self.done = [bool(s.get("done")) if s else False for s in starts]
@@ -336,11 +352,14 @@ class _LoaderRun:
         workers = []
         for w in range(self.loader.num_workers):
             if self.done[w]:
-                workers.append({"state": None, "skip": 0, "done": True})
-                continue
-            if self.snapshots[w] is None and self.reasons[w] is not None:
+                entry: dict[str, Any] = {"state": None, "skip": 0, "done": True}
+            elif self.snapshots[w] is None and self.reasons[w] is not None:
                 raise CheckpointError(f"Loader worker {w} cannot checkpoint its pipeline: {self.reasons[w]}")
-            workers.append({"state": self.snapshots[w], "skip": self.skips[w], "done": False})
+            else:
+                entry = {"state": self.snapshots[w], "skip": self.skips[w], "done": False}
+            if self.positions[w] is not None:
+                entry["position"] = self.positions[w]
+            workers.append(entry)
         n = self.loader.num_workers
         return {"format": STATE_FORMAT, "epoch": self.epoch, "num_workers": n, "next": self.next, "workers": workers}
 
@@ -351,6 +370,9 @@ class _LoaderRun:
             if message is None:
                 return False, _NOTHING
             kind, value = message
+            if kind == "item@":  # an item and the worker's position in a balanced epoch after it
+                value, self.positions[w] = value
+                kind = "item"
             if kind == "item":
                 self.skips[w] += 1
                 return True, self.workers.decode(w, value)

@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from .balanced import BalancedSplit
+from .elastic import find_reader, summary
 from .errors import CheckpointError, EmptyDatasetError, SpecError
 from .rng import fresh_seed
 from .state import Recipe, RunContext, StageIterator, describe, load_state, state_of
@@ -91,6 +93,7 @@ class DataPipeline:
         self.empty_check = False
         self._run: _Run | None = None
         self._pending: dict[str, Any] | None = None
+        self._elastic: dict[str, Any] | None = None  # a merged state for epoch self._elastic["epoch"]
 
     # ------------------------------------------------------------ building
 
@@ -166,6 +169,8 @@ class DataPipeline:
             return self._run.state_dict()
         if self._pending is not None:
             return self._pending
+        if self._elastic is not None and self._elastic["epoch"] == self.epoch:
+            return self._elastic
         return {
             "format": STATE_FORMAT,
             "fingerprint": self.fingerprint(),
@@ -177,6 +182,13 @@ class DataPipeline:
             "chain": None,
         }
 
+    def position(self) -> dict[str, Any] | None:
+        """Where the active iteration is in a balanced epoch (the ``"position"`` of its state), else ``None``."""
+        run = self._run
+        if run is None or run.chain is None:
+            return None
+        return summary(run.chain)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` continue exactly where ``state`` was taken."""
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
@@ -185,8 +197,16 @@ class DataPipeline:
             raise CheckpointError(
                 "the checkpoint was taken from a different pipeline (its stages or epoch settings differ)"
             )
-        self._pending = state
         self._run = None
+        if "elastic" in state:
+            # a merged state (wds_core.merge_states): every copy of this pipeline, whatever its rank and
+            # worker, re-splits what is left of that epoch when it runs it
+            if self.nsamples > 0:
+                raise CheckpointError("elastic resume does not combine with with_epoch()/repeat(nbatches=)")
+            self._elastic, self._pending = state, None
+            self.epoch = int(state["epoch"])
+            return
+        self._pending, self._elastic = state, None
         self.epoch = int(state["epoch"]) + 1
 
     def __getstate__(self) -> dict[str, Any]:
@@ -210,14 +230,22 @@ class _Run(StageIterator):
         self.fingerprint = pipeline.fingerprint()
         self.chain: Any = None
         self.chain_state: Any = None
+        self.position: Any = None  # of a restored run, until its chain is built
+        self.elastic: dict[str, Any] | None = None
+        self.balanced = any(isinstance(stage, BalancedSplit) for stage in self.stages)
         if state is None:
             self.seed, self.epoch = pipeline.seed, pipeline.epoch
             pipeline.epoch += 1
             self.rep = self.count = self.rep_count = 0
+            elastic = pipeline._elastic
+            if elastic is not None and int(elastic["epoch"]) == self.epoch:
+                self.elastic, self.seed, self.rep = elastic, int(elastic["seed"]), int(elastic["rep"])
         else:
             self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
             self.rep, self.count, self.rep_count = int(state["rep"]), int(state["count"]), int(state["rep_count"])
-            self.chain_state = state["chain"]
+            self.chain_state, self.position = state["chain"], state.get("position")
+        if self.balanced and (state is not None or self.elastic is not None):
+            self.empty_check = False  # the rest of a balanced epoch may be nothing for some readers
 
     def _build_chain(self) -> Any:
         ctx = RunContext(seed=self.seed, epoch=self.epoch)
@@ -227,12 +255,18 @@ class _Run(StageIterator):
         if self.chain_state is not None:
             load_state(it, self.chain_state)
             self.chain_state = None
+        if self.elastic is not None:
+            reader = find_reader(it)
+            if reader is None:
+                raise CheckpointError("an elastic state resumes a balanced epoch: WebDataset(..., balanced=...)")
+            reader.src.elastic, self.elastic = self.elastic["elastic"], None
         return it
 
     def _run(self) -> Iterator[Any]:
         limit, repetitions = self.limit, self.repetitions
         while self.rep < repetitions:
-            self.chain = self._build_chain()
+            if self.chain is None:
+                self.chain = self._build_chain()
             items = iter(self.chain)
             if limit < 0 and not self.empty_check and repetitions == 1:
                 yield from items
@@ -262,10 +296,13 @@ class _Run(StageIterator):
             raise EmptyDatasetError(message)
 
     def state_dict(self) -> dict[str, Any]:
-        chain = self.chain_state
+        if self.chain is None and self.balanced and self.rep < self.repetitions:
+            # not started: build the stages now (nothing is read), so the state says which part is this reader's
+            self.chain = self._build_chain()
+        chain, position = self.chain_state, self.position
         if self.chain is not None:
-            chain = state_of(self.chain)
-        return {
+            chain, position = state_of(self.chain), summary(self.chain)
+        state = {
             "format": STATE_FORMAT,
             "fingerprint": self.fingerprint,
             "seed": self.seed,
@@ -275,3 +312,6 @@ class _Run(StageIterator):
             "rep_count": self.rep_count,
             "chain": chain,
         }
+        if position is not None:
+            state["position"] = position
+        return state

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .cache import ShardCache
+from .elastic import NotElastic
 from .errors import SampleError, WdsError
 from .handlers import reraise_exception
 from .remote import DEFAULT_RETRY, RetryPolicy
@@ -214,6 +215,14 @@ class ShardReader(StageIterator):
         self.url = state.get("url")
         self.offset = int(state.get("offset", 0)) if self.url else -1
         self.left = None if state.get("left") is None else int(state["left"])
+
+    def elastic_progress(self) -> tuple[int, Any]:
+        """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
+        handed = getattr(self.src, "handed", None)
+        if handed is None:
+            raise NotElastic("the shards are not split by balanced=")
+        reading = self.url is not None and self.offset >= 0 and self.left
+        return handed - (self.left if reading else 0), []
 
     def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:  # pragma: no cover - subclasses
         raise NotImplementedError

@@ -126,6 +126,8 @@ class Recipe:
 class Stateless(StageIterator):
     """An iterator whose only state is its upstream's: ``fn(upstream)`` does the work."""
 
+    keeps_order = True  # per-sample stages: what they delivered is a prefix of what they read
+
     def __init__(self, src: Any, fn: Any) -> None:
         super().__init__(src)
         self.fn = fn

@@ -36,6 +36,7 @@ import numpy as np
 
 from wds_core import Loader
 from wds_core.collate import default_collation_fn
+from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SpecError
 
 __all__ = ["BatchIterator"]
@@ -179,7 +180,13 @@ class BatchIterator:
         return self._state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue after the batch at which ``state`` was taken."""
+        """Make the next ``iter()`` continue after the batch at which ``state`` was taken.
+
+        ``state`` may also be :func:`wds_core.merge_states` of every host's
+        states, to continue a balanced epoch on another number of hosts or workers.
+        """
+        if is_merged(state):
+            state = {"format": STATE_FORMAT, "epoch": int(state["epoch"]), "source": state}
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise CheckpointError(f"not a wds_jax state (expected format {STATE_FORMAT!r})")
         self._pending = state

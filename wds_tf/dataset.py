@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from wds_core import Loader, dist
+from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SampleError
 
 __all__ = ["TFSource", "infer_signature", "to_tf_dataset"]
@@ -186,6 +187,9 @@ class TFSource:
             return {"format": STATE_FORMAT, "source": source.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue after ``state`` (or from :func:`wds_core.merge_states` of every host's states)."""
+        if is_merged(state):
+            state = {"format": STATE_FORMAT, "source": state}
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise CheckpointError(f"not a wds_tf state (expected format {STATE_FORMAT!r})")
         self._pending = state

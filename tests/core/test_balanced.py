@@ -5,7 +5,7 @@ import os
 import pytest
 
 import wds_core as wds
-from tests.conftest import make_samples, write_shard
+from tests.conftest import counted_shards
 from wds_core.balanced import plan_parts
 
 COUNTS = [7, 13, 5, 11, 1]  # 37 samples: no number of readers below 37 divides it
@@ -13,12 +13,7 @@ COUNTS = [7, 13, 5, 11, 1]  # 37 samples: no number of readers below 37 divides 
 
 @pytest.fixture
 def uneven(tmp_path):
-    keys = []
-    for s, n in enumerate(COUNTS):
-        samples = make_samples(f"s{s}-", n)
-        keys += [x["__key__"] for x in samples]
-        write_shard(tmp_path / f"u-{s}.tar", samples)
-    return str(tmp_path / "u-{0..4}.tar"), keys
+    return counted_shards(tmp_path, COUNTS)
 
 
 def parts(spec, policy, world, workers, epoch=0, monkeypatch=None):

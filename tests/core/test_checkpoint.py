@@ -67,6 +67,7 @@ def pipelines(spec):
         "list-source": lambda: wds.DataPipeline(list(range(50)), wds.shuffle(8), wds.batched(3), seed=1),
         "decode": lambda: wds.WebDataset(spec, seed=12).shuffle(10).decode(only="txt"),
         "decode-threads": lambda: wds.WebDataset(spec, seed=13).shuffle(10).decode(only="txt", num_threads=2),
+        "decode-threads-shuffle": lambda: wds.WebDataset(spec, seed=17).decode(only="txt", num_threads=2).shuffle(8),
         "balanced-pad": lambda: wds.WebDataset(spec, shardshuffle=True, seed=15, balanced="pad").shuffle(6),
         "balanced-drop-repeat": lambda: wds.WebDataset(spec, seed=16, balanced="drop").repeat(2),
         "decode-threads-batched": lambda: (

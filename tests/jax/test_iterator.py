@@ -101,3 +101,22 @@ def test_workers_batch_in_the_workers_and_pad_each_remainder(spec):
     assert sum(not b[2].all() for b in padded) <= 2  # at most one padded batch per worker
     dropped = list(wds_jax.BatchIterator(make(spec), 8, num_workers=2))
     assert all(b[0].shape == (8, 2, 3) for b in dropped) and len(dropped) >= 102 // 8 - 1
+
+
+def test_elastic_resume_on_another_number_of_hosts_and_workers(spec):
+    """2 hosts x 2 workers take 3 batches of 4 each (24 of 102); 1 host with 2 workers reads the other 78."""
+
+    def balanced():
+        return wds_jax.WebDataset(spec, shardshuffle=True, seed=5, balanced="pad").decode().to_tuple("npy", "cls")
+
+    states, head = [], []
+    for host in range(2):
+        batches = wds_jax.BatchIterator(balanced(), 4, num_workers=2, process_index=host, process_count=2)
+        stream = iter(batches)
+        head += ids([next(stream) for _ in range(3)])
+        states.append(json.loads(json.dumps(batches.get_state())))
+        batches.source.close()
+    resumed = wds_jax.BatchIterator(balanced(), 4, num_workers=2, remainder="partial", process_index=0, process_count=1)
+    resumed.set_state(wds_jax.merge_states(states))
+    rest = ids(resumed)
+    assert sorted(head + rest) == sorted(s * 100 + i for s in range(6) for i in range(17))

@@ -134,3 +134,63 @@ def test_four_ranks_killed_at_step_k_resume_the_same_stream(tmp_path):
     for rank in range(4):
         full, head, rest = (json.loads((tmp_path / f"{t}-{rank}.json").read_text()) for t in ("full", "head", "rest"))
         assert len(head) == 4 and head + rest == full
+
+
+def _elastic_rank(rank, world, port, spec, out_dir, stop_after):
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    import wds_torch as wds
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
+    try:
+        dataset = wds.WebDataset(spec, shardshuffle=True, seed=4, balanced="pad").shuffle(5).to_tuple("__key__")
+        dataset = dataset.batched(2)
+        checkpoint = os.path.join(out_dir, "elastic-checkpoint.json")
+        if stop_after is None:  # the job restarted on fewer ranks: every old rank's state, merged
+            with open(checkpoint) as stream:
+                dataset.load_state_dict(wds.merge_states(json.load(stream)))
+        loader = StatefulDataLoader(dataset, num_workers=2, batch_size=None)
+        keys, steps = [], 0
+        for batch in loader:
+            steps += 1
+            keys += list(batch[0])
+            if stop_after is not None and steps == stop_after:
+                states = [None] * world
+                dist.all_gather_object(states, loader.state_dict())
+                if rank == 0:
+                    with open(checkpoint, "w") as stream:
+                        json.dump(states, stream)
+                break
+        counts = [None] * world
+        dist.all_gather_object(counts, steps)
+        tag = "before" if stop_after is not None else "after"
+        with open(os.path.join(out_dir, f"elastic-{tag}-{rank}.json"), "w") as stream:
+            json.dump({"keys": keys, "steps": counts}, stream)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_checkpoint_on_four_ranks_resumes_on_two(tmp_path):
+    """4 ranks x 2 workers stop at step 3 (24 of 64 samples); 2 ranks x 2 workers read the other 40, once each."""
+    pytest.importorskip("torchdata.stateful_dataloader")
+    keys = []
+    for s, n in enumerate([9, 14, 3, 11, 7, 6, 10, 4]):
+        samples = make_samples(f"s{s}-", n)
+        keys += [x["__key__"] for x in samples]
+        write_shard(tmp_path / f"e-{s}.tar", samples)
+    spec = str(tmp_path / "e-{0..7}.tar")
+    spawn = torch.multiprocessing.spawn
+    spawn(_elastic_rank, args=(4, free_port(), spec, str(tmp_path), 3), nprocs=4, join=True)
+    spawn(_elastic_rank, args=(2, free_port(), spec, str(tmp_path), None), nprocs=2, join=True)
+    before = [json.loads((tmp_path / f"elastic-before-{r}.json").read_text()) for r in range(4)]
+    after = [json.loads((tmp_path / f"elastic-after-{r}.json").read_text()) for r in range(2)]
+    head = [k for b in before for k in b["keys"]]
+    rest = [k for a in after for k in a["keys"]]
+    assert len(head) == 24 and len(rest) == 40
+    assert sorted(head + rest) == sorted(keys), "every sample exactly once across the two jobs"
+    assert after[0]["steps"] == [10, 10], "both new ranks take the same number of steps"

@@ -1,0 +1,338 @@
+"""Elastic resume: continue a balanced epoch on a different number of ranks or workers.
+
+In a balanced epoch (:mod:`wds_core.balanced`) every sample of the epoch has a
+*global position* ``0 <= p < N`` in the epoch's shard order, and each reader
+(one rank's worker) reads a known part of those positions.  The state of a
+balanced pipeline therefore carries, besides its ordinary nested state, a
+``"position"`` summary: which global positions this reader has delivered to
+its consumer (and which it has not yet read).
+
+:func:`merge_states` takes the states of *all* readers of one checkpoint (one
+per rank and worker, in any nesting: pipeline states, ``Loader`` states,
+torchdata ``StatefulDataLoader`` states, lists of them) and returns one
+*elastic state*: the union of the consumed positions.  Loading it into the
+same recipe on any number of ranks and workers (``load_state_dict``) makes the
+readers split the positions not consumed yet, in the epoch's order, into equal
+parts again; the remainder policy (``"pad"``: repeat from the start of what is
+left, ``"drop"``: leave the last few for this epoch) applies to what is left,
+so at most ``readers - 1`` samples repeat or are left out, none when it
+divides evenly.  Later epochs run normally on the new layout.
+
+What a reader has delivered is exact when the stages after the tar reader
+keep the reader's order (per-sample stages such as ``map``, ``decode``,
+``select``, ``to_tuple``; ``batched``; ``slice``), and through a ``shuffle``
+buffer whose input is one item per sample read (it records which of the
+samples since its snapshot are still buffered).  Other stages (``unbatched``,
+mixing, user generators) make the summary unavailable, and merging says why.
+Shuffle buffers after the reader start afresh on the new layout: the
+*set* of samples of the rest of the epoch is exact, not their order.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .errors import CheckpointError
+
+__all__ = ["is_merged", "merge_states"]
+
+Intervals = list[tuple[int, int]]  # sorted, disjoint, half-open [a, b)
+
+
+# ------------------------------------------------------------------ intervals
+
+
+def normalize(intervals: Iterable[tuple[int, int]]) -> Intervals:
+    merged: Intervals = []
+    for a, b in sorted(intervals):
+        if b <= a:
+            continue
+        if merged and a <= merged[-1][1]:
+            if b > merged[-1][1]:
+                merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def length(intervals: Intervals) -> int:
+    return sum(b - a for a, b in intervals)
+
+
+def complement(intervals: Intervals, total: int) -> Intervals:
+    gaps, at = [], 0
+    for a, b in normalize(intervals):
+        if a > at:
+            gaps.append((at, min(a, total)))
+        at = max(at, b)
+    if at < total:
+        gaps.append((at, total))
+    return [(a, b) for a, b in gaps if b > a]
+
+
+def take(sequence: Intervals, start: int, count: int) -> Intervals:
+    """Positions ``start .. start + count`` of the sequence the intervals enumerate, wrapping at its end.
+
+    The result keeps the sequence's order (it is not normalised: a wrapped
+    part lists the end of the sequence before its start).
+    """
+    size = length(sequence)
+    out: Intervals = []
+    if size == 0 or count <= 0:
+        return out
+    start %= size
+    while count > 0:
+        skipped = 0
+        for a, b in sequence:
+            if start < skipped + (b - a):
+                first = a + start - skipped
+                n = min(b - first, count)
+                out.append((first, first + n))
+                count -= n
+                start = (start + n) % size
+                break
+            skipped += b - a
+    return out
+
+
+def local_to_global(part: Intervals, prefix: int, extra: Any = ()) -> tuple[Intervals, Any]:
+    """The global positions of a part's first ``prefix`` positions (intervals), and of its positions ``extra``.
+
+    ``extra`` (local positions past the prefix) maps to a sorted array of global positions.
+    """
+    chosen = normalize(take(part, 0, prefix) if prefix < length(part) else list(part))
+    extra = np.asarray(extra, dtype=np.int64)
+    if not len(extra) or not part:
+        return chosen, np.zeros(0, dtype=np.int64)
+    bounds = np.asarray(part, dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(bounds[:, 1] - bounds[:, 0])))
+    extra = extra[extra < starts[-1]]
+    which = np.searchsorted(starts, extra, side="right") - 1
+    return chosen, np.sort(bounds[which, 0] + extra - starts[which])
+
+
+def runs(positions: Any) -> Intervals:
+    """Sorted distinct positions as intervals of consecutive ones."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if not len(positions):
+        return []
+    breaks = np.nonzero(np.diff(positions) != 1)[0]
+    firsts = np.concatenate(([positions[0]], positions[breaks + 1]))
+    lasts = np.concatenate((positions[breaks], [positions[-1]]))
+    return list(zip(firsts.tolist(), (lasts + 1).tolist()))
+
+
+def encode(intervals: Intervals) -> str:
+    flat = np.asarray(intervals, dtype=np.int64).reshape(-1)
+    deltas = np.diff(flat, prepend=0) if len(flat) else flat
+    return base64.b64encode(zlib.compress(deltas.astype("<i8").tobytes())).decode("ascii")
+
+
+def decode(text: str) -> Intervals:
+    flat = np.cumsum(np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype="<i8"))
+    return list(zip(flat[0::2].tolist(), flat[1::2].tolist()))
+
+
+# ------------------------------------------------------------------ summaries of live iterators
+
+
+class NotElastic(Exception):
+    """Why a pipeline's position in the epoch cannot be summarised."""
+
+
+def find_reader(it: Any) -> Any:
+    """The balanced tar reader under ``it`` (walking upstream), or ``None``."""
+    from .balanced import _BalancedIterator
+
+    while it is not None:
+        if isinstance(getattr(it, "src", None), _BalancedIterator):
+            return it
+        it = getattr(it, "src", None)
+    return None
+
+
+def reader_progress(it: Any) -> tuple[int, Any]:
+    """``(prefix, extra)``: the positions of the reader's part that ``it`` has delivered downstream."""
+    position = getattr(it, "elastic_progress", None)
+    if position is not None:
+        return position()
+    if getattr(it, "keeps_order", False):
+        return reader_progress(it.src)
+    from .state import describe
+
+    raise NotElastic(f"the stage {describe(it)} does not keep track of which samples it has delivered")
+
+
+class WindowProgress:
+    """Reader progress at the snapshots of a stage that holds a window of items (shuffle, threaded decode)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.balanced: bool | None = None
+        self.nested: NotElastic | None = None
+
+    def at_snapshot(self, src: Any) -> Any:
+        """``(prefix, extra)`` of ``src`` now, ``None`` outside balanced epochs, or why it is unknown."""
+        if self.balanced is None:
+            reader = find_reader(src)
+            self.balanced = reader is not None
+            it = src
+            while self.balanced and it is not reader:
+                if hasattr(it, "elastic_progress") and not getattr(it, "delivers_in_order", False):
+                    from .state import describe
+
+                    self.nested = NotElastic(
+                        f"{self.name} reads from {describe(it)}, which also holds samples back; "
+                        "keep one buffering stage (shuffle or decode(num_threads=)) between reader and output"
+                    )
+                it = it.src
+        if not self.balanced:
+            return None
+        if self.nested is not None:
+            return self.nested
+        try:
+            return reader_progress(src)
+        except NotElastic as exn:
+            return exn
+
+    def since(self, src: Any, at: Any, count: int, held: Any, check: bool = True) -> tuple[int, Any]:
+        """The progress once the ``count`` items read since the snapshot ``at`` are delivered, except ``held``."""
+        if isinstance(at, NotElastic):
+            raise at
+        if at is None:
+            raise NotElastic(f"{self.name} has no position snapshot")
+        prefix, extra = at
+        if len(extra):
+            raise NotElastic(f"{self.name} reads from another stage that holds samples back")
+        if check:
+            now, now_extra = reader_progress(src)
+            if len(now_extra) or now - prefix != count:
+                between = f"the stages between the tar reader and {self.name}"
+                raise NotElastic(f"{between} do not pass on one item per sample")
+        delivered = np.ones(count, dtype=bool)
+        delivered[np.asarray(held, dtype=np.int64)] = False
+        k = int(np.argmin(delivered)) if count and not delivered.all() else count
+        return prefix + k, prefix + k + np.nonzero(delivered[k:])[0]
+
+
+def summary(chain: Any) -> dict[str, Any] | None:
+    """The ``"position"`` entry of a pipeline state (``None`` when the pipeline is not balanced)."""
+    reader = find_reader(chain)
+    if reader is None:
+        return None
+    balanced = reader.src
+    try:
+        prefix, extra = reader_progress(chain)
+    except NotElastic as exn:
+        return {"unavailable": str(exn)}
+    part = balanced.part()
+    consumed, scattered = local_to_global(part, prefix, extra)
+    position = {
+        "reader": [balanced.reader, balanced.readers],
+        "total": balanced.total,
+        "policy": balanced.recipe.policy,
+        "consumed": encode(normalize(balanced.settled + consumed)),
+        "part": balanced.encoded_part(),
+    }
+    if len(scattered):  # delivered out of order past the prefix (shuffle buffers)
+        position["scattered"] = encode(runs(scattered))
+    return position
+
+
+# ------------------------------------------------------------------ merging
+
+
+def is_merged(state: Any) -> bool:
+    """Whether ``state`` is an elastic state made by :func:`merge_states` (adapters pass it to their source)."""
+    return isinstance(state, dict) and "elastic" in state and state.get("chain") is None
+
+
+def _readers_in(obj: Any, complete: bool = False) -> Iterable[tuple[dict[str, Any], Any, bool]]:
+    """``(pipeline state, position, finished)`` for every reader state inside ``obj``."""
+    if isinstance(obj, dict):
+        if "chain" in obj and "fingerprint" in obj:
+            yield obj, obj.get("position"), complete
+            return
+        lag = obj.get("_steps_since_snapshot")
+        if lag:  # a torchdata StatefulDataLoader state whose worker snapshots are older than its position
+            raise CheckpointError(
+                f"this StatefulDataLoader state is {lag} steps past its workers' snapshots; elastic resume "
+                "needs a snapshot at every step: StatefulDataLoader(snapshot_every_n_steps=1), the default"
+            )
+        if "num_workers" in obj and isinstance(obj.get("workers"), list):  # a wds_core.Loader state
+            for w, entry in enumerate(obj["workers"]):
+                if not entry or entry.get("state") is None:
+                    continue
+                position = entry.get("position")
+                if position is None:
+                    position = entry["state"].get("position")
+                    if entry.get("skip") and not entry.get("done") and position is not None:
+                        raise CheckpointError(f"Loader worker {w}'s state has no position after its last item")
+                yield entry["state"], position, bool(entry.get("done"))
+            return
+        for value in obj.values():
+            yield from _readers_in(value, complete)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _readers_in(value, complete)
+
+
+def merge_states(*states: Any) -> dict[str, Any]:
+    """One elastic state from the states of every reader of a balanced epoch (see the module doc).
+
+    Give all of them: one per rank, each holding its workers' states (as a
+    ``StatefulDataLoader``, ``Loader``, ``BatchIterator`` or pipeline returns
+    them).  A missing reader, readers of different checkpoints or recipes, or
+    a pipeline whose position is unavailable raise :class:`CheckpointError`.
+    """
+    found = list(_readers_in(list(states)))
+    if not found:
+        raise CheckpointError("no wds pipeline state found in what was given to merge_states()")
+    first = found[0][0]
+    readers: dict[int, tuple[dict[str, Any], bool]] = {}
+    expected: int | None = None
+    for state, position, complete in found:
+        for key in ("fingerprint", "seed", "epoch", "rep"):
+            if state.get(key) != first.get(key):
+                raise CheckpointError(f"the states differ in {key!r}: they are not from one checkpoint of one recipe")
+        if "elastic" in state and state.get("chain") is None:
+            raise CheckpointError("merge_states() takes the readers' states, not an already merged state")
+        if position is None:
+            raise CheckpointError("elastic resume needs a balanced epoch: WebDataset(..., balanced='pad' or 'drop')")
+        if "unavailable" in position:
+            raise CheckpointError(f"this pipeline's position in the epoch is unknown: {position['unavailable']}")
+        reader, count = position["reader"]
+        if expected is None:
+            expected, total, policy = count, position["total"], position["policy"]
+        if count != expected or position["total"] != total or position["policy"] != policy:
+            raise CheckpointError("the states come from different splits of the epoch")
+        if reader in readers and readers[reader][0] != position:
+            raise CheckpointError(f"two different states for reader {reader} of {count}")
+        readers[reader] = (position, complete)
+    missing = sorted(set(range(expected or 0)) - set(readers))
+    if missing:
+        raise CheckpointError(
+            f"states of readers {missing} of {expected} are missing: give the states of every rank "
+            "(each with all its workers) to merge_states()"
+        )
+    consumed: Intervals = []
+    for position, complete in readers.values():
+        consumed += decode(position["consumed"])
+        if "scattered" in position:
+            consumed += decode(position["scattered"])
+        if complete:  # a finished reader read all of its part, delivered or not
+            consumed += decode(position["part"])
+    return {
+        "format": first["format"],
+        "fingerprint": first["fingerprint"],
+        "seed": first["seed"],
+        "epoch": first["epoch"],
+        "rep": first["rep"],
+        "chain": None,
+        "elastic": {"total": total, "policy": policy, "consumed": encode(normalize(consumed)), "readers": expected},
+    }
