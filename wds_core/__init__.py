@@ -62,7 +62,10 @@ from .handlers import (
     warn_and_stop,
 )
 from .indexed import ShardListDataset
+from .interleaved import Interleaved, LazyImage, interleaved_sample
 from .loader import Loader
+from .mixing import RandomMix, RoundRobin
+from .pairs import ImageTextPairs
 from .pipeline import DataPipeline
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .remote import RetryPolicy
@@ -77,6 +80,7 @@ from .shards import (
     split_by_node,
     split_by_worker,
 )
+from .specfile import load_spec
 from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst
 from .storage import open_shard
 from .storage_config import (
@@ -129,14 +133,19 @@ __all__ = [
     "FluidInterface",
     "ImageHandler",
     "ImageSpec",
+    "ImageTextPairs",
+    "Interleaved",
+    "LazyImage",
     "Map",
     "MapDict",
     "MapTuple",
     "MsgpacksWriter",
     "PipeError",
+    "RandomMix",
     "Pipeline",
     "Rename",
     "ResampledShards",
+    "RoundRobin",
     "SampleError",
     "Select",
     "ShardNotFoundError",
@@ -170,7 +179,9 @@ __all__ = [
     "ignore_and_continue",
     "ignore_and_stop",
     "imagehandler",
+    "interleaved_sample",
     "iter_members",
+    "load_spec",
     "map",
     "map_dict",
     "map_tuple",

@@ -74,6 +74,18 @@ class FluidInterface:
     def slice(self, *args: int | None) -> Any:
         return self.compose(Slice(*args))
 
+    def image_text_pairs(self, **kw: Any) -> Any:
+        """``(image, caption)`` from img2dataset/LAION-style samples; see :class:`ImageTextPairs`."""
+        from .pairs import ImageTextPairs
+
+        return self.compose(ImageTextPairs(**kw))
+
+    def interleaved(self, **kw: Any) -> Any:
+        """``sample["interleaved"]`` from MMC4/OBELICS documents; see :class:`Interleaved`."""
+        from .interleaved import Interleaved
+
+        return self.compose(Interleaved(**kw))
+
     def decode(
         self,
         *handlers: Any,
@@ -121,6 +133,10 @@ class WebDataset(DataPipeline, FluidInterface):
     bytes (negative: unlimited), named by ``url_to_name(url)`` when given.
     ``retry`` (a :class:`RetryPolicy`) says how often a failing remote read is
     repeated before it is an error.
+
+    ``urls`` may also name a dataset-spec file (``.yaml``/``.yml``/``.json``,
+    or its parsed dict): several sources mixed in proportions
+    (:mod:`wds_core.specfile`); ``allow_pipe=True`` lets it use ``pipe:`` URLs.
     """
 
     def __init__(
@@ -146,13 +162,23 @@ class WebDataset(DataPipeline, FluidInterface):
         cache_local: bool = False,
         retry: RetryPolicy | None = None,
         balanced: str | None = None,
+        allow_pipe: bool = False,
     ) -> None:
         super().__init__(seed=seed)
         cache = None
         if cache_dir is not None:
             cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
-        if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))):
-            raise SpecError("dataset-spec files (YAML/JSON) are not supported yet; pass shard URLs")
+        from .specfile import is_spec, spec_mix
+
+        if is_spec(urls):
+            if balanced is not None or resampled or mode == "resampled":
+                raise SpecError("a dataset-spec file sets each source's sampling; balanced/resampled do not apply")
+            reading = (handler, select_files, rename_files, storage_options, cache, retry)
+            mix = spec_mix(urls, seed, bool(shardshuffle), reading, (nodesplitter, workersplitter), allow_pipe)
+            self.append(mix)
+            self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
+            self.empty_check = empty_check
+            return
         resampled = resampled or mode == "resampled"
         if balanced is not None and resampled:
             raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")

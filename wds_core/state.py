@@ -48,6 +48,9 @@ def describe(obj: Any) -> str:
     code = getattr(obj, "gi_code", None)
     if code is not None:
         return f"generator {code.co_name}()"
+    custom = getattr(obj, "recipe_name", None)
+    if callable(custom):
+        return str(custom())
     name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
     return name
 

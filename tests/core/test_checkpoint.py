@@ -68,6 +68,13 @@ def pipelines(spec):
         "decode": lambda: wds.WebDataset(spec, seed=12).shuffle(10).decode(only="txt"),
         "decode-threads": lambda: wds.WebDataset(spec, seed=13).shuffle(10).decode(only="txt", num_threads=2),
         "decode-threads-shuffle": lambda: wds.WebDataset(spec, seed=17).decode(only="txt", num_threads=2).shuffle(8),
+        "random-mix": lambda: wds.RandomMix(
+            [wds.WebDataset(spec, seed=18).shuffle(5), wds.WebDataset(spec, shardshuffle=True, seed=19)],
+            probs=[2, 1],
+            seed=20,
+            longest=True,
+        ).batched(3, collation_fn=list),
+        "round-robin": lambda: wds.RoundRobin([wds.WebDataset(spec, seed=21), list(range(30))]),
         "balanced-pad": lambda: wds.WebDataset(spec, shardshuffle=True, seed=15, balanced="pad").shuffle(6),
         "balanced-drop-repeat": lambda: wds.WebDataset(spec, seed=16, balanced="drop").repeat(2),
         "decode-threads-batched": lambda: (
