@@ -14,6 +14,8 @@ from .codecs import torch_loads as torch_loads
 from .codecs import torch_video as torch_video
 from .datasets import DataPipeline as DataPipeline
 from .datasets import EpochLoader as EpochLoader
+from .datasets import RandomMix as RandomMix
+from .datasets import RoundRobin as RoundRobin
 from .datasets import WebDataset as WebDataset
 from .datasets import WebLoader as WebLoader
 from .indexed import ChunkedSampler as ChunkedSampler
@@ -25,6 +27,8 @@ _TORCH_NAMES = [
     "DataPipeline",
     "DistributedChunkedSampler",
     "EpochLoader",
+    "RandomMix",
+    "RoundRobin",
     "ShardListDataset",
     "WebDataset",
     "WebLoader",

@@ -29,7 +29,7 @@ import wds_core
 
 from . import transfer
 
-__all__ = ["DataPipeline", "EpochLoader", "WebDataset", "WebLoader"]
+__all__ = ["DataPipeline", "EpochLoader", "RandomMix", "RoundRobin", "WebDataset", "WebLoader"]
 
 
 class _RankTravels:
@@ -68,6 +68,14 @@ class DataPipeline(_RankTravels, wds_core.DataPipeline, torch.utils.data.Iterabl
 
 class WebDataset(_RankTravels, wds_core.WebDataset, torch.utils.data.IterableDataset):
     """:class:`wds_core.WebDataset` as a PyTorch ``IterableDataset``."""
+
+
+class RandomMix(_RankTravels, wds_core.RandomMix, torch.utils.data.IterableDataset):
+    """:class:`wds_core.RandomMix` as a PyTorch ``IterableDataset``."""
+
+
+class RoundRobin(_RankTravels, wds_core.RoundRobin, torch.utils.data.IterableDataset):
+    """:class:`wds_core.RoundRobin` as a PyTorch ``IterableDataset``."""
 
 
 class EpochLoader(torch.utils.data.DataLoader):

@@ -40,6 +40,18 @@ def test_dataloader_workers_each_read_their_shards(dataset_dir):
     assert sorted(got) == sorted(keys)
 
 
+def test_a_mix_in_dataloader_workers(dataset_dir):
+    """Each worker mixes its own shards of both streams; together they read every sample of both."""
+    spec, keys = dataset_dir
+    a, b = wds.WebDataset(spec, seed=1).to_tuple("__key__"), wds.WebDataset(spec, seed=2).to_tuple("__key__")
+    mix = wds.RandomMix([a, b], probs=[3, 1], seed=4, longest=True)
+    assert isinstance(mix, torch.utils.data.IterableDataset)
+    got = [key for (key,) in torch.utils.data.DataLoader(mix, num_workers=2, batch_size=None)]
+    assert sorted(got) == sorted(keys + keys)
+    robin = wds.RoundRobin([a, b], longest=True)
+    assert sorted(k for (k,) in torch.utils.data.DataLoader(robin, num_workers=2, batch_size=None)) == sorted(got)
+
+
 def test_the_seed_rebatching_pattern(dataset_dir):
     spec, keys = dataset_dir
     dataset = wds.WebDataset(spec, shardshuffle=True, seed=3).shuffle(50).decode().to_tuple("npy", "cls").batched(16)
