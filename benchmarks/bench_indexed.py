@@ -51,6 +51,16 @@ def make_data(root):
     return [f"{root}/shard-{s:03d}.tar" for s in range(NSHARDS)], big
 
 
+def arguments_and_data(doc):
+    """``--dir`` and ``--repeats`` of the benchmarks that use this data set, and its shards."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--dir", default="/tmp/wds-bench-indexed")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    shards, big = make_data(os.path.abspath(args.dir))
+    return args, shards, big
+
+
 def clean_indexes(root):
     for path in glob.glob(f"{root}/*.idx") + glob.glob(f"{root}/*.json"):
         os.remove(path)

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import sys
@@ -75,13 +74,9 @@ def hand_placed(sample):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", default="/tmp/wds-bench-indexed")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
     import webdataset
 
-    shards, _ = bench_indexed.make_data(os.path.abspath(args.dir))
+    args, shards, _ = bench_indexed.arguments_and_data(__doc__)
 
     def ours():
         a, b = wds_core.WebDataset(shards, seed=1), wds_core.WebDataset(shards, seed=2)

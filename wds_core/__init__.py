@@ -66,6 +66,7 @@ from .interleaved import Interleaved, LazyImage, interleaved_sample
 from .loader import Loader
 from .mixing import RandomMix, RoundRobin
 from .pairs import ImageTextPairs
+from .parallel import map_shards
 from .pipeline import DataPipeline
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .remote import RetryPolicy
@@ -184,6 +185,7 @@ __all__ = [
     "load_spec",
     "map",
     "map_dict",
+    "map_shards",
     "map_tuple",
     "merge_states",
     "msgpacks_to_samples",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import demo, index
+from . import demo, index, inspect, reshape, shardfiles
 
 __all__ = ["main"]
 
@@ -13,8 +13,11 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wds", description="Work with WebDataset shards.")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo.add_parser(commands)
+    shardfiles.add_parsers(commands)
+    inspect.add_parsers(commands)
+    reshape.add_parsers(commands)
     index.add_parser(commands)
+    demo.add_parser(commands)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)

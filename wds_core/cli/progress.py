@@ -37,9 +37,8 @@ class Progress:
         elapsed = max(now - self.start, 1e-9)
         rate = nbytes / elapsed
         eta = (self.total - done) * elapsed / done if done else 0.0
-        line = (
-            f"\r{self.what} {done}/{self.total}, {samples:,} samples, {human_bytes(nbytes)}, "
-            f"{human_bytes(rate)}/s, ETA {eta:.0f} s   "
-        )
+        head = f"{self.what} {done}/{self.total}, " if self.total else ""  # total 0: not known in advance
+        tail = f", ETA {eta:.0f} s" if self.total else f", {elapsed:.0f} s"
+        line = f"\r{head}{samples:,} samples, {human_bytes(nbytes)}, {human_bytes(rate)}/s{tail}   "
         self.stream.write(line + ("\n" if final else ""))
         self.stream.flush()

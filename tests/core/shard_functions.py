@@ -1,0 +1,38 @@
+"""Module-level functions for the scale-out tests (worker processes import them by name)."""
+
+import os
+
+
+def shout(sample):
+    sample["txt"] = sample["txt"].upper()
+    return sample
+
+
+def split_in_two(sample):
+    """One sample in, two out; samples whose key ends in 4 are dropped."""
+    if sample["__key__"].endswith("4"):
+        return None
+    first = {"__key__": sample["__key__"] + "-a", "txt": sample["txt"]}
+    second = {"__key__": sample["__key__"] + "-b", "txt": sample["txt"][::-1]}
+    return [first, second]
+
+
+def every_other(samples):
+    for i, sample in enumerate(samples):
+        if i % 2 == 0:
+            yield shout(sample)
+
+
+def dies_once(sample):
+    """Kills its worker process the first time it sees sample 3 of shard 1 (a marker file remembers)."""
+    marker = os.environ["WDS_TEST_MARKER"]
+    if sample["__key__"] == "s1-00003" and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(7)
+    return shout(sample)
+
+
+def fails_on_shard_2(sample):
+    if sample["__key__"].startswith("s2-") and not os.path.exists(os.environ["WDS_TEST_MARKER"]):
+        raise ValueError("shard 2 is not ready")
+    return shout(sample)

@@ -1,0 +1,163 @@
+"""The ``wds`` console script: every command in a subprocess, on generated data."""
+
+import json
+import os
+import subprocess
+import tarfile
+
+import pytest
+
+import wds_core as wds
+from tests.conftest import make_samples, tar_bytes, write_shard
+
+
+def wds_cli(*args, cwd=None, check=True, env=None):
+    return subprocess.run(["wds", *map(str, args)], capture_output=True, cwd=cwd, check=check, env=env)
+
+
+@pytest.fixture
+def data(tmp_path):
+    keys = []
+    for s in range(3):
+        samples = make_samples(f"s{s}-", 7, fields=("txt", "cls", "json"))
+        keys += [x["__key__"] for x in samples]
+        write_shard(tmp_path / f"d-{s}.tar", samples, ("txt", "cls", "json"))
+    return str(tmp_path / "d-{0..2}.tar"), keys
+
+
+def test_every_command_has_help():
+    for command in (
+        "create",
+        "ls",
+        "cat",
+        "extract",
+        "cp",
+        "stats",
+        "verify",
+        "bench",
+        "reshard",
+        "transform",
+        "index",
+    ):
+        out = wds_cli(command, "--help").stdout.decode()
+        assert out.startswith("usage: wds " + command) and "\n\n" in out
+
+
+def test_create_from_a_folder_is_sorted_and_deterministic(tmp_path):
+    src = tmp_path / "src"
+    for key in ("b/002", "a/001", "a/000"):
+        (src / os.path.dirname(key)).mkdir(parents=True, exist_ok=True)
+        (src / f"{key}.txt").write_text(f"text {key}")
+        (src / f"{key}.seg.png").write_bytes(b"png " + key.encode())
+    (src / ".hidden").write_text("x")
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        wds_cli("create", src, "-o", tmp_path / run / "out-%03d.tar", "--maxcount", 2)
+    assert sorted(os.listdir(tmp_path / "one")) == ["out-000.tar", "out-001.tar"]
+    for name in ("out-000.tar", "out-001.tar"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    samples = list(wds.WebDataset(str(tmp_path / "one" / "out-{000..001}.tar")))
+    assert [s["__key__"] for s in samples] == ["a/000", "a/001", "b/002"]
+    assert samples[2]["seg.png"] == b"png b/002" and samples[0]["txt"] == b"text a/000"
+
+
+def test_ls_and_cat(data, tmp_path):
+    spec, keys = data
+    shard = spec.replace("{0..2}", "0")
+    listing = wds_cli("ls", shard).stdout.decode().splitlines()
+    assert len(listing) == 21 and listing[1].split() == ["1024", "9", "s0-00000.cls"]  # header offset, size, name
+    info = json.loads(wds_cli("ls", "--json", shard).stdout)
+    assert info["samples"] == 7 and info["members"][1]["offset"] == 1024 + 512  # data follows the header
+    assert wds_cli("cat", shard, "--key", "s0-00003", "--field", "txt").stdout == b"s0--3-txt"
+    assert wds_cli("cat", shard).stdout == open(shard, "rb").read()
+    missing = wds_cli("cat", shard, "--key", "nope", check=False)
+    assert missing.returncode == 1 and b"no sample 'nope'" in missing.stderr
+    ambiguous = wds_cli("cat", shard, "--key", "s0-00003", check=False)
+    assert ambiguous.returncode == 1 and b"give --field" in ambiguous.stderr
+
+
+def test_stats_table_and_json(data, tmp_path):
+    spec, keys = data
+    extra = tmp_path / "extra.tar"
+    write_shard(extra, make_samples("e-", 2, fields=("txt", "jpg")), ("txt", "jpg"))
+    report = json.loads(wds_cli("stats", spec, extra, "--json").stdout)
+    assert report["shards"] == 4 and report["samples"] == 23
+    assert report["fields"]["jpg"]["count"] == 2 and report["fields"]["jpg"]["missing"] == 21
+    assert report["fields"]["cls"]["min"] == len(b"s0--0-cls") and report["fields"]["txt"]["count"] == 23
+    table = wds_cli("stats", spec).stdout.decode()
+    assert "3 shards, 21 samples" in table and "json" in table
+
+
+def test_verify_reports_corruption_and_counts(data, tmp_path):
+    spec, _ = data
+    assert wds_cli("verify", spec).returncode == 0
+    good = open(spec.replace("{0..2}", "1"), "rb").read()
+    broken = bytearray(good)
+    broken[512 * 6 + 100] ^= 0xFF  # inside the 4th member's header: its checksum no longer matches
+    (tmp_path / "broken.tar").write_bytes(bytes(broken))
+    (tmp_path / "short.tar").write_bytes(good[: 512 * 9])
+    result = wds_cli("verify", spec, tmp_path / "broken.tar", tmp_path / "short.tar", check=False)
+    out = result.stdout.decode()
+    assert result.returncode == 1
+    assert f"CORRUPT {tmp_path / 'broken.tar'}" in out and "offset 3072" in out
+    assert f"CORRUPT {tmp_path / 'short.tar'}" in out
+    descriptor = tmp_path / "ds.json"
+    descriptor.write_text(json.dumps({"wids_version": 1, "shardlist": [{"url": "d-0.tar", "nsamples": 9}]}))
+    counted = wds_cli("verify", descriptor, check=False)
+    assert counted.returncode == 1 and b"the descriptor says 9 samples, the shard has 7" in counted.stdout
+
+
+def test_extract_refuses_escaping_members(tmp_path):
+    shard = tmp_path / "evil.tar"
+    members = [("ok/a.txt", b"fine"), ("../escape.txt", b"no"), ("/etc/abs.txt", b"no"), ("x/../../y.txt", b"no")]
+    shard.write_bytes(tar_bytes(members, fmt=tarfile.GNU_FORMAT))
+    result = wds_cli("extract", shard, "-C", tmp_path / "out", check=False)
+    assert result.returncode == 1 and result.stderr.count(b"refusing member") == 3
+    assert (tmp_path / "out" / "ok" / "a.txt").read_bytes() == b"fine"
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "y.txt").exists()
+
+
+def test_cp_to_a_folder_and_to_s3(data, tmp_path, s3):
+    spec, keys = data
+    wds_cli("cp", spec, str(tmp_path / "copy") + "/")
+    assert sorted(os.listdir(tmp_path / "copy")) == ["d-0.tar", "d-1.tar", "d-2.tar"]
+    options = s3["team-a"].client_options("team-a")
+    config = tmp_path / "wds.json"
+    config.write_text(json.dumps({"storage": [{"prefix": "s3://team-a/", "options": options}]}))
+    env = {**os.environ, "WDS_CONFIG": str(config)}
+    wds_cli("cp", spec, "s3://team-a/copied/", env=env)
+    back = wds_cli("cat", "s3://team-a/copied/d-1.tar", env=env).stdout
+    assert back == open(spec.replace("{0..2}", "1"), "rb").read()
+
+
+def test_reshard_with_a_seeded_shuffle(data, tmp_path):
+    spec, keys = data
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        wds_cli("reshard", spec, "-o", tmp_path / run / "r-%02d.tar", "--maxcount", 10, "--shuffle", "--seed", 3)
+    assert sorted(os.listdir(tmp_path / "one")) == ["r-00.tar", "r-01.tar", "r-02.tar"]
+    assert (tmp_path / "one" / "r-01.tar").read_bytes() == (tmp_path / "two" / "r-01.tar").read_bytes()
+    got = [s["__key__"] for s in wds.WebDataset(str(tmp_path / "one" / "r-{00..02}.tar"))]
+    assert sorted(got) == sorted(keys) and got != keys
+
+
+def test_bench_and_errors_go_to_stderr(data):
+    spec, _ = data
+    out = wds_cli("bench", spec).stdout.decode()
+    assert "21 samples" in out and "samples/s" in out
+    failed = wds_cli("stats", "/nonexistent/x.tar", check=False)
+    assert failed.returncode == 1 and failed.stderr.startswith(b"wds stats:") and not failed.stdout
+
+
+def test_progress_on_a_terminal_and_quiet_when_piped(data):
+    import pty
+
+    spec, _ = data
+    leader, follower = pty.openpty()
+    subprocess.run(["wds", "verify", spec], stdout=subprocess.DEVNULL, stderr=follower, check=True)
+    os.close(follower)
+    drawn = os.read(leader, 65536)
+    os.close(leader)
+    assert b"\rverified 3/3, 21 samples" in drawn and b"ETA" in drawn
+    piped = wds_cli("verify", spec).stderr
+    assert b"\r" not in piped and piped.startswith(b"OK: 3 shards, 21 samples read")

@@ -1,0 +1,98 @@
+"""Scale-out processing: the process pool, Dask and serial engines write the same shards, and survive failures."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import wds_core as wds
+from tests.conftest import make_samples, write_shard
+from tests.core import shard_functions as fns
+from wds_core import SpecError
+from wds_core.parallel import map_shards, output_names
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    for s in range(4):
+        write_shard(tmp_path / f"in-{s}.tar", make_samples(f"s{s}-", 6))
+    return str(tmp_path / "in-{0..3}.tar")
+
+
+def outputs(directory):
+    return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))}
+
+
+def run(inputs, directory, fn=fns.shout, **kw):
+    directory.mkdir(exist_ok=True)
+    return map_shards(fn, inputs, str(directory / "out-%02d.tar"), workers=2, **kw)
+
+
+def test_engines_write_the_same_bytes(inputs, tmp_path):
+    serial = run(inputs, tmp_path / "serial", engine="serial")
+    assert serial.ok and serial.samples_in == serial.samples_out == 24 and len(serial.written) == 4
+    run(inputs, tmp_path / "process", engine="process")
+    dask = run(inputs, tmp_path / "dask", engine="dask")
+    assert dask.ok
+    expected = outputs(tmp_path / "serial")
+    assert outputs(tmp_path / "process") == expected and outputs(tmp_path / "dask") == expected
+    first = next(iter(wds.WebDataset(str(tmp_path / "dask" / "out-00.tar"))))
+    assert first["txt"] == b"S0--0-TXT"
+
+
+def test_sample_and_shard_functions(inputs, tmp_path):
+    split = run(inputs, tmp_path / "split", fn=fns.split_in_two, engine="serial")
+    assert split.samples_in == 24 and split.samples_out == 2 * 20
+    halves = run(inputs, tmp_path / "halves", fn=fns.every_other, engine="serial", per="shard")
+    assert halves.samples_out == 12
+
+
+def test_a_rerun_skips_complete_shards_and_finishes_a_failed_one(inputs, tmp_path, monkeypatch):
+    monkeypatch.setenv("WDS_TEST_MARKER", str(tmp_path / "ready"))
+    first = run(inputs, tmp_path / "out", fn=fns.fails_on_shard_2, engine="process", retries=1)
+    assert not first.ok and [url for url, _ in first.failures] == [inputs.replace("{0..3}", "2")]
+    assert "ValueError: shard 2 is not ready" in first.failures[0][1] and "FAILED" in str(first)
+    assert sorted(os.listdir(tmp_path / "out")) == ["out-00.tar", "out-01.tar", "out-03.tar"]  # nothing partial
+    (tmp_path / "ready").touch()
+    second = run(inputs, tmp_path / "out", fn=fns.fails_on_shard_2, engine="process")
+    assert len(second.skipped) == 3 and second.written == [str(tmp_path / "out" / "out-02.tar")]
+    run(inputs, tmp_path / "clean", engine="serial")
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "clean")
+
+
+@pytest.mark.parametrize("engine", ["process", "dask"])
+def test_a_killed_worker_is_survived(inputs, tmp_path, monkeypatch, engine):
+    monkeypatch.setenv("WDS_TEST_MARKER", str(tmp_path / "killed"))
+    summary = run(inputs, tmp_path / "out", fn=fns.dies_once, engine=engine)
+    assert (tmp_path / "killed").exists(), "the worker was killed"
+    assert summary.ok and len(summary.written) == 4
+    run(inputs, tmp_path / "clean", engine="serial")
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "clean")
+
+
+def test_output_names():
+    urls = ["s3://b/x/a.tar", "s3://b/x/b.tar"]
+    assert output_names(urls, "out/") == ["out/a.tar", "out/b.tar"]
+    assert output_names(urls, "o-%d.tar") == ["o-0.tar", "o-1.tar"]
+    assert output_names(urls, "o-{7..8}.tar") == ["o-7.tar", "o-8.tar"]
+    with pytest.raises(SpecError, match="2 inputs but 3"):
+        output_names(urls, ["a", "b", "c"])
+    with pytest.raises(SpecError, match="same output"):
+        output_names(urls, ["a", "a"])
+    with pytest.raises(SpecError, match="engine"):
+        map_shards(fns.shout, urls, "o/", engine="spark")
+
+
+def test_transform_command_on_a_dask_cluster(inputs, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
+    args = ["wds", "transform", "tests.core.shard_functions:shout", inputs, "-o", str(tmp_path / "t") + "/"]
+    done = subprocess.run([*args, "--engine", "dask", "--workers", "2"], capture_output=True, env=env, check=True)
+    assert b"4 inputs: 4 shards written" in done.stderr
+    assert sorted(os.listdir(tmp_path / "t")) == [f"in-{s}.tar" for s in range(4)]
+    again = subprocess.run(args, capture_output=True, env=env, check=True)
+    assert b"0 shards written, 4 already complete" in again.stderr
+    failing = [*args[:2], "tests.core.shard_functions:fails_on_shard_2", *args[3:4], "-o", str(tmp_path / "f") + "/"]
+    env["WDS_TEST_MARKER"] = str(tmp_path / "never")
+    result = subprocess.run([*failing, "--retries", "0", "--engine", "serial"], capture_output=True, env=env)
+    assert result.returncode == 1 and b"FAILED" in result.stderr and b"shard 2 is not ready" in result.stderr

@@ -1,0 +1,146 @@
+"""``wds stats | verify | bench``: what a dataset holds, whether it is intact, how fast it reads.
+
+    wds stats "data/shard-{000..099}.tar" [--json]
+    wds verify data/dataset.json            # exit status 0: intact; 1: problems (each listed)
+    wds bench "s3://bucket/shard-{000..099}.tar" --seconds 30
+
+SPEC is shard URLs or brace specs, or a wids descriptor (``.json``) whose sample
+counts ``verify`` also checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from ..descriptor import load_descriptor
+from ..errors import WdsError
+from ..samples import TarfileToSamples, is_meta
+from ..urls import expand_urls
+from .common import subcommand
+from .progress import Progress, human_bytes
+
+__all__ = ["add_parsers", "shard_list"]
+
+
+def shard_list(specs: list[str]) -> tuple[list[str], dict[str, int]]:
+    """Shard URLs of ``specs`` and the sample counts a descriptor states for them."""
+    urls: list[str] = []
+    stated: dict[str, int] = {}
+    for spec in specs:
+        if spec.lower().endswith(".json"):
+            for entry in load_descriptor(spec)["shardlist"]:
+                urls.append(entry["url"])
+                if entry.get("nsamples") is not None:
+                    stated[entry["url"]] = int(entry["nsamples"])
+        else:
+            urls += expand_urls(spec)
+    return urls, stated
+
+
+def _samples(url: str) -> Any:
+    return TarfileToSamples()(iter([{"url": url}]))
+
+
+def _percentile(sorted_values: list[int], q: float) -> int:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    urls, _ = shard_list(args.spec)
+    sizes: dict[str, list[int]] = {}
+    samples = nbytes = 0
+    progress = Progress(len(urls), "shards")
+    for number, url in enumerate(urls):
+        for sample in _samples(url):
+            samples += 1
+            for field, value in sample.items():
+                if not is_meta(field):
+                    sizes.setdefault(field, []).append(len(value))
+                    nbytes += len(value)
+        progress.update(number + 1, samples, nbytes)
+    progress.update(len(urls), samples, nbytes, final=True)
+    fields = {}
+    for field, values in sorted(sizes.items()):
+        values.sort()
+        fields[field] = {
+            "count": len(values),
+            "missing": samples - len(values),
+            "bytes": sum(values),
+            "min": values[0],
+            "median": _percentile(values, 0.5),
+            "p95": _percentile(values, 0.95),
+            "max": values[-1],
+        }
+    report = {"shards": len(urls), "samples": samples, "bytes": nbytes, "fields": fields}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{len(urls)} shards, {samples:,} samples, {human_bytes(nbytes)}")
+    print(f"{'field':<16}{'count':>10}{'missing':>9}{'total':>11}{'min':>10}{'median':>10}{'p95':>10}{'max':>10}")
+    for field, row in fields.items():
+        cells = [human_bytes(row[k]) for k in ("bytes", "min", "median", "p95", "max")]
+        print(f"{field:<16}{row['count']:>10,}{row['missing']:>9,}" + "".join(f"{c:>10}" for c in cells))
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    urls, stated = shard_list(args.spec)
+    problems = samples = 0
+    progress = Progress(len(urls), "verified")
+    for number, url in enumerate(urls):
+        count = 0
+        try:
+            for _ in _samples(url):
+                count += 1
+        except WdsError as exn:
+            problems += 1
+            print(f"CORRUPT {url}: {exn}")
+        else:
+            if url in stated and stated[url] != count:
+                problems += 1
+                print(f"COUNT {url}: the descriptor says {stated[url]} samples, the shard has {count}")
+        samples += count
+        progress.update(number + 1, samples, 0)
+    progress.update(len(urls), samples, 0, final=True)
+    verdict = "OK" if not problems else f"{problems} problem{'s' if problems > 1 else ''}"
+    print(f"{verdict}: {len(urls)} shards, {samples:,} samples read", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    urls, _ = shard_list(args.spec)
+    samples = nbytes = done = 0
+    start = time.perf_counter()
+    progress = Progress(len(urls), "shards")
+    for number, url in enumerate(urls):
+        done = number + 1
+        for sample in _samples(url):
+            samples += 1
+            nbytes += sum(len(v) for k, v in sample.items() if not is_meta(k))
+            if args.seconds and time.perf_counter() - start > args.seconds:
+                break
+        progress.update(number + 1, samples, nbytes)
+        if args.seconds and time.perf_counter() - start > args.seconds:
+            break
+    progress.update(done, samples, nbytes, final=True)
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    print(f"{samples:,} samples, {human_bytes(nbytes)} in {elapsed:.2f} s: "
+          f"{samples / elapsed:,.0f} samples/s, {human_bytes(nbytes / elapsed)}/s")  # fmt: skip
+    return 0
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
+        parser = subcommand(commands, name, help, run, __doc__ or "")
+        parser.add_argument("spec", nargs="+", help="shard URLs, brace specs or a descriptor (.json)")
+        return parser
+
+    stats = command("stats", "count samples and fields, with size distributions per field", run_stats)
+    stats.add_argument("--json", action="store_true", help="machine-readable output")
+    command("verify", "read every shard; report corrupt members (URL and offset) and wrong counts", run_verify)
+    bench = command("bench", "measure how fast your shards read (no decoding)", run_bench)
+    bench.add_argument("--seconds", type=float, default=0, help="stop after this long (default: read everything)")

@@ -1,0 +1,180 @@
+"""``wds create | ls | cat | extract | cp``: make, look into, unpack and copy shards.
+
+wds create photos/ -o "photos-%06d.tar" --maxcount 1000
+wds ls s3://bucket/shard-000000.tar
+wds cat shard.tar --key img017 --field jpg > img017.jpg
+wds extract shard.tar -C unpacked/
+wds cp "data/shard-{000..009}.tar" s3://bucket/data/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ..errors import SpecError
+from ..indexed import index_shard
+from ..samples import split_key
+from ..sinks import create_shard
+from ..storage import open_shard
+from ..tario import iter_members, open_decompressed
+from ..urls import expand_urls
+from ..writer import ShardWriter
+from .common import subcommand
+from .progress import Progress, human_bytes
+
+__all__ = ["add_parsers", "files_by_sample", "safe_member_path"]
+
+
+def files_by_sample(root: str) -> list[tuple[str, dict[str, str]]]:
+    """``[(key, {field: path})]`` for the files below ``root``, sorted: files sharing a basename form a sample."""
+    samples: dict[str, dict[str, str]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            if name.startswith("."):
+                continue
+            relative = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+            key, field = split_key(relative)
+            if key is None or field is None:
+                raise SpecError(f"{relative!r} has no extension: every file needs one to become a field")
+            samples.setdefault(key, {})[field] = os.path.join(folder, name)
+    return sorted(samples.items())
+
+
+def run_create(args: argparse.Namespace) -> int:
+    samples = files_by_sample(args.source)
+    if not samples:
+        raise SpecError(f"no files below {args.source}")
+    progress = Progress(len(samples), "samples")
+    nbytes = 0
+    with ShardWriter(args.output, maxcount=args.maxcount, maxsize=args.maxsize, encoder=False) as sink:
+        for number, (key, fields) in enumerate(samples):
+            sample: dict[str, Any] = {"__key__": key}
+            for field, path in sorted(fields.items()):
+                with open(path, "rb") as stream:
+                    sample[field] = stream.read()
+                nbytes += len(sample[field])
+            sink.write(sample)
+            progress.update(number + 1, number + 1, nbytes)
+    progress.update(len(samples), len(samples), nbytes, final=True)
+    print(f"{len(samples)} samples, {human_bytes(nbytes)} in {len(sink.shards)} shards", file=sys.stderr)
+    return 0
+
+
+def run_ls(args: argparse.Namespace) -> int:
+    for url in args.urls:
+        index = index_shard(url)
+        if args.json:
+            rows = [dict(zip(("name", "header_offset", "offset", "size"), m)) for m in index.members]
+            print(json.dumps({"url": url, "size": index.size, "samples": len(index), "members": rows}))
+            continue
+        if len(args.urls) > 1:
+            print(f"{url}:")
+        for name, header, _, size in index.members:
+            print(f"{header:>12} {size:>12}  {name}")
+    return 0
+
+
+def run_cat(args: argparse.Namespace) -> int:
+    out = sys.stdout.buffer
+    if args.key is None:
+        with open_shard(args.url) as stream:
+            while chunk := stream.read(1 << 20):
+                out.write(chunk)
+        return 0
+    found: dict[str, bytes] = {}
+    with open_shard(args.url) as raw:
+        stream, _ = open_decompressed(raw)
+        for name, data, _ in iter_members(stream, args.url):
+            key, field = split_key(name)
+            if key == args.key and field is not None:
+                found[field] = data
+            elif found:
+                break  # the sample's members are consecutive
+    if not found:
+        raise SpecError(f"no sample {args.key!r} in {args.url}")
+    field = args.field or (next(iter(found)) if len(found) == 1 else None)
+    if field is None or field not in found:
+        raise SpecError(f"give --field: sample {args.key!r} has fields {sorted(found)}")
+    out.write(found[field])
+    return 0
+
+
+def safe_member_path(root: str, name: str) -> str:
+    """Where member ``name`` goes below ``root``; absolute names and ``..`` are refused."""
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or ".." in parts:
+        raise SpecError(f"refusing member {name!r}: it would be written outside {root}")
+    return os.path.join(root, *[p for p in parts if p not in ("", ".")])
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    refused = written = 0
+    with open_shard(args.url) as raw:
+        stream, _ = open_decompressed(raw)
+        for name, data, offset in iter_members(stream, args.url):
+            try:
+                path = safe_member_path(args.directory, name)
+            except SpecError as exn:
+                print(f"wds extract: {exn} (offset {offset})", file=sys.stderr)
+                refused += 1
+                continue
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "wb") as target:
+                target.write(data)
+            written += 1
+    print(f"{written} files written to {args.directory}, {refused} refused", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def run_cp(args: argparse.Namespace) -> int:
+    sources = [url for spec in args.sources for url in expand_urls(spec)]
+    into = args.destination.endswith("/") or os.path.isdir(args.destination) or len(sources) > 1
+    progress = Progress(len(sources), "copied")
+    nbytes = 0
+    for number, url in enumerate(sources):
+        target = args.destination
+        if into:
+            target = target.rstrip("/") + "/" + url.rstrip("/").rsplit("/", 1)[-1]
+        sink = create_shard(target)
+        try:
+            with open_shard(url) as stream:
+                while chunk := stream.read(1 << 22):
+                    sink.write(chunk)
+                    nbytes += len(chunk)
+        except BaseException:
+            sink.abort()
+            raise
+        sink.commit()
+        progress.update(number + 1, 0, nbytes)
+    progress.update(len(sources), 0, nbytes, final=True)
+    print(f"{len(sources)} shards, {human_bytes(nbytes)} copied", file=sys.stderr)
+    return 0
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
+        return subcommand(commands, name, help, run, __doc__ or "")
+
+    create = command("create", "write a folder's files as shards (files sharing a basename form a sample)", run_create)
+    create.add_argument("source", help="folder to read (recursively, in sorted order)")
+    create.add_argument("-o", "--output", required=True, help="shard name pattern, e.g. 'out-%%06d.tar'")
+    create.add_argument("--maxcount", type=int, default=100000, help="samples per shard at most")
+    create.add_argument("--maxsize", type=float, default=3e9, help="bytes per shard at most")
+    ls = command("ls", "list the members of shards with their offsets and sizes", run_ls)
+    ls.add_argument("urls", nargs="+")
+    ls.add_argument("--json", action="store_true", help="one JSON object per shard")
+    cat = command("cat", "write a shard, or one field of one sample, to stdout", run_cat)
+    cat.add_argument("url")
+    cat.add_argument("-k", "--key", default=None, help="sample key")
+    cat.add_argument("-f", "--field", default=None, help="field of that sample (e.g. jpg)")
+    extract = command("extract", "unpack a shard into a folder (absolute and '..' members are refused)", run_extract)
+    extract.add_argument("url")
+    extract.add_argument("-C", "--directory", default=".", help="folder to write into")
+    cp = command("cp", "copy shards between local disk, s3://, gs://, http(s):// (per-prefix options apply)", run_cp)
+    cp.add_argument("sources", nargs="+", help="shard URLs or brace specs")
+    cp.add_argument("destination", help="a URL, or a folder/prefix ending in '/'")
