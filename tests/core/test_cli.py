@@ -94,12 +94,14 @@ def test_verify_reports_corruption_and_counts(data, tmp_path):
     good = open(spec.replace("{0..2}", "1"), "rb").read()
     broken = bytearray(good)
     broken[512 * 6 + 100] ^= 0xFF  # inside the 4th member's header: its checksum no longer matches
+    broken[512 * 14 + 100] ^= 0xFF  # and the 8th's: verify resumes after the first and reports both
     (tmp_path / "broken.tar").write_bytes(bytes(broken))
     (tmp_path / "short.tar").write_bytes(good[: 512 * 9])
     result = wds_cli("verify", spec, tmp_path / "broken.tar", tmp_path / "short.tar", check=False)
     out = result.stdout.decode()
     assert result.returncode == 1
-    assert f"CORRUPT {tmp_path / 'broken.tar'}" in out and "offset 3072" in out
+    assert f"CORRUPT {tmp_path / 'broken.tar'}" in out and "offset 3072" in out and "offset 7168" in out
+    assert out.count("CORRUPT") == 3
     assert f"CORRUPT {tmp_path / 'short.tar'}" in out
     descriptor = tmp_path / "ds.json"
     descriptor.write_text(json.dumps({"wids_version": 1, "shardlist": [{"url": "d-0.tar", "nsamples": 9}]}))

@@ -17,8 +17,10 @@ import time
 from typing import Any
 
 from ..descriptor import load_descriptor
-from ..errors import WdsError
-from ..samples import TarfileToSamples, is_meta
+from ..errors import TarFormatError, WdsError
+from ..samples import TarfileToSamples, is_meta, split_key
+from ..storage import local_path
+from ..tario import BLOCK, _checksum_ok, iter_members, open_decompressed
 from ..urls import expand_urls
 from .common import subcommand
 from .progress import Progress, human_bytes
@@ -87,22 +89,67 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_verify(args: argparse.Namespace) -> int:
-    urls, stated = shard_list(args.spec)
-    problems = samples = 0
-    progress = Progress(len(urls), "verified")
-    for number, url in enumerate(urls):
+def _next_header(stream: Any, offset: int) -> int | None:
+    """The offset of the next block at or after ``offset`` that is a valid tar header, if any."""
+    stream.seek(offset)
+    while len(block := stream.read(BLOCK)) == BLOCK:
+        if block.strip(b"\0") and _checksum_ok(block):
+            return offset
+        offset += BLOCK
+    return None
+
+
+def _check_shard(url: str) -> tuple[int, list[str]]:
+    """``(samples, problems)`` of one shard; in an uncompressed local shard, reading resumes after each bad header."""
+    path = local_path(url)
+    if path is None:
         count = 0
         try:
             for _ in _samples(url):
                 count += 1
         except WdsError as exn:
+            return count, [str(exn)]
+        return count, []
+    problems: list[str] = []
+    count, previous, offset = 0, None, 0
+    with open(path, "rb") as raw:
+        stream, compressed = open_decompressed(raw)
+        if not compressed:
+            raw.seek(0)
+            stream = raw  # seekable, so reading can resume after a bad header
+        while True:
+            try:
+                if offset:
+                    stream.seek(offset)
+                for name, _, _ in iter_members(stream, url, start_offset=offset):
+                    key = split_key(name)[0]
+                    if key is not None and key != previous:
+                        count += 1
+                    previous = key
+                break
+            except WdsError as exn:
+                problems.append(str(exn))
+                resume = None
+                if isinstance(exn, TarFormatError) and not compressed and exn.offset is not None:
+                    resume = _next_header(stream, exn.offset + BLOCK)
+                if resume is None:
+                    break
+                offset = resume
+    return count, problems
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    urls, stated = shard_list(args.spec)
+    problems = samples = 0
+    progress = Progress(len(urls), "verified")
+    for number, url in enumerate(urls):
+        count, errors = _check_shard(url)
+        for error in errors:
             problems += 1
-            print(f"CORRUPT {url}: {exn}")
-        else:
-            if url in stated and stated[url] != count:
-                problems += 1
-                print(f"COUNT {url}: the descriptor says {stated[url]} samples, the shard has {count}")
+            print(f"CORRUPT {url}: {error}")
+        if not errors and url in stated and stated[url] != count:
+            problems += 1
+            print(f"COUNT {url}: the descriptor says {stated[url]} samples, the shard has {count}")
         samples += count
         progress.update(number + 1, samples, 0)
     progress.update(len(urls), samples, 0, final=True)
