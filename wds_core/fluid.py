@@ -178,6 +178,8 @@ class WebDataset(DataPipeline, FluidInterface):
             self.append(mix)
             self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
             self.empty_check = empty_check
+            if repeat:
+                self.repeat()
             return
         resampled = resampled or mode == "resampled"
         if balanced is not None and resampled:

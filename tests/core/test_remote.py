@@ -86,12 +86,14 @@ def test_http_retry_budget_spent_names_url_and_offset_not_secrets(http_server, m
     stream.read(4096)
     http_server.faults.fail(10, status=503)
     with pytest.raises(ShardOpenError) as info:
-        stream.read(4096)
+        # the range after the first may already have been prefetched before the faults began
+        for _ in range(3):
+            stream.read(4096)
     stream.close()
     message = str(info.value)
+    assert info.value.offset in (4096, 8192)
     assert "TOPSECRET" not in message and "token=***" in message
-    assert "after 3 attempts" in message and "offset 4096" in message and "503" in message
-    assert info.value.offset == 4096
+    assert "after 3 attempts" in message and f"offset {info.value.offset}" in message and "503" in message
 
 
 def test_http_missing_and_forbidden_are_not_retried(http_server):

@@ -1,6 +1,7 @@
 """Dataset-spec files (YAML/JSON): several sources mixed by weight, scaled, selected, on local disk and S3."""
 
 import collections
+import itertools
 import json
 import math
 import os
@@ -72,6 +73,8 @@ def test_json_dict_and_list_forms(three):
     expected = sorted(keys["a"] + keys["b"][:10])
     assert sorted(s["__key__"] for s in wds.WebDataset(str(root / "mix.json"))) == expected
     assert sorted(s["__key__"] for s in wds.WebDataset(spec)) == expected
+    repeated = itertools.islice(wds.WebDataset(spec, repeat=True), 2 * len(expected))
+    assert sorted(s["__key__"] for s in repeated) == sorted(expected * 2)
     assert sorted(s["__key__"] for s in wds.WebDataset(spec["datasets"][:1] and {"dataset": spec["datasets"]})) == (
         expected
     )
