@@ -107,6 +107,13 @@ def test_verify_reports_corruption_and_counts(data, tmp_path):
     descriptor.write_text(json.dumps({"wids_version": 1, "shardlist": [{"url": "d-0.tar", "nsamples": 9}]}))
     counted = wds_cli("verify", descriptor, check=False)
     assert counted.returncode == 1 and b"the descriptor says 9 samples, the shard has 7" in counted.stdout
+    wds_cli("index", "create", spec, "-o", tmp_path / "md5.json", "--md5")
+    assert wds_cli("verify", tmp_path / "md5.json").returncode == 0
+    entries = json.loads((tmp_path / "md5.json").read_text())
+    entries["shardlist"][1]["md5sum"] = "0" * 32
+    (tmp_path / "md5.json").write_text(json.dumps(entries))
+    changed = wds_cli("verify", tmp_path / "md5.json", check=False)
+    assert changed.returncode == 1 and b"MD5 " in changed.stdout and b"the descriptor says 0000" in changed.stdout
 
 
 def test_extract_refuses_escaping_members(tmp_path):

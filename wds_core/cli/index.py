@@ -14,7 +14,6 @@ every byte).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -25,19 +24,10 @@ from ..indexed import ShardListDataset, index_shard
 from ..storage import local_path
 from ..urls import expand_urls
 from ..writer import write_descriptor
+from .common import md5_of
 from .progress import Progress, human_bytes
 
 __all__ = ["add_parser"]
-
-
-def _md5(url: str, storage_options: dict | None) -> str:
-    from ..storage import open_shard
-
-    digest = hashlib.md5()
-    with open_shard(url, storage_options) as stream:
-        while chunk := stream.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -54,7 +44,7 @@ def run_create(args: argparse.Namespace) -> int:
             index.save(path + ".idx")
         entry = {"url": url, "nsamples": len(index), "filesize": index.size}
         if args.md5:
-            entry["md5sum"] = _md5(url, None)
+            entry["md5sum"] = md5_of(url)
         entries.append(entry)
         samples, nbytes = samples + len(index), nbytes + index.size
         progress.update(number + 1, samples, nbytes)

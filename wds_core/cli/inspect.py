@@ -5,7 +5,7 @@
     wds bench "s3://bucket/shard-{000..099}.tar" --seconds 30
 
 SPEC is shard URLs or brace specs, or a wids descriptor (``.json``) whose sample
-counts ``verify`` also checks.
+counts and md5sums ``verify`` also checks.
 """
 
 from __future__ import annotations
@@ -22,22 +22,21 @@ from ..samples import TarfileToSamples, is_meta, split_key
 from ..storage import local_path
 from ..tario import BLOCK, _checksum_ok, iter_members, open_decompressed
 from ..urls import expand_urls
-from .common import subcommand
+from .common import md5_of, subcommand
 from .progress import Progress, human_bytes
 
 __all__ = ["add_parsers", "shard_list"]
 
 
-def shard_list(specs: list[str]) -> tuple[list[str], dict[str, int]]:
-    """Shard URLs of ``specs`` and the sample counts a descriptor states for them."""
+def shard_list(specs: list[str]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Shard URLs of ``specs`` and what a descriptor states about them (``nsamples``, ``md5sum``...)."""
     urls: list[str] = []
-    stated: dict[str, int] = {}
+    stated: dict[str, dict[str, Any]] = {}
     for spec in specs:
         if spec.lower().endswith(".json"):
             for entry in load_descriptor(spec)["shardlist"]:
                 urls.append(entry["url"])
-                if entry.get("nsamples") is not None:
-                    stated[entry["url"]] = int(entry["nsamples"])
+                stated[entry["url"]] = entry
         else:
             urls += expand_urls(spec)
     return urls, stated
@@ -147,9 +146,13 @@ def run_verify(args: argparse.Namespace) -> int:
         for error in errors:
             problems += 1
             print(f"CORRUPT {url}: {error}")
-        if not errors and url in stated and stated[url] != count:
+        entry = stated.get(url, {})
+        if not errors and entry.get("nsamples") is not None and int(entry["nsamples"]) != count:
             problems += 1
-            print(f"COUNT {url}: the descriptor says {stated[url]} samples, the shard has {count}")
+            print(f"COUNT {url}: the descriptor says {entry['nsamples']} samples, the shard has {count}")
+        if entry.get("md5sum") and (digest := md5_of(url)) != entry["md5sum"]:
+            problems += 1
+            print(f"MD5 {url}: the descriptor says {entry['md5sum']}, the shard's md5sum is {digest}")
         samples += count
         progress.update(number + 1, samples, 0)
     progress.update(len(urls), samples, 0, final=True)
@@ -188,6 +191,6 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
     stats = command("stats", "count samples and fields, with size distributions per field", run_stats)
     stats.add_argument("--json", action="store_true", help="machine-readable output")
-    command("verify", "read every shard; report corrupt members (URL and offset) and wrong counts", run_verify)
+    command("verify", "read every shard; report corrupt members (URL, offset), wrong counts and md5sums", run_verify)
     bench = command("bench", "measure how fast your shards read (no decoding)", run_bench)
     bench.add_argument("--seconds", type=float, default=0, help="stop after this long (default: read everything)")
