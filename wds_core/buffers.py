@@ -78,6 +78,15 @@ class _ShuffleIterator(StageIterator):
             self.snapshots.popleft()
         self.snapshots.append((self.arrivals, state, self.progress.at_snapshot(self.src)))
 
+    def _window(self) -> tuple[int, Any, Any]:
+        """The latest snapshot ``(arrival number, upstream state, reader progress)`` before every buffered item."""
+        oldest = self.buf[0][0] if self.buf else self.arrivals
+        chosen = self.snapshots[0]
+        for snapshot in self.snapshots:
+            if snapshot[0] <= oldest:
+                chosen = snapshot
+        return chosen
+
     def elastic_progress(self) -> tuple[int, Any]:
         if self.replay is not None:  # restored, not started: the replay window is still to be read
             count, kept = self.replay
@@ -85,11 +94,7 @@ class _ShuffleIterator(StageIterator):
             return self.progress.since(self.src, at, count, sorted(kept), check=False)
         if not self.snapshots:
             self._snapshot()
-        oldest = self.buf[0][0] if self.buf else self.arrivals
-        base, _, progress = self.snapshots[0]
-        for index, _, at in self.snapshots:
-            if index <= oldest:
-                base, progress = index, at
+        base, _, progress = self._window()
         held = [arrival - base for arrival, _ in self.buf]
         return self.progress.since(self.src, progress, self.arrivals - base, held)
 
@@ -138,11 +143,7 @@ class _ShuffleIterator(StageIterator):
             self._snapshot()
             if self.snapshot_error is not None:
                 raise self.snapshot_error
-        oldest = self.buf[0][0] if self.buf else self.arrivals
-        base, parent, _ = self.snapshots[0]
-        for index, state, _ in self.snapshots:
-            if index <= oldest:
-                base, parent = index, state
+        base, parent, _ = self._window()
         count = self.arrivals - base
         bits = bytearray((count + 7) // 8)
         for arrival, _ in self.buf:
