@@ -37,7 +37,7 @@ from typing import Any
 from .errors import SampleError, SpecError
 from .fieldcodecs.images import IMAGE_EXTENSIONS, ImageHandler
 from .handlers import reraise_exception
-from .stages import Handler, _PerSample
+from .stages import Handler, _CountingStage
 
 __all__ = ["Interleaved", "LazyImage", "interleaved_sample"]
 
@@ -59,7 +59,7 @@ class LazyImage:
         return f"LazyImage({len(self.data)} bytes, {self.spec!r})"
 
 
-class Interleaved(_PerSample):
+class Interleaved(_CountingStage):
     """Stage: ``sample["interleaved"]`` from a stored document (see the module doc)."""
 
     def __init__(
@@ -81,13 +81,8 @@ class Interleaved(_PerSample):
         self.layout, self.field, self.decode, self.lazy = layout, field, decode, lazy
         self.min_sim, self.max_images, self.require_images = min_sim, max_images, require_images
         self.keep_fields, self.handler = keep_fields, handler
-        self.stats: collections.Counter[str] = collections.Counter()
+        super().__init__()
         self._image: Callable[[str, bytes], Any] | None = ImageHandler(decode) if decode else None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["stats"] = collections.Counter()
-        return state
 
     # ------------------------------------------------------------ parsing
 

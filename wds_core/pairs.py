@@ -14,14 +14,13 @@ for sizes; a similarity threshold skips samples without a similarity.
 
 from __future__ import annotations
 
-import collections
 import json
 from typing import Any
 
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import ImageHandler
 from .handlers import reraise_exception
-from .stages import Handler, _PerSample
+from .stages import Handler, _CountingStage
 
 __all__ = ["ImageTextPairs"]
 
@@ -37,7 +36,7 @@ def _size_of(image: Any) -> tuple[int, int] | None:
     return None
 
 
-class ImageTextPairs(_PerSample):
+class ImageTextPairs(_CountingStage):
     """Stage: ``(image, caption)`` from image-caption samples (see the module doc)."""
 
     def __init__(
@@ -60,12 +59,7 @@ class ImageTextPairs(_PerSample):
         self.meta, self.decode, self.output, self.handler = meta, decode, output, handler
         self.min_size, self.min_similarity, self.caption_length = min_size, min_similarity, caption_length
         self._image = ImageHandler(decode) if decode else None
-        self.stats: collections.Counter[str] = collections.Counter()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["stats"] = collections.Counter()
-        return state
+        super().__init__()
 
     def _skip(self, reason: str) -> None:
         self.stats[reason] += 1

@@ -6,6 +6,7 @@ missing field) raises: re-raise (default), skip the sample, or end the stream.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -58,6 +59,21 @@ class _PerSample(Recipe):
                 return
             if result is not None:
                 yield result
+
+
+class _CountingStage(_PerSample):
+    """A per-sample stage that counts what it keeps and skips in ``stats``, per process.
+
+    A pickled copy (a DataLoader or Loader worker's) starts counting from zero.
+    """
+
+    def __init__(self) -> None:
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["stats"] = collections.Counter()
+        return state
 
 
 class Map(_PerSample):
