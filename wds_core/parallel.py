@@ -28,6 +28,7 @@ so that worker processes can find it.
 from __future__ import annotations
 
 import collections
+import functools
 import glob
 import multiprocessing
 import os
@@ -171,7 +172,8 @@ def map_shards(
         else:
             jobs.append((src, dst))
     run = {"process": _run_pool, "dask": _run_dask, "serial": _run_serial}[engine]
-    run(jobs, (fn, per, storage_options), summary, retries, workers, scheduler, progress)
+    work = functools.partial(process_shard, fn, per, storage_options=storage_options)  # work(src, dst), picklable
+    run(jobs, work, summary, retries, workers, scheduler, progress)
     return summary
 
 
@@ -187,13 +189,19 @@ def _error_text(exn: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exn), exn)).strip()
 
 
+def _retry(attempts: collections.Counter[tuple[str, str]], job: tuple[str, str], retries: int) -> bool:
+    """Count a failed attempt of ``job``; whether it gets another."""
+    attempts[job] += 1
+    return attempts[job] <= retries
+
+
 def _run_serial(
-    jobs: list, task: tuple, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
+    jobs: list, work: Callable, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
 ) -> None:
     for src, dst in jobs:
         for attempt in range(retries + 1):
             try:
-                _record(summary, dst, process_shard(task[0], task[1], src, dst, task[2]), progress)
+                _record(summary, dst, work(src, dst), progress)
                 break
             except Exception as exn:  # noqa: BLE001 - reported in the summary
                 if attempt == retries:
@@ -201,22 +209,21 @@ def _run_serial(
 
 
 def _run_pool(
-    jobs: list, task: tuple, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
+    jobs: list, work: Callable, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
 ) -> None:
     attempts: collections.Counter[tuple[str, str]] = collections.Counter()
     pending = list(jobs)
     context = multiprocessing.get_context("spawn")
     while pending:
         with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=context) as pool:
-            futures = {pool.submit(process_shard, *task[:2], src, dst, task[2]): (src, dst) for src, dst in pending}
+            futures = {pool.submit(work, src, dst): (src, dst) for src, dst in pending}
             pending = []
             for future in as_completed(futures):
                 job = futures[future]
                 try:
                     result = future.result()
                 except Exception as exn:  # noqa: BLE001 - retried, then reported
-                    attempts[job] += 1
-                    if attempts[job] <= retries:
+                    if _retry(attempts, job, retries):
                         pending.append(job)
                     else:
                         reason = "a worker process died" if isinstance(exn, BrokenProcessPool) else _error_text(exn)
@@ -226,7 +233,7 @@ def _run_pool(
 
 
 def _run_dask(
-    jobs: list, task: tuple, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
+    jobs: list, work: Callable, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
 ) -> None:
     try:
         from dask.distributed import Client, LocalCluster
@@ -244,7 +251,7 @@ def _run_dask(
         attempts: collections.Counter[tuple[str, str]] = collections.Counter()
         futures, submitted = {}, []
         for src, dst in jobs:
-            future = client.submit(process_shard, task[0], task[1], src, dst, task[2], pure=False)
+            future = client.submit(work, src, dst, pure=False)
             futures[future.key] = (src, dst)
             submitted.append(future)
         queue = dask_completed(submitted)
@@ -253,9 +260,8 @@ def _run_dask(
             try:
                 result = future.result()
             except Exception as exn:  # noqa: BLE001 - retried, then reported (KilledWorker included)
-                attempts[job] += 1
-                if attempts[job] <= retries:
-                    again = client.submit(process_shard, task[0], task[1], job[0], job[1], task[2], pure=False)
+                if _retry(attempts, job, retries):
+                    again = client.submit(work, *job, pure=False)
                     futures[again.key] = job
                     queue.add(again)
                 else:
