@@ -102,6 +102,9 @@ def test_verify_reports_corruption_and_counts(data, tmp_path):
     assert result.returncode == 1
     assert f"CORRUPT {tmp_path / 'broken.tar'}" in out and "offset 3072" in out and "offset 7168" in out
     assert out.count("CORRUPT") == 3
+    (tmp_path / "twice.tar").write_bytes(tar_bytes([("k.txt", b"1"), ("k.txt", b"2")]))
+    twice = wds_cli("verify", tmp_path / "twice.tar", check=False)
+    assert twice.returncode == 1 and b"field 'txt' occurs twice in sample 'k'" in twice.stdout
     assert f"CORRUPT {tmp_path / 'short.tar'}" in out
     descriptor = tmp_path / "ds.json"
     descriptor.write_text(json.dumps({"wids_version": 1, "shardlist": [{"url": "d-0.tar", "nsamples": 9}]}))

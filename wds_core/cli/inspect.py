@@ -18,7 +18,7 @@ from typing import Any
 
 from ..descriptor import load_descriptor
 from ..errors import TarFormatError, WdsError
-from ..samples import TarfileToSamples, is_meta, split_key
+from ..samples import TarfileToSamples, group_members, is_meta
 from ..storage import local_path
 from ..tario import BLOCK, _checksum_ok, iter_members, open_decompressed
 from ..urls import expand_urls
@@ -110,7 +110,7 @@ def _check_shard(url: str) -> tuple[int, list[str]]:
             return count, [str(exn)]
         return count, []
     problems: list[str] = []
-    count, previous, offset = 0, None, 0
+    count, offset = 0, 0
     with open(path, "rb") as raw:
         stream, compressed = open_decompressed(raw)
         if not compressed:
@@ -120,11 +120,8 @@ def _check_shard(url: str) -> tuple[int, list[str]]:
             try:
                 if offset:
                     stream.seek(offset)
-                for name, _, _ in iter_members(stream, url, start_offset=offset):
-                    key = split_key(name)[0]
-                    if key is not None and key != previous:
-                        count += 1
-                    previous = key
+                for _ in group_members(iter_members(stream, url, start_offset=offset), url):
+                    count += 1  # grouped as streaming groups them, so a field given twice is a problem here too
                 break
             except WdsError as exn:
                 problems.append(str(exn))
