@@ -98,11 +98,13 @@ def shards(tmp_path):
 
 @pytest.fixture(autouse=True)
 def _clean_storage_registry(tmp_path_factory, monkeypatch):
-    """Every test starts with no registered storage options or rewrites, and no config file."""
+    """Every test starts with no registered storage options, rewrites or scheme openers, and no config file."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
     yield
     wds_core.unregister_storage()
     wds_core.unregister_rewrite()
+    for scheme in list(wds_core.storage._OPENERS):
+        wds_core.register_opener(scheme, None)
 
 
 @pytest.fixture(scope="session")

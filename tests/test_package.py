@@ -19,7 +19,7 @@ def test_public_names_are_pinned():
     }  # fmt: skip
     assert expected <= set(wds_core.__all__)
     assert all(hasattr(wds_core, name) for name in wds_core.__all__)
-    assert len(wds_core.__all__) == 104
+    assert len(wds_core.__all__) == 152
 
 
 def test_demo_main_job_runs():

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-from .buffers import Batch, Shuffle, Slice, Unbatch
+from typing import Any
+
+from .buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
 from .cache import ShardCache
 from .collate import default_collation_fn
 from .compat import (
@@ -23,8 +25,37 @@ from .compat import (
     to_tuple,
     unbatched,
 )
-from .decode import Decode, Decoder, decode
+from .decode import Decode, Decoder, XDecode, decode
 from .descriptor import load_descriptor
+from .dropin import (
+    Cached,
+    LMDBCached,
+    LRUCleanup,
+    associate,
+    cached_tarfile_samples,
+    cached_tarfile_to_samples,
+    cbors2_to_samples,
+    detshuffle,
+    extract_keys,
+    gopen,
+    gopen_schemes,
+    info,
+    lru_cleanup,
+    maybe_cached_tarfile_to_samples,
+    non_empty,
+    numpy_dumps,
+    pipe_cleaner,
+    pipelinefilter,
+    rename_keys,
+    repeatedly,
+    resampled,
+    rsample,
+    shardspec,
+    tarfile_samples,
+    with_epoch,
+    with_length,
+    xdecode,
+)
 from .elastic import merge_states
 from .errors import (
     CheckpointError,
@@ -32,8 +63,10 @@ from .errors import (
     EmptyDatasetError,
     EncodingError,
     FieldError,
+    MissingFieldError,
     PipeError,
     SampleError,
+    SampleShapeError,
     ShardNotFoundError,
     ShardOpenError,
     SpecError,
@@ -53,7 +86,8 @@ from .fieldcodecs import (
     register_encoder,
     register_image_spec,
 )
-from .fluid import FluidInterface, WebDataset
+from .fieldstages import Associate, ExtractKeys, RenameKeys
+from .fluid import FluidInterface, FluidWrapper, WebDataset
 from .handlers import (
     ignore_and_continue,
     ignore_and_stop,
@@ -64,14 +98,17 @@ from .handlers import (
 from .indexed import ShardListDataset
 from .interleaved import Interleaved, LazyImage, interleaved_sample
 from .loader import Loader
+from .memo import MemoryCache
 from .mixing import RandomMix, RoundRobin
+from .mock import MockDataset
 from .pairs import ImageTextPairs
 from .parallel import map_shards
-from .pipeline import DataPipeline
+from .pipeline import DataPipeline, PipelineStage
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .remote import RetryPolicy
 from .samplers import ChunkedSampler, DistributedChunkedSampler
 from .samples import TarfileToSamples, group_members, split_key, tarfile_to_samples
+from .sampling import RandomSample, Resample
 from .shards import (
     ResampledShards,
     SimpleShardList,
@@ -81,9 +118,10 @@ from .shards import (
     split_by_node,
     split_by_worker,
 )
+from .shardsources import DirectoryShardList, MultiShardSample
 from .specfile import load_spec
-from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst
-from .storage import open_shard
+from .stages import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
+from .storage import open_shard, register_opener
 from .storage_config import (
     StorageOptions,
     options_for,
@@ -95,6 +133,7 @@ from .storage_config import (
 )
 from .tarindex import ShardIndex
 from .tario import iter_members
+from .tracing import Info, LogKeys
 from .urls import expand_urls
 from .writer import ShardWriter, TarWriter, write_descriptor
 
@@ -102,7 +141,70 @@ __version__ = "0.1.0"
 
 Pipeline = DataPipeline
 
+
+def install_as_webdataset(verbose: bool = True) -> Any:
+    """Make ``import webdataset`` (and ``webdataset.filters``...) give wds_core, for scripts you cannot edit.
+
+    Framework-free; with PyTorch use ``wds_torch.install_as_webdataset()``.  Call
+    it before anything imports webdataset.  Says which package is active (on
+    stderr when ``verbose``); ``wds_core.dropin.uninstall()`` undoes it.
+    """
+    from . import dropin
+
+    namespace = {name: globals()[name] for name in __all__}
+    namespace.update(dropin.top_level(dropin.MODULES))
+    return dropin.install(namespace, dropin.MODULES, "wds_core", verbose)
+
+
 __all__ = [
+    "Associate",
+    "Cached",
+    "DetShuffle",
+    "DirectoryShardList",
+    "ExtractKeys",
+    "FluidWrapper",
+    "Info",
+    "LMDBCached",
+    "LRUCleanup",
+    "LogKeys",
+    "MemoryCache",
+    "MissingFieldError",
+    "MockDataset",
+    "MultiShardSample",
+    "NonEmpty",
+    "PipelineStage",
+    "RandomSample",
+    "RenameKeys",
+    "Resample",
+    "SampleShapeError",
+    "XDecode",
+    "associate",
+    "cached_tarfile_samples",
+    "cached_tarfile_to_samples",
+    "cbors2_to_samples",
+    "detshuffle",
+    "extract_keys",
+    "gopen",
+    "gopen_schemes",
+    "info",
+    "install_as_webdataset",
+    "lru_cleanup",
+    "maybe_cached_tarfile_to_samples",
+    "non_empty",
+    "numpy_dumps",
+    "pipe_cleaner",
+    "pipelinefilter",
+    "register_opener",
+    "rename_keys",
+    "repeatedly",
+    "resampled",
+    "rsample",
+    "shardspec",
+    "tarfile_samples",
+    "transform_with",
+    "with_epoch",
+    "with_length",
+    "xdecode",
     "ChunkedSampler",
     "DistributedChunkedSampler",
     "ShardIndex",

@@ -82,6 +82,8 @@ def pieces(part: Intervals, counts: list[int]) -> list[tuple[int, int, int]]:
 class BalancedSplit(Recipe):
     """The stage that gives this rank and worker its equal part of the epoch's samples."""
 
+    per_reader = True
+
     def __init__(self, policy: str = "pad", storage_options: dict | None = None) -> None:
         if policy not in ("pad", "drop"):
             raise SpecError(f"balanced must be 'pad' or 'drop', got {policy!r}")

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import base64
 import collections
+import random
 import sys
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from .collate import default_collation_fn
-from .dist import node_info, worker_info
+from .dist import stream_seed
 from .elastic import WindowProgress
 from .errors import CheckpointError, SpecError
-from .rng import Rng, derive_seed
+from .rng import Rng
 from .state import Recipe, RunContext, StageIterator, load_state, state_of
 
-__all__ = ["Batch", "Shuffle", "Slice", "Unbatch"]
+__all__ = ["Batch", "DetShuffle", "Shuffle", "Slice", "Unbatch"]
 
 _SNAPSHOT_EVERY = 64
 
@@ -37,33 +40,85 @@ class Shuffle(Recipe):
     """Shuffle through a buffer of ``bufsize`` items, starting once ``initial`` are held.
 
     The random stream is derived from ``seed`` (or the pipeline's seed), the
-    epoch, the stage's position, the rank and the worker.
+    epoch and the stage's position; after a splitter (or any stage that gives
+    each reader its own share) also from the rank and the worker.  Before a
+    splitter every rank and worker therefore shuffles identically, so that
+    they split the same order and no sample is read twice or never.
+
+    ``rng=random.Random(...)`` draws from that generator instead, exactly as
+    webdataset's ``shuffle(rng=...)`` does (same picks for the same generator
+    state); its state carries over from one epoch to the next and is part of
+    the checkpoint, which is then restored into the generator given to the
+    new pipeline.
     """
 
-    def __init__(self, bufsize: int = 1000, initial: int = 100, seed: int | None = None, **_ignored: Any) -> None:
+    def __init__(self, bufsize: int = 1000, initial: int = 100, seed: int | None = None, rng: Any = None) -> None:
         self.bufsize = _positive("shuffle bufsize", bufsize)
         self.initial = min(max(1, int(initial)), self.bufsize)
+        if rng is not None:
+            if seed is not None:
+                raise SpecError("shuffle takes seed= or rng=, not both")
+            if not all(callable(getattr(rng, name, None)) for name in ("randint", "getstate", "setstate")):
+                raise SpecError(f"shuffle rng= must be a random.Random, got {type(rng).__name__}")
         self.seed = seed
+        self.rng = rng
 
     def build(self, src: Any, ctx: RunContext) -> _ShuffleIterator:
-        seed = self.seed if self.seed is not None else ctx.seed
-        rank, worker = node_info()[0], worker_info()[0]
-        return _ShuffleIterator(src, self, derive_seed(seed, "shuffle", ctx.stage, ctx.epoch, rank, worker))
+        return _ShuffleIterator(src, self, self.rng if self.rng is not None else Rng(self.stream_seed(ctx)))
+
+    def stream_seed(self, ctx: RunContext) -> int:
+        return stream_seed(self.seed, ctx, "shuffle")
+
+
+class DetShuffle(Shuffle):
+    """webdataset's ``detshuffle``: the same order in every rank and worker, a function of ``seed`` and the epoch.
+
+    Epoch ``e`` draws from ``random.Random(seed + epoch + 1 + e)`` with
+    webdataset's picks, so the order is webdataset's for the same input and
+    epoch (``epoch`` is webdataset's counter before the first epoch, ``-1``
+    by default); the epoch is the pipeline's, so it also changes with
+    non-persistent DataLoader workers.
+    """
+
+    def __init__(self, bufsize: int = 1000, initial: int = 100, seed: int = 0, epoch: int = -1) -> None:
+        super().__init__(bufsize, initial, seed=int(seed))
+        self.epoch = int(epoch)  # webdataset's attribute: the epoch last started (read only, here)
+        self.first_epoch = int(epoch) + 1
+
+    def build(self, src: Any, ctx: RunContext) -> _ShuffleIterator:
+        self.epoch = self.first_epoch + ctx.epoch
+        return _ShuffleIterator(src, self, random.Random(int(self.seed or 0) + self.epoch))
+
+
+def _encode_ints(values: Any) -> str:
+    return base64.b64encode(zlib.compress(np.asarray(values, dtype=np.uint32).tobytes())).decode("ascii")
+
+
+def _decode_ints(text: str) -> list[int]:
+    return np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint32).tolist()
 
 
 class _ShuffleIterator(StageIterator):
-    def __init__(self, src: Any, recipe: Shuffle, seed: int) -> None:
+    def __init__(self, src: Any, recipe: Shuffle, rng: Any) -> None:
         super().__init__(src)
         self.recipe = recipe
-        self.rng = Rng(seed)
-        self.buf: list[tuple[int, Any]] = []  # (arrival number, item), in arrival order
+        self.rng = rng
+        # A user's random.Random picks as webdataset does (swap with the last item), so the buffer is not
+        # in arrival order and its order is part of the state; our own picks keep arrival order.
+        self.swap = not isinstance(rng, Rng)
+        self.buf: list[tuple[int, Any]] = []  # (arrival number, item)
         self.arrivals = 0
         self.exhausted = False
         self.snapshots: collections.deque[tuple[int, Any, Any]] = collections.deque()
         self.progress = WindowProgress("shuffle")
         self.snapshot_error: CheckpointError | None = None
-        self.replay: tuple[int, set[int]] | None = None
+        self.replay: tuple[int, set[int], list[int] | None] | None = None
         self.restored: dict[str, Any] | None = None
+
+    def _oldest(self) -> int:
+        if not self.buf:
+            return self.arrivals
+        return min(arrival for arrival, _ in self.buf) if self.swap else self.buf[0][0]
 
     def _snapshot(self) -> None:
         if self.snapshot_error is not None:
@@ -73,14 +128,15 @@ class _ShuffleIterator(StageIterator):
         except CheckpointError as exn:
             self.snapshot_error = exn
             return
-        oldest = self.buf[0][0] if self.buf else self.arrivals
-        while len(self.snapshots) > 1 and self.snapshots[1][0] <= oldest:
-            self.snapshots.popleft()
+        if not self.swap or len(self.snapshots) >= 16:  # finding the oldest item of a swapped buffer is a scan
+            oldest = self._oldest()
+            while len(self.snapshots) > 1 and self.snapshots[1][0] <= oldest:
+                self.snapshots.popleft()
         self.snapshots.append((self.arrivals, state, self.progress.at_snapshot(self.src)))
 
     def _window(self) -> tuple[int, Any, Any]:
         """The latest snapshot ``(arrival number, upstream state, reader progress)`` before every buffered item."""
-        oldest = self.buf[0][0] if self.buf else self.arrivals
+        oldest = self._oldest()
         chosen = self.snapshots[0]
         for snapshot in self.snapshots:
             if snapshot[0] <= oldest:
@@ -89,7 +145,7 @@ class _ShuffleIterator(StageIterator):
 
     def elastic_progress(self) -> tuple[int, Any]:
         if self.replay is not None:  # restored, not started: the replay window is still to be read
-            count, kept = self.replay
+            count, kept, _ = self.replay
             at = self.progress.at_snapshot(self.src)
             return self.progress.since(self.src, at, count, sorted(kept), check=False)
         if not self.snapshots:
@@ -98,17 +154,33 @@ class _ShuffleIterator(StageIterator):
         held = [arrival - base for arrival, _ in self.buf]
         return self.progress.since(self.src, progress, self.arrivals - base, held)
 
+    def _picker(self) -> Callable[[], Any]:
+        buf, rng = self.buf, self.rng
+        if not self.swap:
+            return lambda: buf.pop(rng.below(len(buf)))[1]
+
+        def pick() -> Any:
+            k = rng.randint(0, len(buf) - 1)
+            item = buf[k][1]
+            buf[k] = buf[-1]
+            buf.pop()
+            return item
+
+        return pick
+
     def _run(self) -> Iterator[Any]:
         src = iter(self.src)
-        buf, rng = self.buf, self.rng
+        buf, pick = self.buf, self._picker()
         bufsize, initial = self.recipe.bufsize, self.recipe.initial
         if self.replay is not None:
             self.snapshots = collections.deque([(0, self.snapshots[0][1], self.progress.at_snapshot(self.src))])
-            count, kept = self.replay
+            count, kept, order = self.replay
+            held = {}
             for i in range(count):
                 item = next(src)
                 if i in kept:
-                    buf.append((i, item))
+                    held[i] = item
+            buf.extend((i, held[i]) for i in (order if order is not None else sorted(held)))
             self.arrivals = count
             self.replay = None
 
@@ -130,9 +202,15 @@ class _ShuffleIterator(StageIterator):
             if len(buf) < bufsize:
                 pull()
             if len(buf) >= initial:
-                yield buf.pop(rng.below(len(buf)))[1]
+                yield pick()
         while buf:
-            yield buf.pop(rng.below(len(buf)))[1]
+            yield pick()
+
+    def _rng_state(self) -> Any:
+        if not self.swap:
+            return self.rng.state
+        version, internal, gauss = self.rng.getstate()
+        return [version, list(internal), gauss]
 
     def state_dict(self) -> dict[str, Any]:
         if self._gen is None and self.restored is not None:
@@ -149,23 +227,33 @@ class _ShuffleIterator(StageIterator):
         for arrival, _ in self.buf:
             r = arrival - base
             bits[r >> 3] |= 1 << (r & 7)
-        return {
+        state = {
             "parent": parent,
             "replay": count,
             "kept": base64.b64encode(zlib.compress(bytes(bits))).decode("ascii"),
-            "rng": self.rng.state,
+            "rng": self._rng_state(),
             "exhausted": self.exhausted,
         }
+        if self.swap:
+            state["order"] = _encode_ints([arrival - base for arrival, _ in self.buf])
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self._gen is not None:
             raise CheckpointError("shuffle: load_state_dict() must come before iteration starts")
+        if self.swap != ("order" in state):
+            taken, here = ("without", "has") if self.swap else ("with", "has no")
+            raise CheckpointError(f"shuffle: the checkpoint was taken {taken} rng=, and this shuffle {here} rng=")
         load_state(self.src, state["parent"])
         count = int(state["replay"])
         bits = zlib.decompress(base64.b64decode(state["kept"]))
         kept = {i for i in range(count) if bits[i >> 3] >> (i & 7) & 1}
-        self.replay = (count, kept)
-        self.rng.state = int(state["rng"])
+        self.replay = (count, kept, _decode_ints(state["order"]) if self.swap else None)
+        if self.swap:
+            version, internal, gauss = state["rng"]
+            self.rng.setstate((version, tuple(internal), gauss))
+        else:
+            self.rng.state = int(state["rng"])
         self.exhausted = bool(state["exhausted"])
         self.snapshots = collections.deque([(0, state["parent"], None)])
         self.restored = state

@@ -22,11 +22,17 @@ def _torch_tensor_type() -> Any:
     return getattr(torch, "Tensor", None) if torch is not None else None
 
 
-def collate_column(values: list[Any]) -> Any:
-    """One column of a batch: an array, a stacked tensor, or a list."""
+def collate_column(values: list[Any], combine_tensors: bool = True, combine_scalars: bool = True) -> Any:
+    """One column of a batch: an array, a stacked tensor, or a list.
+
+    ``combine_scalars=False`` keeps numbers as a list, ``combine_tensors=False``
+    keeps arrays and tensors as a list (webdataset's switches).
+    """
     first = values[0]
     if isinstance(first, (bool, int, float, np.number)) and all(isinstance(v, type(first)) for v in values):
-        return np.array(values)
+        return np.array(values) if combine_scalars else list(values)
+    if not combine_tensors:
+        return list(values)
     if isinstance(first, np.ndarray):
         shapes = {v.shape for v in values if isinstance(v, np.ndarray)}
         if len(shapes) == 1 and all(isinstance(v, np.ndarray) for v in values):
@@ -40,8 +46,8 @@ def collate_column(values: list[Any]) -> Any:
     return list(values)
 
 
-def default_collation_fn(samples: list[Any]) -> Any:
-    """Collate tuple/list samples column by column, dict samples field by field."""
+def default_collation_fn(samples: list[Any], combine_tensors: bool = True, combine_scalars: bool = True) -> Any:
+    """Collate tuple/list samples column by column, dict samples field by field (see :func:`collate_column`)."""
     first = samples[0]
     if isinstance(first, dict):
         keys = set(first)
@@ -51,10 +57,10 @@ def default_collation_fn(samples: list[Any]) -> Any:
                     f"cannot batch samples with different fields: {sorted(keys)} vs {sorted(sample)}",
                     member=sample.get("__key__"),
                 )
-        return {k: collate_column([s[k] for s in samples]) for k in first}
+        return {k: collate_column([s[k] for s in samples], combine_tensors, combine_scalars) for k in first}
     if isinstance(first, (list, tuple)):
         width = len(first)
         if any(len(s) != width for s in samples):
             raise SampleError("cannot batch tuples of different lengths")
-        return tuple(collate_column([s[i] for s in samples]) for i in range(width))
-    return collate_column(list(samples))
+        return tuple(collate_column([s[i] for s in samples], combine_tensors, combine_scalars) for i in range(width))
+    return collate_column(list(samples), combine_tensors, combine_scalars)

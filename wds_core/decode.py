@@ -15,19 +15,23 @@ read-ahead window plus how many samples of the window were delivered.
 
 from __future__ import annotations
 
+import io
+import pickle
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from fnmatch import fnmatch
 from typing import Any
 
 from .elastic import WindowProgress
-from .errors import CheckpointError, DecodingError
+from .errors import CheckpointError, DecodingError, SampleShapeError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
 from .handlers import reraise_exception
 from .stages import _PerSample
 from .state import RunContext, StageIterator, state_of
 
-__all__ = ["Decode", "Decoder", "decode"]
+__all__ = ["Decode", "Decoder", "XDecode", "decode"]
 
 Handler = Callable[[BaseException], bool]
 _BYTES = (bytes, bytearray, memoryview)
@@ -84,7 +88,8 @@ class Decoder:
 
     def decode(self, sample: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(sample, dict):
-            raise TypeError(f"decode expects samples as dicts, got {type(sample).__name__}; decode before to_tuple")
+            kind = type(sample).__name__
+            raise SampleShapeError(f"decode expects samples as dicts, got {kind}; decode before to_tuple")
         result: dict[str, Any] = {}
         only, partial = self.only, self.partial
         for field, value in sample.items():
@@ -238,3 +243,90 @@ def decode(
     """
     decoder = Decoder(*handlers, pre=pre, post=post, only=only, partial=partial, allow_pickle=allow_pickle)
     return Decode(decoder, handler=handler, num_threads=num_threads)
+
+
+def decode_bin(stream: Any) -> bytes:
+    """xdecode's ``*.bin``: the bytes."""
+    return stream.read()
+
+
+def decode_text(stream: Any) -> str:
+    """xdecode's ``*.txt``: UTF-8 text."""
+    return stream.read().decode("utf-8")
+
+
+def decode_pickle(stream: Any) -> Any:
+    """xdecode's ``*.pyd`` with ``allow_pickle=True``: unpickling runs code chosen by whoever wrote it."""
+    return pickle.load(stream)
+
+
+XDECODE_DEFAULTS = [("*.bin", decode_bin), ("*.txt", decode_text), ("*.pyd", decode_pickle)]
+
+
+def _pickle_refused(stream: Any) -> Any:
+    raise PickleNotAllowed(
+        "pickle fields are not decoded unless allowed: xdecode(..., allow_pickle=True), trusted data only"
+    )
+
+
+class XDecode(_PerSample):
+    """webdataset's ``xdecode``: decoders chosen by glob patterns on field names, given a binary stream.
+
+    ``decoders`` are ``(pattern, fn)`` pairs, ``by_extension`` adds
+    ``ext=fn`` as ``("*.ext", fn)``; later ones win, after the defaults
+    (``*.bin`` -> bytes, ``*.txt`` -> str; ``*.pyd`` -> unpickled only with
+    ``allow_pickle=True``).  A pattern matches the field name or ``"." + name``
+    (lower-cased, after the last ``/``).  ``fn=False`` keeps the bytes.  A
+    field no pattern matches is an error when ``must_decode``, else kept as is;
+    ``__*`` fields are never decoded.
+    """
+
+    def __init__(
+        self,
+        *decoders: tuple[str, Any],
+        must_decode: bool = True,
+        defaults: list[tuple[str, Any]] | None = None,
+        allow_pickle: bool = False,
+        handler: Handler = reraise_exception,
+        **by_extension: Any,
+    ) -> None:
+        if defaults is None:
+            defaults = XDECODE_DEFAULTS
+        table = list(defaults) + list(decoders) + [("*." + ext, fn) for ext, fn in by_extension.items()]
+        for entry in table:
+            if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and isinstance(entry[0], str)):
+                raise TypeError(f"xdecode takes (pattern, function) pairs, got {entry!r}")
+            if entry[1] is not False and not callable(entry[1]):
+                raise TypeError(f"xdecode: the decoder for {entry[0]!r} must be callable or False, got {entry[1]!r}")
+        if not allow_pickle:
+            table = [(p, _pickle_refused if fn is decode_pickle else fn) for p, fn in table]
+        self.table = table[::-1]
+        self.must_decode, self.handler = must_decode, handler
+
+    def _find(self, field: str) -> Any:
+        name = re.sub(r".*/", "", field).lower()
+        for pattern, fn in self.table:
+            if fnmatch(name, pattern) or fnmatch("." + name, pattern):
+                return fn
+        return None
+
+    def process(self, sample: Any) -> dict[str, Any]:
+        if not isinstance(sample, dict):
+            raise SampleShapeError(f"xdecode expects samples as dicts, got {type(sample).__name__}")
+        result = {}
+        for field, data in sample.items():
+            fn = None if field.startswith("__") else self._find(field)
+            if field.startswith("__") or fn is False:
+                result[field] = data
+            elif fn is None:
+                if self.must_decode:
+                    raise _error(
+                        "no xdecode decoder matches this field (pass must_decode=False to keep it)", sample, field
+                    )
+                result[field] = data
+            else:
+                try:
+                    result[field] = fn(io.BytesIO(data) if isinstance(data, _BYTES) else data)
+                except Exception as exn:
+                    raise _error(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
+        return result

@@ -105,10 +105,23 @@ def resolve_descriptor(
     return resolved
 
 
-def load_descriptor(source: str | dict[str, Any], storage_options: dict | None = None) -> dict[str, Any]:
-    """Read (when ``source`` is a path or URL) and resolve a wids v1 descriptor."""
+def load_descriptor(source: Any, storage_options: dict | None = None) -> dict[str, Any]:
+    """Read (when ``source`` is a path, URL or open file) and resolve a wids v1 descriptor.
+
+    Relative shard URLs of a descriptor read from an open file resolve against
+    the file's folder when it has a ``name`` that is a path, else against the
+    current directory.
+    """
     if isinstance(source, dict):
         return resolve_descriptor(source, None, storage_options)
+    if hasattr(source, "read"):
+        name = getattr(source, "name", None)
+        where = name if isinstance(name, str) and os.path.isfile(name) else None
+        try:
+            body = json.loads(source.read())
+        except ValueError as exn:
+            raise SpecError(f"{name or 'the stream'}: not a JSON dataset descriptor: {exn}") from None
+        return resolve_descriptor(body, where, storage_options)
     try:
         body = json.loads(read_bytes(source, storage_options))
     except (OSError, ValueError) as exn:

@@ -1,4 +1,4 @@
-"""Who am I: rank and world size of this process, worker index within it.
+"""Who am I: rank and world size of this process, worker index within it; is another process alive.
 
 Learnt, in this order, from an explicit provider registered by a framework
 adapter, from the environment variables webdataset users already set (``RANK``,
@@ -11,8 +11,22 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["node_info", "set_node_info_provider", "set_worker_info_provider", "worker_info"]
+from .rng import derive_seed
+
+if TYPE_CHECKING:
+    from .state import RunContext
+
+__all__ = [
+    "agreed_seed",
+    "node_info",
+    "process_running",
+    "set_node_info_provider",
+    "set_worker_info_provider",
+    "stream_seed",
+    "worker_info",
+]
 
 _node_provider: Callable[[], tuple[int, int] | None] | None = None
 _worker_provider: Callable[[], tuple[int, int] | None] | None = None
@@ -61,3 +75,38 @@ def worker_info() -> tuple[int, int]:
         if info is not None:
             return info.id, info.num_workers
     return _env_pair("WORKER", "NUM_WORKERS") or (0, 1)
+
+
+def agreed_seed(seed: int, given: bool) -> int:
+    """``seed`` if the user chose it, else one every rank agrees on without talking (0) when there are several.
+
+    A seed drawn at random when a pipeline is made is shared by its DataLoader
+    workers (it travels with the pickled pipeline) but differs between ranks.
+    """
+    if not given and node_info()[1] > 1:
+        return 0
+    return seed
+
+
+def stream_seed(seed: int | None, ctx: RunContext, label: str) -> int:
+    """The seed of a stage's random stream: ``seed`` (or the pipeline's), ``label``, the stage and the epoch.
+
+    Before any splitter (``ctx.per_reader`` false) every rank and worker must
+    make the same choices, so that they then split the same stream; after it,
+    the rank and the worker are mixed in so that readers make different ones.
+    """
+    base = seed if seed is not None else ctx.seed
+    if not ctx.per_reader:
+        return derive_seed(agreed_seed(base, seed is not None or ctx.seed_given), label, ctx.stage, ctx.epoch)
+    return derive_seed(base, label, ctx.stage, ctx.epoch, node_info()[0], worker_info()[0])
+
+
+def process_running(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

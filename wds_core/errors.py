@@ -9,13 +9,22 @@ also from the builtin a caller would naturally catch::
      ├── ShardOpenError (OSError)           a shard that cannot be opened or read
      │    ├── ShardNotFoundError            ... because it does not exist (FileNotFoundError)
      │    └── PipeError                     a ``pipe:`` command that failed
-     ├── TarFormatError (ValueError)        bytes that are not a valid tar stream
+     ├── TarFormatError (ValueError,        bytes that are not a valid tar stream
+     │    │   tarfile.ReadError)
      │    └── TruncatedShardError           the shard ends before it should
      ├── SampleError (ValueError)           members that do not form a valid sample
+     │    ├── MissingFieldError (KeyError)  a field a stage needs is not in the sample
+     │    ├── SampleShapeError (TypeError,  a sample of the wrong kind for the stage (a dict
+     │    │   AssertionError)               where a tuple is needed...): a mistake in the
+     │    │                                 pipeline, so it is raised whatever the handler
      │    └── FieldError                    one field of a sample (``key``, ``field``)
      │         ├── DecodingError            ... whose bytes cannot be decoded
      │         └── EncodingError            ... that cannot be encoded or written
      └── CheckpointError (ValueError)       a state that cannot be taken or restored
+
+The second builtin of ``TarFormatError``, ``MissingFieldError`` and
+``SampleShapeError`` is what webdataset raises in the same place, so that code
+written against webdataset catches ours.
 
 Errors about data carry ``url``, ``member`` and ``offset`` attributes (each may
 be ``None``) and put them in the message.  Messages never contain credentials:
@@ -25,6 +34,7 @@ URLs are passed through :func:`redact_url` before they are shown.
 from __future__ import annotations
 
 import re
+import tarfile
 
 __all__ = [
     "CheckpointError",
@@ -32,8 +42,10 @@ __all__ = [
     "EmptyDatasetError",
     "EncodingError",
     "FieldError",
+    "MissingFieldError",
     "PipeError",
     "SampleError",
+    "SampleShapeError",
     "ShardNotFoundError",
     "ShardOpenError",
     "SpecError",
@@ -76,6 +88,9 @@ class WdsError(Exception):
         self.offset = offset
         super().__init__(self._compose())
 
+    def __str__(self) -> str:  # not KeyError's quoted repr, for the subclasses that are KeyErrors too
+        return self._compose()
+
     def _where(self) -> list[tuple[str, object]]:
         return [("shard", self.url), ("member", self.member), ("offset", self.offset)]
 
@@ -117,7 +132,7 @@ class PipeError(ShardOpenError):
     """A ``pipe:`` command that exited with an error."""
 
 
-class TarFormatError(WdsError, ValueError):
+class TarFormatError(WdsError, ValueError, tarfile.ReadError):
     """Bytes that are not a valid tar stream."""
 
 
@@ -127,6 +142,18 @@ class TruncatedShardError(TarFormatError):
 
 class SampleError(WdsError, ValueError):
     """Members that do not form a valid sample (for example a field given twice)."""
+
+
+class MissingFieldError(SampleError, KeyError):
+    """A field that a stage needs is not in the sample."""
+
+
+class SampleShapeError(SampleError, TypeError, AssertionError):
+    """A sample of the wrong kind for the stage: a dict where a tuple is needed, or the reverse.
+
+    It says the pipeline's stages are in the wrong order, not that the data is
+    bad, so stages raise it whatever their handler (webdataset asserts there).
+    """
 
 
 class CheckpointError(WdsError, ValueError):

@@ -6,6 +6,7 @@ was called on is left as it was.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +22,10 @@ from .pipeline import DataPipeline
 from .remote import RetryPolicy
 from .samples import TarfileToSamples
 from .shards import ResampledShards, SimpleShardList, split_by_node, split_by_worker
+from .shardsources import DirectoryShardList
 from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple
 
-__all__ = ["FluidInterface", "WebDataset"]
+__all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 
 Handler = Callable[[BaseException], bool]
 
@@ -49,9 +51,9 @@ class FluidInterface:
         return self.compose(Unbatch(lists="items"))
 
     def shuffle(self, size: int, **kw: Any) -> Any:
-        if size < 1:
-            return self
-        return self.compose(Shuffle(size, **kw))
+        """Shuffle through a buffer of ``size`` items (see :class:`~wds_core.buffers.Shuffle`); ``size < 1``: none."""
+        stage = Shuffle(max(size, 1), **kw)  # arguments are checked even when there is nothing to shuffle
+        return self if size < 1 else self.compose(stage)
 
     def map(self, f: Callable, handler: Handler = reraise_exception) -> Any:
         return self.compose(Map(f, handler=handler))
@@ -73,6 +75,48 @@ class FluidInterface:
 
     def slice(self, *args: int | None) -> Any:
         return self.compose(Slice(*args))
+
+    def rsample(self, p: float = 0.5, seed: int | None = None) -> Any:
+        """Keep each item with probability ``p`` (a seeded, checkpointable draw)."""
+        from .sampling import RandomSample
+
+        return self.compose(RandomSample(p, seed))
+
+    def extract_keys(self, *patterns: str, **kw: Any) -> Any:
+        """Tuples of the fields matching glob patterns; see :class:`~wds_core.fieldstages.ExtractKeys`."""
+        from .fieldstages import ExtractKeys
+
+        return self.compose(ExtractKeys(*patterns, **kw))
+
+    def rename_keys(self, *renamings: tuple[str, str], **kw: Any) -> Any:
+        """Fields renamed by glob patterns; see :class:`~wds_core.fieldstages.RenameKeys`."""
+        from .fieldstages import RenameKeys
+
+        return self.compose(RenameKeys(*renamings, **kw))
+
+    def xdecode(self, *decoders: tuple[str, Any], **kw: Any) -> Any:
+        """Decode fields by glob patterns with stream decoders; see :class:`~wds_core.decode.XDecode`."""
+        from .decode import XDecode
+
+        return self.compose(XDecode(*decoders, **kw))
+
+    def log_keys(self, logfile: str | None = None) -> Any:
+        """Append each sample's key (with worker and rank) to ``logfile``."""
+        from .tracing import LogKeys
+
+        return self.compose(LogKeys(logfile))
+
+    def mcached(self) -> Any:
+        """Keep the first complete epoch in memory and replay it after (not checkpointable)."""
+        from .memo import MemoryCache
+
+        return self.compose(MemoryCache())
+
+    def lmdb_cached(self, *args: Any, **kw: Any) -> Any:
+        raise NotImplementedError(
+            "webdataset's lmdb_cached() is not provided by wds: it pickles every sample into an LMDB database; "
+            "cache shards with WebDataset(..., cache_dir=...) or samples in memory with mcached()"
+        )
 
     def image_text_pairs(self, **kw: Any) -> Any:
         """``(image, caption)`` from img2dataset/LAION-style samples; see :class:`ImageTextPairs`."""
@@ -137,6 +181,12 @@ class WebDataset(DataPipeline, FluidInterface):
     ``urls`` may also name a dataset-spec file (``.yaml``/``.yml``/``.json``,
     or its parsed dict): several sources mixed in proportions
     (:mod:`wds_core.specfile`); ``allow_pipe=True`` lets it use ``pipe:`` URLs.
+    A local folder ending in ``/`` is a :class:`~wds_core.shardsources.DirectoryShardList`
+    (shards claimed as they appear; ``mode`` says what happens to them after).
+
+    Without ``seed``, the ``WDS_SEED`` environment variable is the seed when
+    set, as in webdataset.  ``detshuffle`` is accepted for webdataset: the shard
+    order is always deterministic, a function of the seed and the epoch.
     """
 
     def __init__(
@@ -164,6 +214,8 @@ class WebDataset(DataPipeline, FluidInterface):
         balanced: str | None = None,
         allow_pipe: bool = False,
     ) -> None:
+        if seed is None and os.environ.get("WDS_SEED", "") != "":
+            seed = int(os.environ["WDS_SEED"])
         super().__init__(seed=seed)
         cache = None
         if cache_dir is not None:
@@ -181,6 +233,13 @@ class WebDataset(DataPipeline, FluidInterface):
             if repeat:
                 self.repeat()
             return
+        if isinstance(urls, str) and urls.endswith("/") and os.path.isdir(urls):
+            self.append(DirectoryShardList(urls, mode=mode or "resample"))
+            self.append(TarfileToSamples(handler, select_files, rename_files, storage_options, cache, retry))
+            self.nshards, self.empty_check = 0, False
+            return
+        if mode not in (None, "resampled"):
+            raise SpecError(f"mode must be None or 'resampled' (or a folder mode for a folder of shards), got {mode!r}")
         resampled = resampled or mode == "resampled"
         if balanced is not None and resampled:
             raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
@@ -211,3 +270,10 @@ class WebDataset(DataPipeline, FluidInterface):
         if self.nshards < world * workers:
             message += "; there are fewer shards than ranks x workers: use more shards or resampled=True"
         return message + "; pass empty_check=False to allow empty epochs"
+
+
+class FluidWrapper(DataPipeline, FluidInterface):
+    """Any source (an iterable, a pipeline, a DataLoader...) with the fluid methods: ``FluidWrapper(src).map(f)``."""
+
+    def __init__(self, initial: Any, seed: int | None = None) -> None:
+        super().__init__(initial, seed=seed)

@@ -31,6 +31,7 @@ import bisect
 import mmap
 import os
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -93,7 +94,15 @@ class _Ranges:
 
 
 class ShardListDataset:
-    """Random access to the samples of a list of shards (see the module doc)."""
+    """Random access to the samples of a list of shards (see the module doc).
+
+    ``source`` is a descriptor (a ``.json`` path or URL, its parsed dict, or an
+    open file of it), a brace spec, or a list of shard URLs or entries.
+    ``ShardListDataset[T]`` may be used in annotations, as wids' class can.
+    """
+
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias:
+        return types.GenericAlias(cls, item)
 
     def __init__(
         self,
@@ -136,7 +145,7 @@ class ShardListDataset:
     # -------------------------------------------------------------- the shard list
 
     def _shardlist(self, source: Any) -> list[dict[str, Any]]:
-        if isinstance(source, dict):
+        if isinstance(source, dict) or hasattr(source, "read"):  # a descriptor, parsed or as an open file
             return load_descriptor(source, self.storage_options)["shardlist"]
         if isinstance(source, (str, os.PathLike)):
             text = os.fspath(source)

@@ -31,7 +31,12 @@ __all__ = ["Mix", "RandomMix", "RoundRobin"]
 
 
 class Mix(Recipe):
-    """The stage behind :class:`RandomMix` and :class:`RoundRobin` (``mode="random"`` or ``"roundrobin"``)."""
+    """The stage behind :class:`RandomMix` and :class:`RoundRobin` (``mode="random"`` or ``"roundrobin"``).
+
+    Its datasets split their shards by rank and worker, so what it yields is each reader's own.
+    """
+
+    per_reader = True
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import sys
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -21,9 +22,9 @@ from .balanced import BalancedSplit
 from .elastic import find_reader, summary
 from .errors import CheckpointError, EmptyDatasetError, SpecError
 from .rng import fresh_seed
-from .state import Recipe, RunContext, StageIterator, describe, load_state, state_of
+from .state import Recipe, RunContext, StageIterator, close_chain, describe, load_state, state_of
 
-__all__ = ["DataPipeline"]
+__all__ = ["DataPipeline", "PipelineStage"]
 
 STATE_FORMAT = "wds.pipeline/1"
 
@@ -48,26 +49,63 @@ class _ListSource(StageIterator):
         self.index = int(state["index"])
 
 
+class PipelineStage:
+    """webdataset's base class for stage objects: the pipeline calls ``stage.run(upstream)``.
+
+    A subclass defines ``run(self, src)`` returning an iterator (a generator
+    method will do); as the first stage of a pipeline, ``run()`` gets no
+    argument.  Objects of other classes with a ``run`` method and no
+    ``__call__`` are invoked the same way (webdataset's own ``PipelineStage``
+    subclasses, for instance).  Such stages keep no checkpoint state.
+    """
+
+    def run(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define run(src), as webdataset's PipelineStage does")
+
+    def invoke(self, *args: Any) -> Any:
+        return self.run(*args)
+
+
+def _has_run(stage: Any) -> bool:
+    return isinstance(stage, PipelineStage) or (callable(getattr(stage, "run", None)) and not callable(stage))
+
+
 def _build(stage: Any, src: Any, ctx: RunContext) -> Any:
     if isinstance(stage, Recipe):
         return stage.build(src, ctx)
     if src is None:
         if isinstance(stage, (list, tuple)):
             return _ListSource(list(stage))
-        if isinstance(stage, DataPipeline) or hasattr(stage, "__iter__"):
+        if hasattr(stage, "__iter__"):  # pipelines, IterableDatasets, DataLoaders, any iterable
             return iter(stage) if not hasattr(stage, "state_dict") else stage
+        if _has_run(stage):
+            return stage.run()
         if callable(stage):
             return stage()
         raise SpecError(f"the first stage must be iterable or callable, got {type(stage).__name__}")
+    if _has_run(stage):
+        return stage.run(src)
     if not callable(stage):
-        raise SpecError(f"a pipeline stage must be callable (iterator -> iterator), got {type(stage).__name__}")
+        raise SpecError(
+            "a pipeline stage must be callable (iterator -> iterator) or have a run(iterator) method "
+            f"(webdataset's PipelineStage), got {type(stage).__name__}"
+        )
     return stage(src)
 
 
+def _is_stage(obj: Any) -> bool:
+    """Whether ``obj`` can only be a stage, not an item of data: a recipe, a callable, a stage or dataset object."""
+    if isinstance(obj, (Recipe, DataPipeline)) or callable(obj) or _has_run(obj):
+        return True
+    return any(cls.__name__ in ("IterableDataset", "DataLoader") for cls in type(obj).__mro__)
+
+
 def _flatten(stages: tuple[Any, ...]) -> list[Any]:
+    """A list given among the stages is a list of stages, as in webdataset (``DataPipeline([s1, s2, ...])``),
+    except a first list whose items are data (not all stages): that is the source."""
     out: list[Any] = []
     for stage in stages:
-        if isinstance(stage, list) and out:
+        if isinstance(stage, list) and (out or (stage and all(_is_stage(x) for x in stage))):
             out.extend(stage)
         else:
             out.append(stage)
@@ -86,6 +124,7 @@ class DataPipeline:
     def __init__(self, *stages: Any, seed: int | None = None) -> None:
         self.pipeline: list[Any] = _flatten(stages)
         self.seed = int(seed) if seed is not None else fresh_seed()
+        self.seed_given = seed is not None
         self.repetitions = 1
         self.nsamples = -1
         self.size: int | None = None
@@ -113,9 +152,16 @@ class DataPipeline:
         return self.pipeline[index]
 
     def with_length(self, n: int, silent: bool = False) -> DataPipeline:
-        """Give the pipeline a ``len()`` (it does not change how many items an epoch has)."""
+        """Give the pipeline a ``len()`` (it does not change how many items an epoch has: a warning says so,
+        as in webdataset, unless ``silent``)."""
         if not isinstance(n, int) or n < 0:
             raise SpecError(f"with_length needs a non-negative integer, got {n!r}")
+        if not silent:
+            warnings.warn(
+                "with_length() only sets what len() returns; the number of items of an epoch is unchanged "
+                "(use with_epoch() for that; silent=True drops this warning)",
+                stacklevel=2,
+            )
         self.size = n
         return self
 
@@ -151,6 +197,25 @@ class DataPipeline:
         return self.size
 
     # ------------------------------------------------------------ running
+
+    def close(self) -> None:
+        """End the active iteration now (its open shards are closed) and close the stages that can be closed.
+
+        The pipeline stays usable: the next ``iter()`` starts a new epoch.
+        """
+        run, self._run = self._run, None
+        if run is not None:
+            run.close()
+        for stage in self.pipeline:
+            closer = getattr(stage, "close", None)
+            if callable(closer) and not isinstance(stage, (Recipe, type)):
+                closer()
+
+    def __enter__(self) -> DataPipeline:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def __iter__(self) -> Iterator[Any]:
         run = _Run(self, self._pending)
@@ -227,6 +292,7 @@ class _Run(StageIterator):
         self.stages = list(pipeline.pipeline)
         self.limit = pipeline.nsamples if pipeline.nsamples > 0 else -1
         self.repetitions, self.empty_check = pipeline.repetitions, pipeline.empty_check
+        self.seed_given = getattr(pipeline, "seed_given", True)
         self.fingerprint = pipeline.fingerprint()
         self.chain: Any = None
         self.chain_state: Any = None
@@ -248,10 +314,12 @@ class _Run(StageIterator):
             self.empty_check = False  # the rest of a balanced epoch may be nothing for some readers
 
     def _build_chain(self) -> Any:
-        ctx = RunContext(seed=self.seed, epoch=self.epoch)
+        ctx = RunContext(seed=self.seed, epoch=self.epoch, seed_given=self.seed_given)
         it = None
         for index, stage in enumerate(self.stages):
             it = _build(stage, it, ctx.for_stage(index))
+            if isinstance(stage, Recipe) and stage.per_reader:
+                ctx = ctx.for_stage(index, per_reader=True)
         if self.chain_state is not None:
             load_state(it, self.chain_state)
             self.chain_state = None
@@ -294,6 +362,12 @@ class _Run(StageIterator):
             pipeline = self.p()
             message = pipeline.empty_message() if pipeline is not None else "no samples in this epoch"
             raise EmptyDatasetError(message)
+
+    def close(self) -> None:
+        """Close the generators of this run, from the output down to the shard reader."""
+        close_chain(self)  # (a run has no upstream: this closes its own generator)
+        close_chain(self.chain)
+        self.chain = None
 
     def state_dict(self) -> dict[str, Any]:
         if self.chain is None and self.balanced and self.rep < self.repetitions:

@@ -9,11 +9,14 @@ multi-rank run falls back to seed 0 so that all ranks still agree.
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .dist import node_info, worker_info
+from .dist import agreed_seed, node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .rng import Rng, derive_seed, fresh_seed
 from .state import Recipe, RunContext, StageIterator
@@ -33,15 +36,28 @@ __all__ = [
 class SimpleShardList(Recipe):
     """The shards of a spec, in order or shuffled anew each epoch.
 
-    ``shuffle`` turns the per-epoch permutation on; giving a ``seed`` alone
-    also shuffles, as webdataset's ``SimpleShardList(urls, seed=...)`` does.
+    ``shuffle`` turns the per-epoch shuffle on; giving a ``seed`` alone also
+    shuffles, as webdataset's ``SimpleShardList(urls, seed=...)`` does (and
+    ``seed=True``: a seed drawn for this run).  Epoch ``e`` is the list
+    shuffled by ``random.Random(seed + e)``: in epoch 0 exactly webdataset's
+    order, and a new order each epoch after.  Without a seed, one drawn when
+    the list is made is used (shared by DataLoader workers, which receive the
+    list pickled); on several ranks, where drawn seeds would differ, 0.
+    ``seed`` stays what was given (``None`` when nothing was), as in
+    webdataset, and is read when iterating, so setting it later takes effect.
     """
 
-    def __init__(self, urls: Any, seed: int | None = None, shuffle: bool | None = None) -> None:
+    def __init__(self, urls: Any, seed: int | bool | None = None, shuffle: bool | None = None) -> None:
         self.urls = expand_urls(urls)
-        self.shuffle = bool(shuffle) if shuffle is not None else seed is not None
-        self.seed = seed if seed is not None else fresh_seed()
-        self.seed_given = seed is not None
+        if seed is True:  # webdataset: a seed drawn from the clock, i.e. shuffled differently in every run
+            seed, shuffle = None, True if shuffle is None else shuffle
+        self.seed = seed
+        self.shuffle = shuffle
+        self._drawn_seed = fresh_seed()
+
+    @property
+    def seed_given(self) -> bool:
+        return self.seed is not None
 
     def __len__(self) -> int:
         return len(self.urls)
@@ -53,13 +69,12 @@ class SimpleShardList(Recipe):
         return iter(self.build(None, RunContext()))
 
     def order(self, epoch: int) -> list[str]:
-        if not self.shuffle:
-            return list(self.urls)
-        seed = self.seed
-        if not self.seed_given and node_info()[1] > 1:
-            seed = 0  # ranks cannot agree on a random seed without talking; they can on this one
-        perm = Rng(derive_seed(seed, "shards", epoch)).permutation(len(self.urls))
-        return [self.urls[i] for i in perm]
+        shuffle = self.shuffle if self.shuffle is not None else self.seed is not None
+        urls = list(self.urls)
+        if shuffle:
+            seed = self.seed if self.seed is not None else agreed_seed(self._drawn_seed, False)
+            random.Random(seed + epoch).shuffle(urls)
+        return urls
 
 
 class _ShardListIterator(StageIterator):
@@ -91,28 +106,45 @@ class ResampledShards(Recipe):
     """An endless (or ``nshards`` long) stream of shards drawn with replacement.
 
     The draw depends on ``(seed, epoch, rank, worker)``, so ranks and workers see
-    different streams and a restored run sees the same one.
+    different streams and a restored run sees the same one.  Without a
+    ``seed``, the pipeline's seed is used (drawn for each run unless the
+    pipeline was given one); ``deterministic=True`` uses seed 0 then, so the
+    streams are the same in every run.  ``worker_seed`` (webdataset's: a
+    function of no arguments) replaces the rank and worker in the draw with
+    what it returns.  ``max_urls`` bounds how many URLs are taken from an
+    iterator of URLs; ``empty_check=False`` allows an empty list (nothing is
+    drawn).
     """
+
+    per_reader = True
 
     def __init__(
         self,
         urls: Any,
         nshards: int = sys.maxsize,
         seed: int | None = None,
-        worker_seed: Any = None,
+        worker_seed: Callable[[], Any] | None = None,
         deterministic: bool = False,
+        max_urls: int = 10**6,
+        empty_check: bool = True,
     ) -> None:
-        self.urls = expand_urls(urls)
+        if not isinstance(urls, (str, list, tuple, os.PathLike)) and isinstance(urls, Iterable):
+            urls = list(itertools.islice(urls, max_urls))
+        self.urls = expand_urls(urls) if (urls or empty_check) else []
         if nshards < 1:
             raise SpecError(f"nshards must be >= 1, got {nshards}")
+        if worker_seed is not None and not callable(worker_seed):
+            raise TypeError(f"worker_seed must be a function returning a seed, got {type(worker_seed).__name__}")
         self.nshards = nshards
-        self.seed = seed
+        self.seed = 0 if seed is None and deterministic else seed
+        self.worker_seed, self.deterministic = worker_seed, deterministic
+        self.epoch = -1  # webdataset's attribute: the epoch last started
 
     def build(self, src: Any, ctx: RunContext) -> _ResampledIterator:
-        rank, _ = node_info()
-        worker, _ = worker_info()
+        self.epoch = ctx.epoch
         seed = self.seed if self.seed is not None else ctx.seed
-        return _ResampledIterator(self, derive_seed(seed, "resample", ctx.epoch, rank, worker))
+        who = (self.worker_seed(),) if self.worker_seed is not None else (node_info()[0], worker_info()[0])
+        return _ResampledIterator(self, derive_seed(seed, "resample", ctx.epoch, *who))
 
     def __iter__(self) -> Iterator[dict[str, str]]:
         return iter(self.build(None, RunContext(seed=fresh_seed())))
@@ -127,7 +159,7 @@ class _ResampledIterator(StageIterator):
 
     def _run(self) -> Iterator[dict[str, str]]:
         urls, rng = self.recipe.urls, self.rng
-        while self.count < self.recipe.nshards:
+        while urls and self.count < self.recipe.nshards:
             self.count += 1
             yield {"url": urls[rng.below(len(urls))]}
 
@@ -141,6 +173,8 @@ class _ResampledIterator(StageIterator):
 
 class _Split(Recipe):
     """Keep every ``n``-th item starting at ``k``, where ``(k, n)`` comes from ``who()``."""
+
+    per_reader = True
 
     def who(self) -> tuple[int, int]:  # pragma: no cover - subclasses define it
         raise NotImplementedError
@@ -170,11 +204,25 @@ class _SplitIterator(StageIterator):
         self.seen = int(state["seen"])
 
 
+def _group_node_info(group: Any) -> tuple[int, int]:
+    """Rank and size within a ``torch.distributed`` process group (the group was made by torch, so it is imported)."""
+    dist = sys.modules["torch.distributed"]
+    return dist.get_rank(group=group), dist.get_world_size(group=group)
+
+
 class SplitByNode(_Split):
-    """Each rank keeps its share of the shards (``rank::world_size``)."""
+    """Each rank keeps its share of the shards (``rank::world_size``), of the process ``group`` when given."""
+
+    def __init__(self, group: Any = None) -> None:
+        self.group = group
 
     def who(self) -> tuple[int, int]:
-        return node_info()
+        return node_info() if self.group is None else _group_node_info(self.group)
+
+    def __call__(self, src: Any, group: Any = None) -> StageIterator:
+        """webdataset's ``split_by_node(src, group=None)``."""
+        recipe = self if group is None else type(self)(group)
+        return recipe.build(src, RunContext())
 
 
 class SplitByWorker(_Split):
@@ -188,9 +236,9 @@ split_by_node = SplitByNode()
 split_by_worker = SplitByWorker()
 
 
-class _SingleNodeOnly(_Split):
+class _SingleNodeOnly(SplitByNode):
     def who(self) -> tuple[int, int]:
-        rank, world = node_info()
+        rank, world = super().who()
         if world > 1:
             raise SpecError(
                 "this pipeline runs on several ranks but has no node splitter; add split_by_node "

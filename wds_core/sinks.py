@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from .errors import PipeError, ShardOpenError
 from .remote import describe_error, filesystem
-from .storage import local_path, pipe_failure
+from .storage import local_path, pipe_failure, scheme_opener
 from .storage_config import options_for
 
 __all__ = ["CommitOnExit", "ShardSink", "create_shard"]
@@ -113,6 +113,16 @@ class _StreamSink(ShardSink):
 
     def abort(self) -> None:
         self.commit()
+
+
+class _OpenedSink(_StreamSink):
+    """A stream a registered scheme opener returned: closed when the shard ends."""
+
+    def commit(self) -> None:
+        self.stream.close()
+
+    def abort(self) -> None:
+        self.stream.close()
 
 
 class _PipeSink(ShardSink):
@@ -240,6 +250,9 @@ def create_shard(dest: Any, storage_options: dict | None = None) -> ShardSink:
     dest = os.fspath(dest)
     if not isinstance(dest, str):
         raise TypeError(f"a shard destination is a path, URL or stream, got {type(dest).__name__}")
+    opener = scheme_opener(dest)
+    if opener is not None:
+        return _OpenedSink(opener(dest, "wb", 8192), dest)
     if dest == "-":
         return _StreamSink(sys.stdout.buffer, "-")
     if dest.startswith("pipe:"):

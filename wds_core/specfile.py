@@ -19,9 +19,10 @@ Per source: ``shards`` (brace pattern or list), ``name``, ``weight``/``scaleprob
 ``scale`` (a factor: every shard ``floor(f)`` times plus a random ``f - floor(f)``
 fraction of them; ``[lo, hi]`` draws ``f`` uniformly each epoch), ``resample``
 (that many shards drawn with replacement per epoch) or ``choose`` (that many
-without), ``extensions`` (a string of field groups, or a mapping ``{new: "a;b"}``
-that renames), ``storage_options`` (for this source's URLs, over the caller's),
-and webdataset's ``buckets`` (a folder prefix); top level: ``prefix``,
+without; older webdataset called it ``perepoch``), ``extensions`` (a string of
+field groups, or a mapping ``{new: "a;b"}`` that renames), ``storage_options``
+(for this source's URLs, over the caller's), and webdataset's ``buckets`` (a
+folder prefix); top level: ``prefix``,
 ``buckets``, ``longest``.  A ``pipe:`` URL is refused unless the caller passes
 ``allow_pipe=True``: a spec file names commands to run.
 """
@@ -46,7 +47,8 @@ from .urls import expand_urls
 __all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec", "spec_mix"]
 
 _SOURCE_KEYS = {
-    "shards", "name", "weight", "scaleprob", "scale", "resample", "choose", "extensions", "storage_options", "buckets"
+    "shards", "name", "weight", "scaleprob", "scale", "resample", "choose", "perepoch", "extensions",
+    "storage_options", "buckets",
 }  # fmt: skip
 _TOP_KEYS = {"dataset", "datasets", "prefix", "buckets", "longest", "name"}
 
@@ -107,6 +109,10 @@ def _source(entry: Any, index: int, base: str | None, prefix: str, buckets: str,
     if unknown:
         raise SpecError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_SOURCE_KEYS)})")
     where = f"source {index} ({entry.get('name') or entry['shards']!r})"
+    if "perepoch" in entry:  # older webdataset's name of choose
+        if "choose" in entry:
+            raise SpecError(f"{where}: give choose or perepoch (its older name), not both")
+        entry = {**entry, "choose": entry["perepoch"]}
     bucket = entry.get("buckets", buckets) or ""
     if isinstance(bucket, list):
         if len(bucket) > 1:

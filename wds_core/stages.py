@@ -10,11 +10,11 @@ import collections
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .errors import SampleError
+from .errors import EmptyDatasetError, MissingFieldError, SampleError, SampleShapeError
 from .handlers import reraise_exception
-from .state import Recipe, RunContext, Stateless
+from .state import Recipe, RunContext, StageIterator, Stateless
 
-__all__ = ["Map", "MapDict", "MapTuple", "Rename", "Select", "ToTuple", "getfirst"]
+__all__ = ["Map", "MapDict", "MapTuple", "NonEmpty", "Rename", "Select", "ToTuple", "getfirst", "transform_with"]
 
 Handler = Callable[[BaseException], bool]
 
@@ -33,8 +33,21 @@ def getfirst(sample: dict, keys: str | list[str], default: Any = None, missing_i
             return sample[name]
     if missing_is_error:
         fields = sorted(k for k in sample if not k.startswith("__"))
-        raise SampleError(f"none of the fields {names} is in the sample; it has {fields}", **_where(sample))
+        raise MissingFieldError(f"none of the fields {names} is in the sample; it has {fields}", **_where(sample))
     return default
+
+
+def transform_with(sample: Any, transformers: list[Callable[[Any], Any] | None] | None) -> list[Any]:
+    """``[f(x) for f, x in zip(transformers, sample)]``, ``None`` or missing functions keeping their value."""
+    if not transformers:
+        return sample
+    if len(transformers) > len(sample):
+        raise SampleShapeError(f"{len(transformers)} functions for a sample of {len(sample)} values")
+    result = list(sample)
+    for i, f in enumerate(transformers):
+        if f is not None:
+            result[i] = f(sample[i])
+    return result
 
 
 class _PerSample(Recipe):
@@ -53,6 +66,8 @@ class _PerSample(Recipe):
         for sample in src:
             try:
                 result = process(sample)
+            except SampleShapeError:
+                raise  # stages in the wrong order: not for the handler to skip
             except Exception as exn:
                 if handler(exn):
                     continue
@@ -150,7 +165,7 @@ class MapTuple(_PerSample):
 
     def process(self, sample: Any) -> Any:
         if not isinstance(sample, (list, tuple)):
-            raise SampleError(f"map_tuple expects tuple samples, got {type(sample).__name__}")
+            raise SampleShapeError(f"map_tuple expects tuple samples, got {type(sample).__name__}", **_where(sample))
         out = list(sample)
         for i, f in enumerate(self.fns[: len(out)]):
             if f is not None:
@@ -170,9 +185,11 @@ class MapDict(_PerSample):
         self.fns, self.handler = fns, handler
 
     def process(self, sample: Any) -> Any:
+        if not isinstance(sample, dict):
+            raise SampleShapeError(f"map_dict expects dict samples, got {type(sample).__name__}")
         for name, f in self.fns.items():
             if name not in sample:
-                raise SampleError(f"map_dict: no field {name!r} in the sample", **_where(sample))
+                raise MissingFieldError(f"map_dict: no field {name!r} in the sample", **_where(sample))
             sample[name] = f(sample[name])
         return sample
 
@@ -193,3 +210,31 @@ class Rename(_PerSample):
         result = {k: v for k, v in sample.items() if k not in self.replaced}
         result.update(renamed)
         return result
+
+
+class NonEmpty(Recipe):
+    """Pass everything through; raise when the upstream produced nothing in the epoch (webdataset's ``non_empty``)."""
+
+    def build(self, src: Any, ctx: RunContext) -> _NonEmptyIterator:
+        return _NonEmptyIterator(src)
+
+
+class _NonEmptyIterator(StageIterator):
+    keeps_order = True
+
+    def __init__(self, src: Any) -> None:
+        super().__init__(src)
+        self.count = 0  # part of the state: a run restored after its first item is not empty
+
+    def _run(self) -> Iterator[Any]:
+        for item in self.src:
+            self.count += 1
+            yield item
+        if self.count == 0:
+            raise EmptyDatasetError("the stages before non_empty produced nothing in this epoch")
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"count": self.count}
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        self.count = int(state["count"])

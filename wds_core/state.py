@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import CheckpointError
 
-__all__ = ["Recipe", "RunContext", "StageIterator", "Stateless", "describe", "load_state", "state_of"]
+__all__ = ["Recipe", "RunContext", "StageIterator", "Stateless", "close_chain", "describe", "load_state", "state_of"]
 
 
 @dataclass(frozen=True)
@@ -31,16 +31,23 @@ class RunContext:
     """What one iteration of a pipeline knows about itself.
 
     ``seed`` is the pipeline seed in force (always an int while iterating),
-    ``epoch`` the epoch number, ``stage`` the index of the stage being built;
-    rank and worker are learnt where they are used (see :mod:`wds_core.dist`).
+    ``seed_given`` whether the user chose it (a drawn seed differs between
+    ranks), ``epoch`` the epoch number, ``stage`` the index of the stage being
+    built, and ``per_reader`` whether an earlier stage gave this reader (rank
+    and worker) its own share of the stream (a splitter, resampling): before
+    that point every reader must make the same random choices, after it they
+    may differ.  Rank and worker are learnt where they are used (see
+    :mod:`wds_core.dist`).
     """
 
     seed: int = 0
     epoch: int = 0
     stage: int = 0
+    seed_given: bool = True
+    per_reader: bool = False
 
-    def for_stage(self, index: int) -> RunContext:
-        return RunContext(self.seed, self.epoch, index)
+    def for_stage(self, index: int, per_reader: bool = False) -> RunContext:
+        return RunContext(self.seed, self.epoch, index, self.seed_given, self.per_reader or per_reader)
 
 
 def describe(obj: Any) -> str:
@@ -71,6 +78,16 @@ def load_state(it: Any, state: Any) -> None:
     if loader is None:
         raise CheckpointError(f"the stage producing {describe(it)} cannot be restored from a checkpoint")
     loader(state)
+
+
+def close_chain(it: Any) -> None:
+    """Close a chain of iterators from its end up to its source: generators run their ``finally`` blocks."""
+    while it is not None:
+        gen = it._gen if isinstance(it, StageIterator) else it
+        closer = getattr(gen, "close", None)
+        if callable(closer) and hasattr(gen, "gi_frame"):
+            closer()
+        it = getattr(it, "src", None) if isinstance(it, StageIterator) else None
 
 
 class StageIterator:
@@ -116,7 +133,14 @@ class StageIterator:
 
 
 class Recipe:
-    """Base of the built-in stages: immutable, picklable, builds an iterator per run."""
+    """Base of the built-in stages: immutable, picklable, builds an iterator per run.
+
+    ``per_reader`` declares that what the stage yields depends on the reader
+    (rank and worker): splitters, per-reader resampling.  Stages after it are
+    built with ``ctx.per_reader`` set.
+    """
+
+    per_reader = False
 
     def build(self, src: Any, ctx: RunContext) -> StageIterator:  # pragma: no cover - subclasses define it
         raise NotImplementedError

@@ -13,6 +13,10 @@
 
 URL rewrites apply first; with a :class:`~wds_core.cache.ShardCache`, remote
 shards (and local ones when the cache asks for them) are read through it.
+
+A URL scheme can be given an opener of its own with :func:`register_opener`
+(webdataset's ``gopen_schemes[scheme] = f`` does the same): ``f(url, mode,
+bufsize)`` returns the stream, and replaces everything above for that scheme.
 """
 
 from __future__ import annotations
@@ -28,7 +32,34 @@ from .remote import DEFAULT_RETRY, RetryPolicy, open_remote
 from .storage_config import options_for, rewrite_url
 from .streams import ReadStream
 
-__all__ = ["PipeStream", "local_path", "open_shard", "pipe_failure", "url_of"]
+__all__ = ["PipeStream", "local_path", "open_shard", "pipe_failure", "register_opener", "scheme_opener", "url_of"]
+
+_OPENERS: dict[str, Any] = {}
+
+
+def register_opener(scheme: str, opener: Any) -> None:
+    """Open URLs of ``scheme`` (``"s3"`` for ``s3://...``) with ``opener(url, mode, bufsize)``; ``None`` removes it.
+
+    Used by reading and writing alike; registered per process (register it at
+    import time in a module the DataLoader workers import too).
+    """
+    if opener is None:
+        _OPENERS.pop(scheme, None)
+    elif not callable(opener):
+        raise TypeError(f"an opener is a function (url, mode, bufsize) -> stream, got {type(opener).__name__}")
+    else:
+        _OPENERS[scheme] = opener
+
+
+def scheme_opener(url: str) -> Any:
+    """The opener registered for ``url``'s scheme (or ``"__default__"`` for other ``scheme://`` URLs), or ``None``."""
+    if not _OPENERS or ":" not in url:
+        return None
+    found = _OPENERS.get(url.split(":", 1)[0])
+    if found is None and "://" in url and not url.startswith("file://"):
+        found = _OPENERS.get("__default__")
+    return found
+
 
 _STDERR_TAIL = 2000
 
@@ -66,6 +97,11 @@ def open_shard(
     :class:`~wds_core.cache.ShardCache` or ``None``.
     """
     url = rewrite_url(url)
+    opener = scheme_opener(url)
+    if opener is not None:
+        if cache is not None:
+            return cache.open(url, lambda: opener(url, "rb", 8192))
+        return opener(url, "rb", 8192)
     if url == "-":
         return _StdinStream()
     if url.startswith("pipe:"):

@@ -19,14 +19,12 @@ Writing is in :mod:`wds_core.tarwrite`.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 import numpy as np
 
+from .decompress import decompressing
 from .errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
 from .streams import ReadStream
 
@@ -47,22 +45,6 @@ Member = tuple[str, bytes, int]
 
 
 # ---------------------------------------------------------------- compression
-
-
-def _zstd_reader(stream: BinaryIO) -> BinaryIO:
-    try:
-        import zstandard
-    except ImportError:
-        raise ShardOpenError("the shard is zstd-compressed; install the zstandard package to read it") from None
-    return zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
-
-
-_MAGIC: list[tuple[bytes, Callable[[BinaryIO], BinaryIO]]] = [
-    (b"\x1f\x8b", lambda s: gzip.GzipFile(fileobj=s, mode="rb")),
-    (b"BZh", lambda s: bz2.BZ2File(s, mode="rb")),
-    (b"\xfd7zXZ\x00", lambda s: lzma.LZMAFile(s, mode="rb")),
-    (b"\x28\xb5\x2f\xfd", _zstd_reader),
-]
 
 
 class _Prefixed(ReadStream):
@@ -86,13 +68,15 @@ class _Prefixed(ReadStream):
 def open_decompressed(stream: BinaryIO) -> tuple[BinaryIO, bool]:
     """Wrap ``stream`` in a decompressor when its first bytes say it is compressed.
 
-    Returns the stream to read and whether it was compressed.
+    Returns the stream to read and whether it was compressed.  A compressed
+    stream cut short gives all it decompressed before its error.
     """
     head = stream.read(6)
-    for magic, opener in _MAGIC:
-        if head.startswith(magic):
-            return opener(_Prefixed(head, stream)), True
-    return _Prefixed(head, stream), False
+    prefixed = _Prefixed(head, stream)
+    decompressed = decompressing(head, prefixed)  # type: ignore[arg-type]
+    if decompressed is not None:
+        return decompressed, True
+    return prefixed, False  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------- numbers and checksums
@@ -182,22 +166,31 @@ def _decode_name(raw: bytes) -> str:
 
 
 class _Source:
-    """Exact reads from a stream: short only at the end of the data."""
+    """Exact reads from a stream: short only at the end of the data, or before an error.
 
-    __slots__ = ("_read", "url")
+    When reading fails after part of a read arrived, that part is returned and
+    the error is kept in ``pending``: the members before the problem are
+    delivered, then the problem is raised (see :meth:`short`).
+    """
+
+    __slots__ = ("_read", "url", "pending")
 
     def __init__(self, stream: BinaryIO, url: object) -> None:
         self._read = stream.read
         self.url = url
+        self.pending: Exception | None = None
 
     def read(self, n: int) -> bytes:
+        if self.pending is not None:
+            raise self.pending
+        parts: list[bytes] = []
         try:
             data = self._read(n)
             if data is None:  # pragma: no cover - non-blocking streams are not supported
                 raise ShardOpenError("the stream returned no data (non-blocking?)", url=self.url)
             if len(data) >= n or not data:
                 return data
-            parts = [data]
+            parts.append(data)
             got = len(data)
             while got < n:
                 more = self._read(n - got)
@@ -206,14 +199,27 @@ class _Source:
                 parts.append(more)
                 got += len(more)
             return b"".join(parts)
-        except WdsError:
-            raise
-        except EOFError as exn:  # a compressed stream that was cut short
-            raise TruncatedShardError(f"compressed data ends early: {exn}", url=self.url) from None
-        except (OSError, ValueError, lzma.LZMAError) as exn:
-            if isinstance(exn, OSError) and not isinstance(exn, gzip.BadGzipFile) and "compress" not in str(exn):
-                raise ShardOpenError(f"read failed: {type(exn).__name__}: {exn}", url=self.url) from None
-            raise TarFormatError(f"corrupt compressed data: {exn}", url=self.url) from None
+        except Exception as exn:
+            error = self._error(exn)
+            if not parts:
+                raise error from None
+            self.pending = error
+            return b"".join(parts)
+
+    def _error(self, exn: Exception) -> Exception:
+        if isinstance(exn, WdsError):
+            return exn
+        if isinstance(exn, EOFError):  # a compressed stream that was cut short
+            return TruncatedShardError(f"compressed data ends early: {exn}", url=self.url)
+        if isinstance(exn, ValueError):  # raised by the decompressors for bad data
+            return TarFormatError(f"corrupt compressed data: {exn}", url=self.url)
+        if isinstance(exn, OSError):
+            return ShardOpenError(f"read failed: {type(exn).__name__}: {exn}", url=self.url)
+        return exn
+
+    def short(self, message: str, **where: object) -> Exception:
+        """The error for data that ended early: the read error that ended it, if any, else a truncation."""
+        return self.pending or TruncatedShardError(message, url=self.url, **where)  # type: ignore[arg-type]
 
 
 def iter_members(
@@ -256,20 +262,18 @@ def iter_members(
         buf = read(skip + next_read)
         # the padding is skipped by starting the walk past it, not by copying the block
         if len(buf) < skip:
-            raise TruncatedShardError("the shard ends inside a member's padding", url=url, offset=base + len(buf))
+            raise src.short("the shard ends inside a member's padding", offset=base + len(buf))
         origin, skip = skip, 0
         next_read = CHUNK
         pos = origin
         n = len(buf)
         if n - origin < BLOCK:
             here = base + origin
-            if n == origin and not seen_any:
+            if n == origin and not seen_any and src.pending is None:
                 raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=here)
             if n == origin:
-                raise TruncatedShardError(
-                    "the shard ends without an end-of-archive block; it is probably truncated", url=url, offset=here
-                )
-            raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=here)
+                raise src.short("the shard ends without an end-of-archive block; it is probably truncated", offset=here)
+            raise src.short("the shard ends inside a tar header", offset=here)
         seen_any = True
         out: list[Member] = []
         headers: list[int] = []
@@ -325,7 +329,7 @@ def iter_members(
         if straddle < 0 and pos < n:
             if pos + BLOCK <= n:  # the walk stopped at a header it could not parse
                 raise _corrupt(base + pos, url)
-            raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=base + pos)
+            raise src.short("the shard ends inside a tar header", offset=base + pos)
         if straddle < 0:
             skip = pos - n
             continue
@@ -337,9 +341,8 @@ def iter_members(
         size = _member_size(header, pax, url, header_offset)
         rest = read(size - len(have))
         if len(have) + len(rest) < size:
-            raise TruncatedShardError(
+            raise src.short(
                 "the shard ends inside a member",
-                url=url,
                 member=_decode_name(longname or _ustar_name(header, 0)),
                 offset=header_offset + BLOCK + len(have) + len(rest),
             )

@@ -1,15 +1,47 @@
-"""Shard specs: brace expansion, lists of URLs and ``::``-joined specs."""
+"""Shard specs: brace expansion, lists of URLs, ``::``-joined specs and ``${NAME}`` variables.
+
+``${NAME}`` in a spec is replaced by the environment variable ``WDS_NAME`` (as
+webdataset does; read when the spec is expanded), repeatedly, so a variable
+may itself contain ``${...}``; a missing variable is an error naming it.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 import braceexpand
 
 from .errors import EmptyDatasetError, SpecError
 
-__all__ = ["expand_urls"]
+__all__ = ["expand_env", "expand_urls"]
+
+_VARIABLE = re.compile(r"\$\{(\w+)\}")
+_MAX_NESTING = 10
+
+
+def _lookup(match: re.Match[str]) -> str:
+    name = "WDS_" + match.group(1)
+    if name not in os.environ:
+        raise SpecError(f"the shard spec uses ${{{match.group(1)}}}, but the environment variable {name} is not set")
+    return os.environ[name]
+
+
+def expand_env(spec: str) -> str:
+    """``spec`` with each ``${NAME}`` replaced by the environment variable ``WDS_NAME``.
+
+    >>> os.environ["WDS_ROOT"] = "/data"
+    >>> expand_env("${ROOT}/train-{000..009}.tar")
+    '/data/train-{000..009}.tar'
+    """
+    for _ in range(_MAX_NESTING):
+        if "${" not in spec:
+            return spec
+        spec = _VARIABLE.sub(_lookup, spec)
+    if _VARIABLE.search(spec):
+        raise SpecError(f"the shard spec's ${{...}} variables nest more than {_MAX_NESTING} deep: {spec!r}")
+    return spec
 
 
 def expand_urls(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
@@ -37,7 +69,7 @@ def expand_urls(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[s
             raise SpecError(f"shard URLs must be strings, got {type(part).__name__}: {part!r}")
         if part == "":
             continue
-        urls.extend(braceexpand.braceexpand(part))
+        urls.extend(braceexpand.braceexpand(expand_env(part)))
     if not urls:
         raise EmptyDatasetError(f"the shard spec {spec!r} expands to no URL")
     return urls

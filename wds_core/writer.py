@@ -19,6 +19,7 @@ import gzip
 import json
 import lzma
 import os
+import tarfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -118,8 +119,9 @@ class TarWriter(CommitOnExit):
     ``.tgz``/``.tar.gz`` destination) gzips; ``"bz2"``/``"xz"`` work too.
     ``keep_meta`` also writes fields starting with ``_``.  ``allow_pickle``
     permits ``.pyd``/``.pickle``/``.pkl`` fields.  ``user``/``group`` name the
-    owner, ``format`` is accepted for webdataset compatibility (members are
-    always ustar, with pax headers only where a name or size needs one).
+    owner; ``format`` (one of :mod:`tarfile`'s formats) is accepted for webdataset
+    compatibility: every format reads the same, since members are always
+    ustar, with pax headers only where a name or size needs one.
     A local shard appears under its name only once ``close()`` succeeds; leaving
     the ``with`` block by an exception discards it.
     """
@@ -141,6 +143,10 @@ class TarWriter(CommitOnExit):
         storage_options: dict | None = None,
         format: Any = None,
     ) -> None:
+        if format not in (None, tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+            raise SpecError(
+                f"format must be None or a tarfile format (USTAR_FORMAT, GNU_FORMAT, PAX_FORMAT), got {format!r}"
+            )
         self._encoder = _make_encoder(encoder, allow_pickle)
         self._packer = MemberPacker(mtime=int(mtime), mode=mode, uid=uid, gid=gid, uname=user, gname=group)
         kind = _compression(dest, compress)

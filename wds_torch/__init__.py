@@ -9,31 +9,34 @@ image specs (``"torchrgb8"``...), ``.pth`` fields, ``torch_video`` and
 from wds_core import *  # noqa: F401,F403
 from wds_core import __all__ as _core_all
 
+from . import codecs as _codecs
+from . import datasets as _datasets
+from . import dropin as _dropin
+from . import indexed as _indexed
 from .codecs import torch_audio as torch_audio
+from .codecs import torch_dumps as torch_dumps
 from .codecs import torch_loads as torch_loads
 from .codecs import torch_video as torch_video
 from .datasets import DataPipeline as DataPipeline
+from .datasets import DirectoryShardList as DirectoryShardList
 from .datasets import EpochLoader as EpochLoader
+from .datasets import FluidWrapper as FluidWrapper
+from .datasets import MockDataset as MockDataset
+from .datasets import MultiShardSample as MultiShardSample
 from .datasets import RandomMix as RandomMix
+from .datasets import ResampledShards as ResampledShards
 from .datasets import RoundRobin as RoundRobin
+from .datasets import SimpleShardList as SimpleShardList
 from .datasets import WebDataset as WebDataset
 from .datasets import WebLoader as WebLoader
+from .dropin import install_as_webdataset as install_as_webdataset
 from .indexed import ChunkedSampler as ChunkedSampler
 from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
 from .indexed import ShardListDataset as ShardListDataset
 
-_TORCH_NAMES = [
-    "ChunkedSampler",
-    "DataPipeline",
-    "DistributedChunkedSampler",
-    "EpochLoader",
-    "RandomMix",
-    "RoundRobin",
-    "ShardListDataset",
-    "WebDataset",
-    "WebLoader",
-    "torch_audio",
-    "torch_loads",
-    "torch_video",
-]
+# webdataset's submodules with the PyTorch classes (wds_torch.filters, wds_torch.tariterators...) and its
+# top-level names from them (wds_torch.gopen is the function, as webdataset.gopen is)
+globals().update(_dropin.NAMESPACE)
+
+_TORCH_NAMES = [*_datasets.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 __all__ = sorted(set(_core_all) | set(_TORCH_NAMES))

@@ -27,7 +27,7 @@ import torch
 from wds_core.errors import SpecError
 from wds_core.fieldcodecs import ImageSpec, register_decoder, register_encoder, register_image_spec
 
-__all__ = ["torch_audio", "torch_loads", "torch_video"]
+__all__ = ["torch_audio", "torch_dumps", "torch_loads", "torch_video"]
 
 VIDEO_EXTENSIONS = frozenset("mp4 ogv mjpeg avi mov h264 mpg webm wmv".split())
 AUDIO_EXTENSIONS = frozenset("flac mp3 sox wav m4a ogg wma".split())
@@ -63,14 +63,15 @@ def torch_loads(data: bytes, allow_pickle: bool = False) -> Any:
     return torch.load(io.BytesIO(data), weights_only=not allow_pickle, map_location="cpu")
 
 
-def _torch_dumps(value: Any) -> bytes:
+def torch_dumps(value: Any) -> bytes:
+    """``torch.save`` into bytes (the ``.pth`` encoder)."""
     stream = io.BytesIO()
     torch.save(value, stream)
     return stream.getvalue()
 
 
 register_decoder("pth", torch_loads, takes_allow_pickle=True)
-register_encoder("pth", _torch_dumps)
+register_encoder("pth", torch_dumps)
 
 
 def _extension(key: str) -> str:

@@ -29,7 +29,20 @@ import wds_core
 
 from . import transfer
 
-__all__ = ["DataPipeline", "EpochLoader", "RandomMix", "RoundRobin", "WebDataset", "WebLoader"]
+__all__ = [
+    "DataPipeline",
+    "DirectoryShardList",
+    "EpochLoader",
+    "FluidWrapper",
+    "MockDataset",
+    "MultiShardSample",
+    "RandomMix",
+    "ResampledShards",
+    "RoundRobin",
+    "SimpleShardList",
+    "WebDataset",
+    "WebLoader",
+]
 
 
 class _RankTravels:
@@ -76,6 +89,31 @@ class RandomMix(_RankTravels, wds_core.RandomMix, torch.utils.data.IterableDatas
 
 class RoundRobin(_RankTravels, wds_core.RoundRobin, torch.utils.data.IterableDataset):
     """:class:`wds_core.RoundRobin` as a PyTorch ``IterableDataset``."""
+
+
+class FluidWrapper(_RankTravels, wds_core.FluidWrapper, torch.utils.data.IterableDataset):
+    """:class:`wds_core.FluidWrapper` as a PyTorch ``IterableDataset``."""
+
+
+class MockDataset(_RankTravels, wds_core.MockDataset, torch.utils.data.IterableDataset):
+    """:class:`wds_core.MockDataset` as a PyTorch ``IterableDataset``."""
+
+
+# Shard lists are IterableDatasets in webdataset, and some code hands them to a DataLoader or checks the type.
+class SimpleShardList(wds_core.SimpleShardList, torch.utils.data.IterableDataset):
+    """:class:`wds_core.SimpleShardList` as a PyTorch ``IterableDataset``."""
+
+
+class ResampledShards(wds_core.ResampledShards, torch.utils.data.IterableDataset):
+    """:class:`wds_core.ResampledShards` as a PyTorch ``IterableDataset``."""
+
+
+class MultiShardSample(wds_core.MultiShardSample, torch.utils.data.IterableDataset):
+    """:class:`wds_core.MultiShardSample` as a PyTorch ``IterableDataset``."""
+
+
+class DirectoryShardList(wds_core.DirectoryShardList, torch.utils.data.IterableDataset):
+    """:class:`wds_core.DirectoryShardList` as a PyTorch ``IterableDataset``."""
 
 
 class EpochLoader(torch.utils.data.DataLoader):

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from wds_core.dist import process_running
 from wds_core.shmring import HAVE_SLOTS, HEADER, Lease, aligned, map_slot, slot_array, unlink_slot
 
 __all__ = ["MIN_BATCH_BYTES", "wrap_batches"]
@@ -154,22 +155,12 @@ def _plain(kind: type, entries: list[tuple[Any, Any]]) -> Any:
 _mapped: dict[str, tuple[int, mmap.mmap]] = {}  # in the main process: slot name -> (worker pid, mapping)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _mapping(pid: int, name: str, size: int, retired: list[str]) -> mmap.mmap:
     for old in retired:
         _mapped.pop(old, None)
     if name not in _mapped:
         for other in {owner for owner, _ in _mapped.values()} - {pid}:
-            if not _alive(other):
+            if not process_running(other):
                 for key in [key for key, (owner, _) in _mapped.items() if owner == other]:
                     del _mapped[key]
         _mapped[name] = (pid, map_slot(name, size, unlink=True, populate=True))

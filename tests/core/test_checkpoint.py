@@ -4,6 +4,7 @@ Every stateful stage is listed in PIPELINES; a new stage joins by adding a facto
 """
 
 import json
+import random
 
 import numpy as np
 import pytest
@@ -80,6 +81,18 @@ def pipelines(spec):
         "decode-threads-batched": lambda: (
             wds.WebDataset(spec, seed=14).decode(only="txt", num_threads=3).to_tuple("__key__", "txt").batched(5)
         ),
+        "rng-shuffle": lambda: wds.WebDataset(spec).shuffle(13, initial=4, rng=random.Random(3)),
+        "detshuffle": lambda: wds.DataPipeline(
+            wds.SimpleShardList(spec), wds.detshuffle(3, seed=2), wds.tarfile_to_samples(), wds.detshuffle(9, seed=1)
+        ),
+        "rsample-resampled": lambda: wds.WebDataset(spec, seed=22).rsample(0.5).compose(wds.resampled(40)),
+        "field-stages": lambda: (
+            wds.WebDataset(spec, seed=23)
+            .rename_keys(key="__key__", label="cls", keep_unselected=True)
+            .compose(wds.non_empty)
+            .extract_keys("key", "label")
+        ),
+        "mock": lambda: wds.MockDataset({"__key__": "same"}, 20).rsample(0.7, seed=1),
     }
 
 

@@ -287,3 +287,19 @@ def test_cli_index_create_info_sample(tmp_path):
     assert raw == bytes([7]) * 7
     missing = wds_cli("index", "sample", str(tmp_path / "ds.json"), "99", check=False)
     assert missing.returncode == 1 and b"out of range" in missing.stderr
+
+
+def test_a_descriptor_given_as_an_open_file(tmp_path, shards):
+    import io
+
+    spec, paths, keys = shards
+    body = {"wids_version": 1, "shardlist": [{"url": os.path.basename(p), "nsamples": 25} for p in paths]}
+    (tmp_path / "ds.json").write_text(json.dumps(body))
+    with open(tmp_path / "ds.json") as stream:  # relative URLs resolve against the file's folder
+        ds = wds.ShardListDataset(stream)
+    assert len(ds) == len(keys) and ds[30]["__key__"] == keys[30]
+    absolute = {"wids_version": 1, "shardlist": [{"url": p, "nsamples": 25} for p in paths]}
+    assert len(wds.ShardListDataset(io.StringIO(json.dumps(absolute)))) == len(keys)
+    with pytest.raises(wds.SpecError, match="not a JSON"):
+        wds.ShardListDataset(io.StringIO(paths[0]))  # a stream of URLs is not a descriptor
+    assert wds.ShardListDataset[list] is not None  # subscriptable in annotations, as wids' class is

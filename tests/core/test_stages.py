@@ -74,3 +74,34 @@ def test_shuffle_is_a_permutation_and_slice():
         wds.shuffle(0)
     with pytest.raises(ValueError, match="batchsize"):
         wds.batched(0)
+
+
+@pytest.mark.parametrize("seeded", [True, False])
+def test_random_stages_before_a_splitter_agree_across_readers(shards, monkeypatch, seeded):
+    """Simulated 2 ranks x 2 workers (environment): each sample once per epoch, whatever the placement."""
+    spec, _, keys = shards
+
+    def make():
+        return wds.DataPipeline(
+            wds.SimpleShardList(spec),
+            wds.shuffle(10, seed=5 if seeded else None),
+            wds.rsample(1.0),
+            wds.split_by_node,
+            wds.split_by_worker,
+            wds.tarfile_to_samples(),
+            wds.shuffle(10),
+            wds.to_tuple("__key__"),
+        )
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("NUM_WORKERS", "2")
+    for epoch in range(2):
+        seen = []
+        for rank in range(2):
+            for worker in range(2):
+                monkeypatch.setenv("RANK", str(rank))
+                monkeypatch.setenv("WORKER", str(worker))
+                pipeline = make()  # each rank makes its own pipeline: an unseeded one draws its own seed
+                pipeline.set_epoch(epoch)
+                seen += [key for (key,) in pipeline]
+        assert sorted(seen) == sorted(keys)

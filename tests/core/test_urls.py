@@ -23,3 +23,11 @@ def test_wrong_types_are_errors():
         expand_urls(42)
     with pytest.raises(SpecError):
         expand_urls([b"bytes.tar"])
+
+
+def test_wds_environment_variables_in_specs(monkeypatch):
+    monkeypatch.setenv("WDS_BUCKET", "s3://bucket")
+    assert expand_urls("${BUCKET}/x-{0..1}.tar") == ["s3://bucket/x-0.tar", "s3://bucket/x-1.tar"]
+    monkeypatch.delenv("WDS_BUCKET")
+    with pytest.raises(SpecError, match="WDS_BUCKET"):
+        expand_urls("${BUCKET}/x.tar")

@@ -94,6 +94,12 @@ def _cbor(data: bytes) -> Any:
     return cbor2.loads(data)
 
 
+def _tenbin(data: bytes) -> list[np.ndarray]:
+    from .tenbin import decode_buffer
+
+    return decode_buffer(data)
+
+
 def _unpickle(data: bytes) -> Any:
     import pickle
 
@@ -121,6 +127,7 @@ register_decoder("npy", _npy)
 register_decoder("npz", _npz)
 register_decoder("mp msg msgpack", _msgpack)
 register_decoder("cbor", _cbor)
+register_decoder("ten tb tenbin", _tenbin)
 
 
 # Extensions whose decoder an adapter registers; the adapter is imported when such a field is met.

@@ -78,6 +78,12 @@ def _cbor(value: Any) -> bytes:
     return cbor2.dumps(value, default=lambda encoder, v: encoder.encode(_plain(v)))
 
 
+def _tenbin(value: Any) -> bytes:
+    from .tenbin import encode_buffer
+
+    return encode_buffer(value)
+
+
 _ENCODERS: dict[str, Callable[[Any], bytes]] = {}
 
 
@@ -94,6 +100,7 @@ register_encoder("npy", _npy)
 register_encoder("npz", _npz)
 register_encoder("mp msg msgpack", _msgpack)
 register_encoder("cbor", _cbor)
+register_encoder("ten tb tenbin", _tenbin)
 for _extension in IMAGE_ENCODE_EXTENSIONS:
     register_encoder(_extension, lambda value, _e=_extension: encode_image(value, _e))
 

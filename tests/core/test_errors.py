@@ -1,0 +1,44 @@
+"""The error hierarchy: what webdataset code catches still catches ours; messages and pickling."""
+
+import pickle
+import tarfile
+
+import pytest
+
+import wds_core as wds
+from wds_core.errors import MissingFieldError, SampleShapeError, TarFormatError
+
+
+def test_missing_fields_are_key_errors_too():
+    samples = [{"__key__": "k1", "__url__": "s.tar", "jpg": b"x"}]
+    with pytest.raises(KeyError) as caught:  # webdataset's map_dict raises KeyError
+        list(wds.map_dict(txt=str)(iter(samples)))
+    assert isinstance(caught.value, wds.SampleError) and "k1" in str(caught.value) and "s.tar" in str(caught.value)
+    assert not str(caught.value).startswith("'")  # not KeyError's quoted form
+    with pytest.raises(ValueError):  # webdataset's to_tuple and rename raise ValueError
+        list(wds.to_tuple("txt")(iter(samples)))
+    with pytest.raises(KeyError):
+        list(wds.rename(text="txt")(iter(samples)))
+    assert list(wds.map_dict(txt=str, handler=wds.ignore_and_continue)(iter(samples))) == []
+
+
+def test_a_sample_of_the_wrong_kind_is_raised_whatever_the_handler():
+    with pytest.raises(AssertionError):  # webdataset asserts there
+        list(wds.map_tuple(str, handler=wds.warn_and_continue)(iter([{"a": 1}])))
+    with pytest.raises(SampleShapeError, match="dict"):
+        list(wds.map_dict(a=str, handler=wds.ignore_and_continue)(iter([(1, 2)])))
+    with pytest.raises(TypeError, match="to_tuple"):
+        list(wds.decode(handler=wds.ignore_and_continue)(iter([(1, 2)])))
+
+
+def test_malformed_tars_are_tarfile_read_errors(tmp_path):
+    (tmp_path / "bad.tar").write_bytes(b"\x01" * 1024)
+    with pytest.raises(tarfile.ReadError) as caught:
+        list(wds.WebDataset(str(tmp_path / "bad.tar")))
+    assert isinstance(caught.value, TarFormatError) and "bad.tar" in str(caught.value)
+
+
+def test_errors_pickle_with_their_class_and_place():
+    for error in (MissingFieldError("gone", url="s.tar", member="k"), SampleShapeError("shape")):
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error)

@@ -1,0 +1,333 @@
+"""The drop-in: webdataset's module tree and top-level names, over wds's engine (framework-free).
+
+Training code imports more of webdataset than ``WebDataset``: submodules
+(``webdataset.filters._shuffle``, ``webdataset.tariterators.url_opener``,
+``webdataset.shardlists.expand_urls``, ``webdataset.utils.pytorch_worker_seed``,
+``webdataset.gopen``...), and webdataset 1.0.2's 83 top-level names.  This
+package has them, each module named like webdataset's, with wds's recipes
+behind the stage names: one implementation per behaviour.  ``wds_torch`` gives
+the same modules with its PyTorch classes as ``wds_torch.filters``... and
+:func:`install` makes ``import webdataset`` resolve to them.
+
+Names wds does not provide (``LMDBCached``, ``multi.MultiLoader``...) can be
+imported, and say why and what to use instead when used.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import multiprocessing
+import sys
+import types
+import warnings
+from typing import Any
+
+from ..fieldcodecs import tenbin
+from . import (
+    autodecode,
+    cache,
+    cborsiterators,
+    compat,
+    extradatasets,
+    filters,
+    handlers,
+    mix,
+    multi,
+    pipeline,
+    pytorch,
+    shardlists,
+    tariterators,
+    utils,
+    writer,
+)
+from . import gopen as _gopen_module  # (the name "gopen" is the function here, as in webdataset)
+from .autodecode import (
+    Continue,
+    Decoder,
+    DecodingError,
+    gzfilter,
+    handle_extension,
+    imagehandler,
+    pytorch_weights_only,
+    torch_audio,
+    torch_loads,
+    torch_video,
+)
+from .cache import (
+    LRUCleanup,
+    cached_tarfile_samples,
+    cached_tarfile_to_samples,
+    lru_cleanup,
+    maybe_cached_tarfile_to_samples,
+    pipe_cleaner,
+)
+from .cborsiterators import cbors2_to_samples, cbors_to_samples
+from .compat import FluidInterface, FluidWrapper, WebDataset, WebLoader
+from .extradatasets import MockDataset, with_epoch, with_length
+from .filters import (
+    Cached,
+    LMDBCached,
+    associate,
+    batched,
+    decode,
+    detshuffle,
+    extract_keys,
+    getfirst,
+    info,
+    map,
+    map_dict,
+    map_tuple,
+    pipelinefilter,
+    rename,
+    rename_keys,
+    rsample,
+    select,
+    shuffle,
+    slice,
+    to_tuple,
+    transform_with,
+    unbatched,
+    xdecode,
+)
+from .gopen import gopen, gopen_schemes
+from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
+from .mix import RandomMix, RoundRobin
+from .pipeline import DataPipeline
+from .shardlists import (
+    MultiShardSample,
+    ResampledShards,
+    SimpleShardList,
+    non_empty,
+    resampled,
+    shardspec,
+    single_node_only,
+    split_by_node,
+    split_by_worker,
+)
+from .tariterators import tarfile_samples, tarfile_to_samples
+from .utils import PipelineStage, repeatedly
+from .writer import ShardWriter, TarWriter, numpy_dumps, torch_dumps
+
+MODULES: dict[str, types.ModuleType] = {
+    "autodecode": autodecode,
+    "cache": cache,
+    "cborsiterators": cborsiterators,
+    "compat": compat,
+    "extradatasets": extradatasets,
+    "filters": filters,
+    "gopen": _gopen_module,
+    "handlers": handlers,
+    "mix": mix,
+    "multi": multi,
+    "pipeline": pipeline,
+    "pytorch": pytorch,
+    "shardlists": shardlists,
+    "tariterators": tariterators,
+    "tenbin": tenbin,
+    "utils": utils,
+    "writer": writer,
+}
+
+__all__ = [  # webdataset 1.0.2's top-level names and 0.2.x's that 1.x dropped, then the drop-in's own
+    "Cached",
+    "Continue",
+    "DataPipeline",
+    "Decoder",
+    "DecodingError",
+    "FluidInterface",
+    "FluidWrapper",
+    "LMDBCached",
+    "LRUCleanup",
+    "MockDataset",
+    "MultiShardSample",
+    "PipelineStage",
+    "RandomMix",
+    "ResampledShards",
+    "RoundRobin",
+    "ShardWriter",
+    "SimpleShardList",
+    "TarWriter",
+    "WebDataset",
+    "WebLoader",
+    "associate",
+    "batched",
+    "cached_tarfile_samples",
+    "cached_tarfile_to_samples",
+    "cbors2_to_samples",
+    "cbors_to_samples",
+    "decode",
+    "detshuffle",
+    "extract_keys",
+    "getfirst",
+    "gopen",
+    "gopen_schemes",
+    "gzfilter",
+    "handle_extension",
+    "ignore_and_continue",
+    "ignore_and_stop",
+    "imagehandler",
+    "info",
+    "lru_cleanup",
+    "map",
+    "map_dict",
+    "map_tuple",
+    "maybe_cached_tarfile_to_samples",
+    "non_empty",
+    "numpy_dumps",
+    "pipe_cleaner",
+    "pipelinefilter",
+    "pytorch_weights_only",
+    "rename",
+    "rename_keys",
+    "repeatedly",
+    "reraise_exception",
+    "resampled",
+    "rsample",
+    "select",
+    "shardspec",
+    "shuffle",
+    "single_node_only",
+    "slice",
+    "split_by_node",
+    "split_by_worker",
+    "tarfile_samples",
+    "tarfile_to_samples",
+    "to_tuple",
+    "torch_audio",
+    "torch_dumps",
+    "torch_loads",
+    "torch_video",
+    "transform_with",
+    "unbatched",
+    "warn_and_continue",
+    "warn_and_stop",
+    "with_epoch",
+    "with_length",
+    "xdecode",
+    "MODULES",
+    "TOP_LEVEL",
+    "WEBDATASET_NAMES",
+    "install",
+    "installed",
+    "top_level",
+    "uninstall",
+]
+WEBDATASET_NAMES = __all__[: __all__.index("MODULES")]
+
+# the module each name comes from: an adapter's versions of the modules give its versions of the names
+TOP_LEVEL: dict[str, str] = {
+    name: next(module for module, m in MODULES.items() if name in m.__all__ and getattr(m, name) is globals()[name])
+    for name in WEBDATASET_NAMES
+}
+
+# submodules that are also top-level attributes (gopen is the function there, as in webdataset)
+_SUBMODULE_ATTRIBUTES = [name for name in MODULES if name not in TOP_LEVEL]
+
+API_VERSION = "1.0.2"  # the webdataset release whose names and behaviour the drop-in follows
+
+
+log = logging.getLogger("wds")
+_saved: dict[str, Any] | None = None  # sys.modules entries install() replaced
+
+
+def top_level(modules: dict[str, types.ModuleType]) -> dict[str, Any]:
+    """webdataset's top-level namespace from a set of its modules (wds_core's or an adapter's)."""
+    names = {name: getattr(modules[module], name) for name, module in TOP_LEVEL.items()}
+    names.update({name: modules[name] for name in _SUBMODULE_ATTRIBUTES})
+    return names
+
+
+class _RefuseUnknownSubmodules(importlib.abc.MetaPathFinder):
+    """``import webdataset.<x>`` for a module the drop-in does not have: a clear ModuleNotFoundError."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname.startswith("webdataset.") and _saved is not None and fullname not in sys.modules:
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r}: `import webdataset` is wds's drop-in here, which has "
+                f"webdataset's modules {', '.join(sorted(MODULES))} (see 'Moving from webdataset' in the wds README)",
+                name=fullname,
+            )
+        return None
+
+
+_FINDER = _RefuseUnknownSubmodules()
+
+
+def _describe_real() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"the installed webdataset {version('webdataset')} is not used"
+    except Exception:
+        return "no webdataset package is installed"
+
+
+def install(namespace: dict[str, Any], modules: dict[str, types.ModuleType], flavour: str, verbose: bool = True):
+    """Make ``import webdataset`` and ``import webdataset.<module>`` give wds (see ``install_as_webdataset``).
+
+    ``namespace`` is the whole top-level namespace (the package's names with
+    :func:`top_level`'s on top), ``modules`` webdataset's submodules,
+    ``flavour`` the package that provides them (``"wds_torch"``).  Says which
+    one is active (the ``wds`` logger, and one line on stderr in the main
+    process when ``verbose``).  Idempotent; :func:`uninstall` undoes it.
+    """
+    global _saved
+    current = sys.modules.get("webdataset")
+    if current is not None and getattr(current, "__wds__", None) == flavour:
+        return current
+    if current is not None and getattr(current, "__wds__", None) is None:
+        warnings.warn(
+            "the real webdataset was imported before install_as_webdataset(): modules that imported it "
+            "already keep using it; call install_as_webdataset() before importing them",
+            stacklevel=3,
+        )
+    if _saved is None:  # what to restore: the real webdataset's modules, if imported (not the run shim)
+        _saved = {
+            name: m
+            for name, m in sys.modules.items()
+            if (name == "webdataset" or name.startswith("webdataset.")) and getattr(m, "__wds__", None) is None
+        }
+    for name in [n for n in sys.modules if n == "webdataset" or n.startswith("webdataset.")]:
+        del sys.modules[name]
+    from .. import __version__
+
+    top = types.ModuleType("webdataset", f"wds {__version__} standing in for webdataset ({flavour})")
+    top.__dict__.update(namespace)
+    top.__dict__.update(
+        __path__=[],  # a package: its submodules are the entries below
+        __version__=API_VERSION,
+        __wds__=flavour,
+        __all__=sorted(TOP_LEVEL),
+    )
+    sys.modules["webdataset"] = top
+    for name, module in modules.items():
+        sys.modules[f"webdataset.{name}"] = module
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+    message = f"import webdataset -> {flavour} (wds {__version__}, webdataset {API_VERSION} API); {_describe_real()}"
+    log.info(message)
+    if verbose and multiprocessing.parent_process() is None:
+        print(f"wds: {message}", file=sys.stderr)
+    return top
+
+
+def installed() -> str | None:
+    """The package ``import webdataset`` gives now: ``"wds_torch"``/``"wds_core"``, ``"webdataset"`` or ``None``."""
+    current = sys.modules.get("webdataset")
+    if current is None:
+        return None
+    return getattr(current, "__wds__", "webdataset")
+
+
+def uninstall() -> None:
+    """Undo :func:`install`: ``import webdataset`` gives what it gave before."""
+    global _saved
+    if _saved is None:
+        return
+    for name in [n for n in sys.modules if n == "webdataset" or n.startswith("webdataset.")]:
+        del sys.modules[name]
+    sys.modules.update(_saved)
+    _saved = None
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)

@@ -1,0 +1,253 @@
+"""``webdataset.cache``: shard caching by webdataset's names.
+
+wds caches shards with :class:`~wds_core.cache.ShardCache` (filled while a
+shard streams, atomic, LRU); ``WebDataset(..., cache_dir=...)`` uses it.  Here
+are webdataset's pieces for code that builds its own reader:
+``FileCache`` (download each shard into a folder, then open it),
+``StreamingOpen`` (open each URL), ``LRUCleanup`` (keep a folder under a size),
+``url_to_cache_name``/``pipe_cleaner`` (file names for URLs), and webdataset
+0.2's ``cached_tarfile_to_samples``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..cache import ShardCache
+from ..handlers import reraise_exception
+from ..samples import TarfileToSamples
+from ..storage import local_path, open_shard, url_of
+
+__all__ = [
+    "FileCache",
+    "LRUCleanup",
+    "StreamingOpen",
+    "cached_tarfile_samples",
+    "cached_tarfile_to_samples",
+    "check_tar_format",
+    "download",
+    "islocal",
+    "lru_cleanup",
+    "maybe_cached_tarfile_to_samples",
+    "pipe_cleaner",
+    "url_to_cache_name",
+]
+
+Handler = Callable[[BaseException], bool]
+
+
+def islocal(url: str) -> bool:
+    """A plain path or ``file:`` URL."""
+    return urllib.parse.urlparse(url).scheme in ("", "file")
+
+
+def check_tar_format(fname: str) -> bool:
+    """Whether the file starts like a tar archive (``ustar`` magic) or a gzip stream."""
+    with open(fname, "rb") as stream:
+        head = stream.read(512)
+    return head[:2] == b"\x1f\x8b" or head[257:262] == b"ustar"
+
+
+def pipe_cleaner(spec: str) -> str:
+    """The URL a ``pipe:`` command reads (its first ``http(s)``/``gs``/``s3``/``hdfs``/``ais`` word), or the command."""
+    if not spec.startswith("pipe:"):
+        return spec
+    command = spec[len("pipe:") :]
+    return next((word for word in command.split(" ") if re.match(r"^(https?|hdfs|gs|ais|s3):", word)), command)
+
+
+def _cache_name(url: str) -> str:
+    """webdataset 0.2's cache file name: the URL a command reads, or the URL or path itself, made relative."""
+    return pipe_cleaner(url).replace("://", "/").lstrip("/")
+
+
+def url_to_cache_name(url: str, ndir: int = 0) -> str:
+    """The last ``ndir + 1`` path components of a URL, or the quoted URL for other schemes."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme in ("", "file", "http", "https", "ftp", "ftps", "gs", "s3", "ais"):
+        return "/".join(parsed.path.lstrip("/").split("/")[-1 - ndir :])
+    return urllib.parse.quote(url, safe="_+{}*,-")[-128:]
+
+
+def download(url: str, dest: str, chunk_size: int = 1 << 20, verbose: bool = False) -> None:
+    """Copy ``url`` (anything wds opens) to the file ``dest``, which appears only when complete."""
+    temporary = f"{dest}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+    try:
+        with open_shard(url) as source, open(temporary, "wb") as sink:
+            shutil.copyfileobj(source, sink, chunk_size)
+        os.replace(temporary, dest)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    if verbose:
+        print(f"# downloaded {url} to {dest}", file=sys.stderr)
+
+
+class LRUCleanup:
+    """Delete the files of ``cache_dir`` with the smallest ``keyfn(path)`` until it holds at most ``cache_size`` bytes.
+
+    ``cleanup()`` does nothing if it ran less than ``interval`` seconds ago.
+    """
+
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        cache_size: int = 10**12,
+        keyfn: Callable[[str], float] = os.path.getctime,
+        verbose: bool = False,
+        interval: float | None = 30,
+    ) -> None:
+        self.cache_dir, self.cache_size, self.keyfn = cache_dir, cache_size, keyfn
+        self.verbose, self.interval, self.last_run = verbose, interval, 0.0
+
+    def set_cache_dir(self, cache_dir: str) -> None:
+        self.cache_dir = cache_dir
+
+    def cleanup(self) -> None:
+        if self.cache_dir is None or not os.path.isdir(self.cache_dir):
+            return
+        if self.interval is not None and time.time() - self.last_run < self.interval:
+            return
+        files = [os.path.join(root, name) for root, _, names in os.walk(self.cache_dir) for name in names]
+        sizes = {path: os.path.getsize(path) for path in files if os.path.exists(path)}
+        total = sum(sizes.values())
+        for path in sorted(sizes, key=self.keyfn):
+            if total <= self.cache_size:
+                break
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+            total -= sizes[path]
+            if self.verbose:
+                print(f"# deleting {path}", file=sys.stderr)
+        self.last_run = time.time()
+
+
+def lru_cleanup(cache_dir: str, cache_size: int, keyfn: Callable[[str], float] = os.path.getctime, verbose=False):
+    """webdataset 0.2's function form of :class:`LRUCleanup` (runs now)."""
+    LRUCleanup(cache_dir, cache_size, keyfn, verbose, interval=None).cleanup()
+
+
+class StreamingOpen:
+    """Open each URL (``str`` or ``{"url": ...}``): ``{"url", "stream"}`` items, plus ``"local_path"`` for files."""
+
+    def __init__(self, verbose: bool = False, handler: Handler = reraise_exception) -> None:
+        self.verbose, self.handler = verbose, handler
+
+    def __call__(self, urls: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        for item in urls:
+            url = url_of(item)
+            try:
+                sample: dict[str, Any] = {"url": url, "stream": open_shard(url)}
+            except Exception as exn:
+                if self.handler(exn):
+                    continue
+                break
+            path = local_path(url)
+            if path is not None:
+                sample["local_path"] = path
+            if self.verbose:
+                print(f"# opened {url}", file=sys.stderr)
+            yield sample
+
+
+class FileCache:
+    """Download each URL into ``cache_dir`` (named by ``url_to_name``) unless it is there, then open the file.
+
+    Local URLs are opened where they are.  ``validator(path)`` checks a new
+    download (a file that fails it is deleted and the error goes to
+    ``handler``); over ``cache_size`` bytes (when positive) the oldest files go.
+    """
+
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        *,
+        url_to_name: Callable[[str], str] = url_to_cache_name,
+        verbose: bool = False,
+        validator: Callable[[str], bool] | None = check_tar_format,
+        handler: Handler = reraise_exception,
+        cache_size: int = -1,
+        cache_cleanup_interval: float = 30,
+    ) -> None:
+        self.cache_dir = cache_dir if cache_dir is not None else os.environ.get("WDS_CACHE", "./_cache")
+        self.url_to_name, self.verbose, self.validator, self.handler = url_to_name, verbose, validator, handler
+        self.cleaner = LRUCleanup(self.cache_dir, cache_size, verbose=verbose, interval=cache_cleanup_interval)
+        self.cleaner.cache_size = cache_size if cache_size > 0 else sys.maxsize
+
+    def get_file(self, url: str) -> str:
+        """The local file of ``url``, downloaded first when needed."""
+        if islocal(url):
+            return urllib.parse.urlparse(url).path
+        name = os.path.normpath(self.url_to_name(url))
+        if os.path.isabs(name) or name.split(os.sep)[0] == "..":
+            raise ValueError(f"url_to_name must give a relative path inside the cache, got {name!r} for {url}")
+        dest = os.path.join(self.cache_dir, name)
+        if not os.path.exists(dest):
+            os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+            self.cleaner.cleanup()
+            download(url, dest, verbose=self.verbose)
+            if self.validator is not None and not self.validator(dest):
+                with open(dest, "rb") as stream:
+                    head = stream.read(200)
+                os.remove(dest)
+                raise ValueError(f"{url} (cached as {dest}) is not a tar archive; it starts with {head!r}")
+        return dest
+
+    def __call__(self, urls: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        for item in urls:
+            url = url_of(item)
+            try:
+                dest = self.get_file(url)
+                stream = open(dest, "rb")
+            except Exception as exn:
+                if self.handler(exn):
+                    continue
+                break
+            yield {"url": url, "stream": stream, "local_path": dest}
+
+
+def cached_tarfile_to_samples(
+    cache_size: int = -1,
+    cache_dir: str | None = None,
+    verbose: bool = False,
+    url_to_name: Callable[[str], str] | None = None,
+    always: bool = False,
+    handler: Handler = reraise_exception,
+) -> TarfileToSamples:
+    """webdataset 0.2's caching reader stage: wds's reader with a :class:`ShardCache` (``always``: local shards too).
+
+    Files are named as webdataset names them (``cache_dir/<the URL or path, relative>``) unless
+    ``url_to_name`` says otherwise.
+    """
+    folder = cache_dir or os.environ.get("WDS_CACHE", "./_cache")
+    cache = ShardCache(folder, cache_size, always, url_to_name or _cache_name, verbose)
+    return TarfileToSamples(handler, cache=cache)
+
+
+def cached_tarfile_samples(src: Iterable[Any], **kw: Any) -> Iterator[dict[str, Any]]:
+    """:func:`cached_tarfile_to_samples` run on an iterator of shard URLs."""
+    return iter(cached_tarfile_to_samples(**kw)(iter(src)))
+
+
+def maybe_cached_tarfile_to_samples(
+    cache_dir: str | None = None,
+    cache_size: int = -1,
+    verbose: bool = False,
+    url_to_name: Callable[[str], str] | None = None,
+    always: bool = False,
+    handler: Handler = reraise_exception,
+) -> TarfileToSamples:
+    """The caching reader when ``cache_dir`` is given, else the plain one (the cache settings then have no cache)."""
+    if cache_dir is None:
+        return TarfileToSamples(handler)
+    return cached_tarfile_to_samples(cache_size, cache_dir, verbose, url_to_name, always, handler)

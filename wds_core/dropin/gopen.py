@@ -1,0 +1,279 @@
+"""``webdataset.gopen``: open any URL for reading or writing, and the table of per-scheme openers.
+
+``gopen(url, "rb")`` opens what a shard reader opens (local paths, ``file:``,
+``-``, ``pipe:CMD``, fsspec URLs with their storage options and retries);
+``gopen(url, "wb")`` writes through wds's sinks (a local file or an object
+appears only when the stream is closed without an error; leaving a ``with``
+block by an exception discards it).  ``"r"``/``"w"`` give text streams.
+
+``gopen_schemes`` is webdataset's table: ``gopen_schemes["s3"] = my_opener``
+makes *every* reader and writer of this process use ``my_opener(url, mode,
+bufsize)`` for ``s3:`` URLs (:func:`wds_core.storage.register_opener`), as
+training code that patches the table expects.  The entries present by
+default stand for wds's own handling.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+from ..sinks import create_shard
+from ..storage import _OPENERS, local_path, open_shard, register_opener
+from ..storage_config import rewrite_url
+
+__all__ = [
+    "Pipe",
+    "gopen",
+    "gopen_ais",
+    "gopen_curl",
+    "gopen_error",
+    "gopen_file",
+    "gopen_gsutil",
+    "gopen_hf",
+    "gopen_htgs",
+    "gopen_pipe",
+    "gopen_schemes",
+    "reader",
+    "rewrite_url",
+]
+
+
+class Pipe:
+    """A subprocess as a stream: ``Pipe(args, mode="rb")`` reads its output, ``mode="wb"`` writes its input.
+
+    Other keyword arguments go to :class:`subprocess.Popen` (``shell=True``...).
+    Closing waits up to ``timeout`` seconds for it; an exit status other than 0
+    and those in ``ignore_status`` is an ``OSError`` unless ``ignore_errors``.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        mode: str = "rb",
+        timeout: float = 7200.0,
+        ignore_errors: bool = False,
+        ignore_status: list[int] | None = None,
+        **kw: Any,
+    ) -> None:
+        if mode[:1] not in ("r", "w"):
+            raise ValueError(f"Pipe mode must start with 'r' or 'w', got {mode!r}")
+        self.mode, self.timeout, self.ignore_errors = mode, timeout, ignore_errors
+        self.ignore_status = [0, *(ignore_status or [])]
+        self.args = (args, kw)
+        reading = mode[0] == "r"
+        popen: Any = subprocess.Popen  # its arguments are the caller's, as in webdataset
+        pipe = subprocess.PIPE
+        self.proc = popen(*args, stdout=pipe if reading else None, stdin=None if reading else pipe, **kw)
+        self.stream: Any = self.proc.stdout if reading else self.proc.stdin
+        self.status: int | None = None
+
+    def __repr__(self) -> str:
+        return f"<Pipe {self.args}>"
+
+    def check_status(self) -> None:
+        if self.proc.poll() is not None:
+            self.wait_for_child()
+
+    def wait_for_child(self) -> None:
+        if self.status is None:
+            self.status = self.proc.wait(self.timeout)
+        if self.status not in self.ignore_status and not self.ignore_errors:
+            raise OSError(f"{self.args}: exit status {self.status}")
+
+    def read(self, *args: Any) -> bytes:
+        data = self.stream.read(*args)
+        self.check_status()
+        return data
+
+    def readLine(self, *args: Any) -> bytes:  # noqa: N802 - webdataset's name
+        line = self.stream.readline(*args)
+        if not line:
+            self.check_status()
+        return line
+
+    readline = readLine
+
+    def write(self, data: Any) -> int:
+        written = self.stream.write(data)
+        self.check_status()
+        return written
+
+    def close(self) -> None:
+        if not self.stream.closed:
+            self.stream.close()
+            self.wait_for_child()
+
+    def __enter__(self) -> Pipe:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Writer(io.RawIOBase):
+    """A shard sink as a binary file: ``close()`` commits; ``__exit__`` after an exception aborts."""
+
+    def __init__(self, url: str, storage_options: dict | None) -> None:
+        super().__init__()
+        self.name = url
+        self._sink = create_shard(url, storage_options)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._sink.write(data)
+        return len(memoryview(data))
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._sink.commit()
+            finally:
+                super().close()
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is not None and not self.closed:
+            self._sink.abort()
+            super().close()
+            return
+        self.close()
+
+
+def gopen_file(url: str, mode: str = "rb", bufsize: int = 8192) -> Any:
+    """A local file (``file:`` URLs too), opened with :func:`open`."""
+    path = local_path(url) or url
+    return open(path, mode, buffering=bufsize if bufsize > 0 else -1)
+
+
+def gopen_pipe(url: str, mode: str = "rb", bufsize: int = 8192) -> Pipe:
+    """The command after ``pipe:``, its output read (``rb``) or its input written (``wb``); 141 (SIGPIPE) is fine."""
+    return Pipe(url[len("pipe:") :], mode=mode, shell=True, bufsize=bufsize, ignore_status=[141])
+
+
+def _gopen_storage(url: str, mode: str = "rb", bufsize: int = 8192, storage_options: dict | None = None) -> Any:
+    """Any URL through wds's storage layer (fsspec for remote ones): read, or written atomically."""
+    if mode.startswith("r"):
+        return open_shard(url, storage_options)
+    return _Writer(url, storage_options)
+
+
+gopen_curl = gopen_gsutil = gopen_htgs = gopen_hf = _gopen_storage
+
+
+def gopen_ais(url: str, mode: str = "rb", bufsize: int = 8192) -> Pipe:
+    """An AIStore object through the ``ais`` command line tool."""
+    command = ["ais", "get", url, "-"] if mode.startswith("r") else ["ais", "put", "-", url]
+    return Pipe(command, mode=mode, bufsize=bufsize)
+
+
+def gopen_error(url: str, *args: Any, **kw: Any) -> Any:
+    raise ValueError(f"{url}: no gopen handler for this URL scheme")
+
+
+_DEFAULTS = {
+    "__default__": _gopen_storage,
+    "pipe": gopen_pipe,
+    "http": gopen_curl,
+    "https": gopen_curl,
+    "sftp": gopen_curl,
+    "ftps": gopen_curl,
+    "scp": gopen_curl,
+    "gs": gopen_gsutil,
+    "htgs": gopen_htgs,
+    "hf": gopen_hf,
+    "ais": gopen_ais,
+}
+
+
+class _SchemeTable(MutableMapping[str, Any]):
+    """webdataset's ``gopen_schemes``: setting an entry registers a process-wide opener for that scheme."""
+
+    def __getitem__(self, scheme: str) -> Any:
+        return _OPENERS[scheme] if scheme in _OPENERS else _DEFAULTS[scheme]
+
+    def __setitem__(self, scheme: str, opener: Any) -> None:
+        register_opener(scheme, None if opener is _DEFAULTS.get(scheme) else opener)
+
+    def __delitem__(self, scheme: str) -> None:
+        if scheme not in _OPENERS:
+            raise KeyError(scheme)
+        register_opener(scheme, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*_DEFAULTS, *_OPENERS]))
+
+    def __len__(self) -> int:
+        return len(set(_DEFAULTS) | set(_OPENERS))
+
+    def __repr__(self) -> str:
+        return f"gopen_schemes({dict(self)!r})"
+
+
+gopen_schemes = _SchemeTable()
+
+
+def gopen(url: str, mode: str = "rb", bufsize: int = 8192, storage_options: dict | None = None, **kw: Any) -> Any:
+    """Open ``url`` for reading (``"rb"``, ``"r"``) or writing (``"wb"``, ``"w"``); text modes take ``encoding=``.
+
+    Registered scheme openers get ``(url, mode, bufsize, **kw)``; wds's own
+    handling takes ``storage_options`` and no other keyword.
+    """
+    if mode not in ("rb", "wb", "r", "w", "rt", "wt"):
+        raise ValueError(f"gopen mode must be 'rb', 'wb', 'r' or 'w', got {mode!r}")
+    encoding = kw.pop("encoding", "utf-8") if "b" not in mode else None
+    binary = mode[0] + "b"
+    if url == "-":
+        stream: Any = sys.stdin.buffer if binary == "rb" else sys.stdout.buffer
+    else:
+        url = rewrite_url(os.fspath(url))
+        scheme = "pipe" if url.startswith("pipe:") else url.split("://", 1)[0] if "://" in url else ""
+        if scheme in _OPENERS:
+            stream = _OPENERS[scheme](url, binary, bufsize, **kw)
+        elif kw:
+            raise TypeError(f"gopen got unexpected keyword arguments {sorted(kw)}")
+        elif scheme == "ais":
+            stream = gopen_ais(url, binary, bufsize)
+        else:  # local, pipe: and fsspec URLs: the storage layer's streams and sinks
+            stream = _gopen_storage(url, binary, bufsize, storage_options)
+    if encoding is None:
+        return stream
+    return io.TextIOWrapper(stream if isinstance(stream, io.IOBase) else _Buffered(stream), encoding=encoding)
+
+
+class _Buffered(io.RawIOBase):
+    """A stream with only ``read``/``write`` seen as a raw file, for ``io.TextIOWrapper``."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return hasattr(self._stream, "read")
+
+    def writable(self) -> bool:
+        return hasattr(self._stream, "write")
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def write(self, data: Any) -> int:
+        self._stream.write(bytes(data))
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+            super().close()
+
+
+def reader(url: str, **kw: Any) -> Any:
+    """``gopen(url, "rb", **kw)``."""
+    return gopen(url, "rb", **kw)

@@ -1,0 +1,5 @@
+"""``webdataset.pipeline``: ``DataPipeline`` (wds's: checkpointable, stages may be ``PipelineStage``s)."""
+
+from ..pipeline import DataPipeline, PipelineStage
+
+__all__ = ["DataPipeline", "PipelineStage"]

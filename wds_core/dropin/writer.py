@@ -1,0 +1,120 @@
+"""``webdataset.writer``: ``TarWriter``/``ShardWriter`` (wds's: atomic, deterministic) and the encoders by name.
+
+Encoding is wds's :class:`~wds_core.fieldcodecs.FieldEncoder`; the functions
+here are its pieces under webdataset's names.  Pickle fields are written only
+with ``allow_pickle=True``.  ``torch_dumps`` comes with ``wds_torch``.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..fieldcodecs import FieldEncoder, encode_image
+from ..fieldcodecs.encoders import _ENCODERS
+from ..fieldcodecs.tenbin import encode_buffer
+from ..writer import ShardWriter, TarWriter
+from ._refuse import refused_function
+
+__all__ = [
+    "ShardWriter",
+    "TarWriter",
+    "add_handlers",
+    "bytestr",
+    "cbor_dumps",
+    "default_handlers",
+    "encode_based_on_extension",
+    "encode_based_on_extension1",
+    "imageencoder",
+    "make_encoder",
+    "make_handlers",
+    "mp_dumps",
+    "numpy_dumps",
+    "numpy_npz_dumps",
+    "tenbin_dumps",
+    "torch_dumps",
+]
+
+
+def imageencoder(image: Any, format: str = "PNG") -> bytes:
+    """A PIL image or a uint8 / [0, 1] float array in the image ``format`` (``"PNG"``, ``"JPEG"``...)."""
+    return encode_image(image, format.lower())
+
+
+def bytestr(data: Any) -> bytes:
+    """Bytes as they are, anything else as its ASCII text."""
+    if isinstance(data, bytes):
+        return data
+    return (data if isinstance(data, str) else str(data)).encode("ascii")
+
+
+def numpy_dumps(data: np.ndarray) -> bytes:
+    """An array as ``.npy`` bytes (never pickled)."""
+    out = io.BytesIO()
+    np.save(out, data, allow_pickle=False)
+    return out.getvalue()
+
+
+def numpy_npz_dumps(data: dict[str, np.ndarray]) -> bytes:
+    """A dict of arrays as ``.npz`` bytes."""
+    return _ENCODERS["npz"](data)
+
+
+def tenbin_dumps(x: Any) -> bytes:
+    """An array or a list of arrays in the tenbin format."""
+    return encode_buffer(x)
+
+
+def cbor_dumps(x: Any) -> bytes:
+    return _ENCODERS["cbor"](x)
+
+
+def mp_dumps(x: Any) -> bytes:
+    return _ENCODERS["msgpack"](x)
+
+
+def add_handlers(d: dict[str, Any], keys: str | list[str], value: Callable[[Any], bytes]) -> None:
+    """``d[key] = value`` for each of ``keys`` (a list or a space-separated string)."""
+    for key in keys.split() if isinstance(keys, str) else keys:
+        d[key] = value
+
+
+def make_handlers() -> dict[str, Callable[[Any], bytes]]:
+    """The built-in encoders by extension (a copy: changing it changes nothing else)."""
+    return dict(_ENCODERS)
+
+
+default_handlers = make_handlers()
+
+
+def encode_based_on_extension1(data: Any, tname: str, handlers: dict[str, Callable[[Any], bytes]]) -> Any:
+    """One value encoded for a field named ``tname`` with ``handlers`` (``__*`` fields are left alone)."""
+    if tname.startswith("__"):
+        return data
+    return FieldEncoder(handlers)(tname, data)
+
+
+def encode_based_on_extension(sample: dict[str, Any], handlers: dict[str, Callable[[Any], bytes]]) -> dict[str, Any]:
+    """Every field of ``sample`` encoded by its extension with ``handlers``."""
+    encoder = FieldEncoder(handlers)
+    return {k: v if k.startswith("__") else encoder(k, v) for k, v in sample.items()}
+
+
+def make_encoder(spec: bool | str | dict | Callable | None) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A sample encoder: ``True`` the built-in one, ``False``/``None`` none, a dict ``{ext: fn}``, or a callable."""
+    if spec is False or spec is None:
+        return lambda sample: sample
+    if callable(spec):
+        return spec
+    if spec is True:
+        spec = default_handlers
+    if not isinstance(spec, dict):
+        raise ValueError(f"an encoder is True, False, a dict {{extension: function}} or a callable, got {spec!r}")
+    table = spec
+    return lambda sample: encode_based_on_extension(sample, table)
+
+
+torch_dumps = refused_function("writer.torch_dumps", "it needs PyTorch: import it from wds_torch")

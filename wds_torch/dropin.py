@@ -1,0 +1,67 @@
+"""webdataset's module tree with the PyTorch classes: ``wds_torch.filters``, ``wds_torch.tariterators``...
+
+Each module is :mod:`wds_core.dropin`'s of the same name, with the names this
+adapter defines for PyTorch put in place of the core's (``DataPipeline``,
+``WebDataset``, ``WebLoader`` and the shard lists as ``IterableDataset``s, the
+``torch_*`` codecs, ``pytorch.DataLoader``...).  The modules are registered as
+``wds_torch.<name>`` in ``sys.modules``, so ``from wds_torch.filters import
+_shuffle`` works, and :func:`install_as_webdataset` makes them
+``webdataset.<name>``.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import torch
+import torch.utils.data
+
+from wds_core import dropin
+
+from . import codecs, datasets, indexed
+
+__all__ = ["MODULES", "NAMESPACE", "install_as_webdataset"]
+
+# what PyTorch changes in webdataset's modules, by name
+_TORCH: dict[str, Any] = {
+    **{name: getattr(datasets, name) for name in datasets.__all__},
+    **{name: getattr(codecs, name) for name in codecs.__all__},
+    **{name: getattr(indexed, name) for name in indexed.__all__},
+    "ResampledShardList": datasets.ResampledShards,
+    "IterableDataset": torch.utils.data.IterableDataset,
+    "DataLoader": torch.utils.data.DataLoader,
+    "TorchTensor": torch.Tensor,
+}
+
+
+def _with_torch(name: str, core: types.ModuleType) -> types.ModuleType:
+    module = types.ModuleType(f"{__package__}.{name}", core.__doc__)
+    module.__dict__.update({k: v for k, v in vars(core).items() if k not in ("__name__", "__doc__", "__spec__")})
+    module.__dict__.update({k: v for k, v in _TORCH.items() if k in module.__dict__})
+    sys.modules[module.__name__] = module
+    return module
+
+
+MODULES: dict[str, types.ModuleType] = {name: _with_torch(name, core) for name, core in dropin.MODULES.items()}
+NAMESPACE: dict[str, Any] = dropin.top_level(MODULES)  # webdataset's top-level names, from these modules
+
+
+def install_as_webdataset(verbose: bool = True) -> types.ModuleType:
+    """Make ``import webdataset`` (and ``webdataset.filters``, ``.tariterators``...) give ``wds_torch``.
+
+    One line at the top of a training script, before anything imports
+    webdataset, and the script's ``import webdataset as wds`` and ``from
+    webdataset.filters import _shuffle`` use wds; ``python -m wds_torch.run
+    train.py ARGS`` does it without editing the script (DataLoader workers
+    too).  Safe when the real webdataset is installed: it is simply not used
+    (a warning if it was already imported).  Says which package is active
+    (``webdataset.__wds__``, the ``wds`` logger, one stderr line when
+    ``verbose``); ``wds_core.dropin.uninstall()`` undoes it.
+    """
+    import wds_torch
+
+    namespace = {name: getattr(wds_torch, name) for name in wds_torch.__all__}
+    namespace.update(NAMESPACE)
+    return dropin.install(namespace, MODULES, "wds_torch", verbose)
