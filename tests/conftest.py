@@ -26,6 +26,10 @@ for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "WDS_CONFIG", "WDS_REWRITE", "
     os.environ.pop(_name, None)
 
 
+# scripts that the loader tests run in subprocesses (on webdataset and on wds), not test modules
+collect_ignore = ["torch/loaders"]
+
+
 def write_shard(path, samples, fields=("txt", "cls")):
     """Write samples ``{"__key__": k, field: bytes}`` with the project's encoder."""
     with open(path, "wb") as out:
