@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 import tarfile
+from typing import Any
 
 __all__ = [
     "CheckpointError",
@@ -104,11 +105,11 @@ class WdsError(Exception):
             return self.reason
         return f"{self.reason} ({', '.join(where)})"
 
-    def __reduce__(self):  # keep the attributes when sent between processes
+    def __reduce__(self) -> tuple[Any, ...]:  # keep the attributes when sent between processes
         return (_rebuild, (type(self), self.reason, self.url, self.member, self.offset))
 
 
-def _rebuild(cls, reason, url, member, offset):
+def _rebuild(cls: type[WdsError], reason: str, url: object, member: str | None, offset: int | None) -> WdsError:
     return cls(reason, url=url, member=member, offset=offset)
 
 
@@ -188,11 +189,13 @@ class FieldError(SampleError):
     def k(self) -> str | None:
         return self.field
 
-    def __reduce__(self):  # the sample stays behind: it may be large or unpicklable
+    def __reduce__(self) -> tuple[Any, ...]:  # the sample stays behind: it may be large or unpicklable
         return (_rebuild_field_error, (type(self), self.reason, self.url, self.key, self.field))
 
 
-def _rebuild_field_error(cls, reason, url, key, field):
+def _rebuild_field_error(
+    cls: type[FieldError], reason: str, url: object, key: str | None, field: str | None
+) -> FieldError:
     return cls(reason, url=url, key=key, field=field)
 
 

@@ -243,12 +243,13 @@ class WebDataset(DataPipeline, FluidInterface):
         resampled = resampled or mode == "resampled"
         if balanced is not None and resampled:
             raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
+        shards: SimpleShardList | ResampledShards
         if balanced is not None:
             shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
             self.append(shards)
             self.append(BalancedSplit(balanced, storage_options))
         elif resampled:
-            shards: Any = ResampledShards(urls, seed=seed)
+            shards = ResampledShards(urls, seed=seed)
             self.append(shards)
         else:
             shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))

@@ -113,7 +113,8 @@ class Interleaved(_CountingStage):
         if isinstance(name, str) and name:
             key = str(sample.get("__key__", ""))
             base = name.rsplit("/", 1)[-1]
-            for field in (name, base, base[len(key) + 1 :] if base.startswith(key + ".") else None):
+            for candidate in (name, base, base[len(key) + 1 :] if base.startswith(key + ".") else None):
+                field = candidate or ""
                 if field and field in sample and isinstance(sample[field], (bytes, bytearray)):
                     used.add(field)
                     return sample[field]

@@ -236,7 +236,7 @@ class _Workers:
 
     def __init__(self, loader: Loader) -> None:
         n = loader.num_workers
-        ctx = multiprocessing.get_context(loader.start_method)
+        ctx: Any = multiprocessing.get_context(loader.start_method)
         self.generation = 0
         self.stop = ctx.Event()
         self.commands = [ctx.SimpleQueue() for _ in range(n)]

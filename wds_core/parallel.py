@@ -97,7 +97,7 @@ def _complete(url: str, storage_options: dict | None) -> bool:
     path = local_path(url)
     if path is not None:
         return os.path.exists(path)
-    fs, fspath = filesystem(url, storage_options)
+    fs, fspath = filesystem(url, storage_options or {})
     return bool(fs.exists(fspath))
 
 

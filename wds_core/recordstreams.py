@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from .cache import ShardCache
 from .errors import TarFormatError, TruncatedShardError
@@ -63,7 +63,7 @@ class _Counting(io.IOBase):
 def _cbor_objects(stream: _Counting, url: str, where: Any) -> Iterator[Any]:
     import cbor2
 
-    decoder = cbor2.CBORDecoder(stream)
+    decoder = cbor2.CBORDecoder(cast(BinaryIO, stream))
     while True:
         start = stream.position
         try:

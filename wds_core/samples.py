@@ -14,7 +14,7 @@ which the next sample starts, which is all a checkpoint needs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from .cache import ShardCache
@@ -244,7 +244,7 @@ class ShardReader(StageIterator):
             if not (yield from self._shard(url, start)):
                 return
 
-    def _shard(self, url: str, start: int) -> Iterator[Any]:
+    def _shard(self, url: str, start: int) -> Generator[Any, None, bool]:
         recipe = self.recipe
         try:
             stream = recipe.open(url)

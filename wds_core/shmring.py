@@ -123,9 +123,15 @@ class SlotWriter:
         self.blocks = [shared_memory.SharedMemory(name=name) for name in names]
         self.min_bytes = min_bytes
 
+    def _buf(self, slot: int) -> memoryview:
+        buf = self.blocks[slot].buf
+        if buf is None:  # pragma: no cover - only after close()
+            raise RuntimeError("the shared-memory slot is closed")
+        return buf
+
     def _free_slot(self) -> int:
-        for slot, block in enumerate(self.blocks):
-            if block.buf[0] == 0:
+        for slot in range(len(self.blocks)):
+            if self._buf(slot)[0] == 0:
                 return slot
         return -1
 
@@ -134,11 +140,11 @@ class SlotWriter:
         if slot < 0:
             return pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL), -1
         buffer = io.BytesIO()
-        pickler = _SlotPickler(buffer, self.blocks[slot].buf, self.min_bytes)
+        pickler = _SlotPickler(buffer, self._buf(slot), self.min_bytes)
         pickler.dump(item)
         if pickler.used == 0:
             return buffer.getvalue(), -1
-        self.blocks[slot].buf[0] = 1
+        self._buf(slot)[0] = 1
         return buffer.getvalue(), slot
 
     def close(self) -> None:

@@ -79,7 +79,7 @@ class _LocalSink(ShardSink):
         except OSError as exn:
             raise ShardOpenError(f"cannot create shard: {exn.strerror or exn}", url=url) from None
         self.file = os.fdopen(fd, "wb", buffering=1 << 20)  # record writers hand over one small object at a time
-        self.write = self.file.write  # type: ignore[method-assign]
+        self.write = self.file.write  # type: ignore[method-assign, assignment]
 
     def commit(self) -> None:
         try:
@@ -104,7 +104,7 @@ class _StreamSink(ShardSink):
 
     def __init__(self, stream: BinaryIO, url: str) -> None:
         self.url, self.stream = url, stream
-        self.write = stream.write  # type: ignore[method-assign]
+        self.write = stream.write  # type: ignore[method-assign, assignment]
 
     def commit(self) -> None:
         flush = getattr(self.stream, "flush", None)
@@ -189,7 +189,7 @@ class _ObjectSink(ShardSink):
     def __init__(self, url: str, fs: Any, path: str) -> None:
         self.url = url
         self.file = _open_for_writing(fs, path, url)
-        self.write = self.file.write  # type: ignore[method-assign]
+        self.write = self.file.write  # type: ignore[method-assign, assignment]
 
     def commit(self) -> None:
         try:
@@ -212,7 +212,7 @@ class _MoveSink(ShardSink):
         head, _, name = path.rpartition("/")
         self.temp = f"{head}/{_temporary_name(name)}" if head else _temporary_name(name)
         self.file = _open_for_writing(fs, self.temp, url)
-        self.write = self.file.write  # type: ignore[method-assign]
+        self.write = self.file.write  # type: ignore[method-assign, assignment]
 
     def commit(self) -> None:
         try:

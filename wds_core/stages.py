@@ -55,7 +55,7 @@ class _PerSample(Recipe):
 
     handler: Handler = staticmethod(reraise_exception)  # type: ignore[assignment]
 
-    def build(self, src: Any, ctx: RunContext) -> Stateless:
+    def build(self, src: Any, ctx: RunContext) -> StageIterator:
         return Stateless(src, self._iterate)
 
     def process(self, sample: Any) -> Any:  # pragma: no cover - subclasses define it

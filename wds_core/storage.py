@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from .errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
 from .remote import DEFAULT_RETRY, RetryPolicy, open_remote
@@ -103,12 +103,12 @@ def open_shard(
             return cache.open(url, lambda: opener(url, "rb", 8192))
         return opener(url, "rb", 8192)
     if url == "-":
-        return _StdinStream()
+        return cast(BinaryIO, _StdinStream())
     if url.startswith("pipe:"):
         command = url[len("pipe:") :]
         if cache is not None:
-            return cache.open(url, lambda: PipeStream(command))
-        return PipeStream(command)
+            return cache.open(url, lambda: cast(BinaryIO, PipeStream(command)))
+        return cast(BinaryIO, PipeStream(command))
     path = local_path(url)
     if path is not None:
         if cache is not None and cache.cache_local:

@@ -354,17 +354,17 @@ def iter_members(
             next_read = BLOCK  # only the next header: large members tend to follow each other
         kind = header[156]
         if kind in _REGULAR and longname is None and pax is None and "path" not in glob:
-            name: str | None = _decode_name(_ustar_name(header, 0))
+            member: str | None = _decode_name(_ustar_name(header, 0))
             member_offset = header_offset
         else:
             if start < 0:
                 start = header_offset
-            name, longname, pax = _special(header, 0, kind, data, longname, pax, glob, url, header_offset)
+            member, longname, pax = _special(header, 0, kind, data, longname, pax, glob, url, header_offset)
             member_offset = start
             if longname is None and pax is None:
                 start = -1
-        if name is not None and (want is None or want(name)):
-            yield (name, data, member_offset)
+        if member is not None and (want is None or want(member)):
+            yield (member, data, member_offset)
 
 
 def _ustar_name(buf: bytes, pos: int) -> bytes:

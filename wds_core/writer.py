@@ -39,16 +39,16 @@ _COMPRESSORS = {"gz": "gz", "gzip": "gz", "bz2": "bz2", "xz": "xz"}
 
 def _compression(dest: Any, compress: bool | str | None) -> str | None:
     if compress is None:
-        name = dest if isinstance(dest, str) else ""
-        for suffix, kind in ((".tgz", "gz"), (".gz", "gz"), (".bz2", "bz2"), (".xz", "xz")):
+        name: str = dest if isinstance(dest, str) else ""
+        for suffix, implied in ((".tgz", "gz"), (".gz", "gz"), (".bz2", "bz2"), (".xz", "xz")):
             if name.endswith(suffix):
-                return kind
+                return implied
         return None
     if compress is False:
         return None
     if compress is True:
         return "gz"
-    kind = _COMPRESSORS.get(str(compress).lower())
+    kind: str | None = _COMPRESSORS.get(str(compress).lower())
     if kind is None:
         raise SpecError(f"compress must be True, False, 'gz', 'bz2' or 'xz', got {compress!r}")
     return kind
@@ -59,12 +59,13 @@ class _Compressed:
 
     def __init__(self, sink: ShardSink, kind: str) -> None:
         self.sink = sink
+        out: Any = sink  # a ShardSink has write(), all the compressors need
         if kind == "gz":
-            self.file: Any = gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=6, mtime=0)
+            self.file: Any = gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=6, mtime=0)
         elif kind == "bz2":
-            self.file = bz2.BZ2File(sink, "wb")
+            self.file = bz2.BZ2File(out, "wb")
         else:
-            self.file = lzma.LZMAFile(sink, "wb")
+            self.file = lzma.LZMAFile(out, "wb")
         self.write = self.file.write
 
     def commit(self) -> None:

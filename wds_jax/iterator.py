@@ -77,7 +77,9 @@ class BatchIterator:
         self.sharding, self.prefetch, self.collate = sharding, max(0, prefetch), collate
         if (process_index is None) != (process_count is None):
             raise SpecError("give both process_index and process_count, or neither")
-        self.node = (process_index, process_count) if process_index is not None else None
+        self.node: tuple[int, int] | None = None
+        if process_index is not None and process_count is not None:
+            self.node = (process_index, process_count)
         self.num_workers = num_workers
         self.source: Any = dataset
         # with workers, batches are made in the workers (only batches cross processes); each worker's

@@ -58,7 +58,7 @@ class _RankTravels:
         return transfer.wrap_batches(items)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()  # type: ignore[misc]
+        state: Any = super().__getstate__()  # type: ignore[misc]
         state["_node_when_pickled"] = wds_core.dist.node_info()
         return state
 

@@ -185,8 +185,15 @@ class _Slot:
         self.size = size
 
     @property
+    def buf(self) -> memoryview:
+        buf = self.block.buf
+        if buf is None:  # pragma: no cover - only after close()
+            raise RuntimeError("the shared-memory slot is closed")
+        return buf
+
+    @property
     def free(self) -> bool:
-        return self.block.buf[0] == 0
+        return self.buf[0] == 0
 
     def close(self) -> None:
         """Unmap; unlink the name unless the main process already did."""
@@ -219,7 +226,7 @@ class _WorkerSlots:
             self.created += 1
             slot = _Slot(f"wds_{self.pid}_{self.created}_{secrets.token_hex(4)}", nbytes + nbytes // 8)
             self.slots.append(slot)
-        slot.block.buf[0] = 1
+        slot.buf[0] = 1
         return slot
 
     def close(self) -> None:

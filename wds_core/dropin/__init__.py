@@ -263,7 +263,9 @@ def _describe_real() -> str:
         return "no webdataset package is installed"
 
 
-def install(namespace: dict[str, Any], modules: dict[str, types.ModuleType], flavour: str, verbose: bool = True):
+def install(
+    namespace: dict[str, Any], modules: dict[str, types.ModuleType], flavour: str, verbose: bool = True
+) -> types.ModuleType:
     """Make ``import webdataset`` and ``import webdataset.<module>`` give wds (see ``install_as_webdataset``).
 
     ``namespace`` is the whole top-level namespace (the package's names with

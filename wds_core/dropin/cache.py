@@ -100,7 +100,7 @@ class LRUCleanup:
     def __init__(
         self,
         cache_dir: str | None = None,
-        cache_size: int = 10**12,
+        cache_size: float = 10**12,
         keyfn: Callable[[str], float] = os.path.getctime,
         verbose: bool = False,
         interval: float | None = 30,
@@ -132,7 +132,9 @@ class LRUCleanup:
         self.last_run = time.time()
 
 
-def lru_cleanup(cache_dir: str, cache_size: int, keyfn: Callable[[str], float] = os.path.getctime, verbose=False):
+def lru_cleanup(
+    cache_dir: str, cache_size: float, keyfn: Callable[[str], float] = os.path.getctime, verbose: bool = False
+) -> None:
     """webdataset 0.2's function form of :class:`LRUCleanup` (runs now)."""
     LRUCleanup(cache_dir, cache_size, keyfn, verbose, interval=None).cleanup()
 

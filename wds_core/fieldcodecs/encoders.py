@@ -62,7 +62,8 @@ def _npz(value: Any) -> bytes:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise TypeError(f"npz fields take a dict of arrays with str keys, got {type(value).__name__}")
     out = io.BytesIO()
-    np.savez_compressed(out, **{k: np.asarray(v) for k, v in value.items()})
+    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in value.items()}
+    np.savez_compressed(out, **arrays)
     return out.getvalue()
 
 
@@ -101,8 +102,14 @@ register_encoder("npz", _npz)
 register_encoder("mp msg msgpack", _msgpack)
 register_encoder("cbor", _cbor)
 register_encoder("ten tb tenbin", _tenbin)
+
+
+def _image_encoder(extension: str) -> Callable[[Any], bytes]:
+    return lambda value: encode_image(value, extension)
+
+
 for _extension in IMAGE_ENCODE_EXTENSIONS:
-    register_encoder(_extension, lambda value, _e=_extension: encode_image(value, _e))
+    register_encoder(_extension, _image_encoder(_extension))
 
 _PICKLE = frozenset({"pyd", "pickle", "pkl"})
 # A str is written as UTF-8 text, whatever the extension (so ``"json": json.dumps(x)`` works), except

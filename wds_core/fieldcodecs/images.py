@@ -100,11 +100,12 @@ def image_spec(name: str) -> ImageSpec:
     return _SPECS[key]
 
 
-def decode_image(data: bytes, spec: ImageSpec) -> Any:
+def decode_image(data: bytes | bytearray | memoryview, spec: ImageSpec) -> Any:
     import PIL.Image
 
-    with PIL.Image.open(io.BytesIO(data)) as img:
-        img.load()
+    with PIL.Image.open(io.BytesIO(data)) as opened:
+        opened.load()
+        img: PIL.Image.Image = opened
         if img.mode != spec.mode:
             img = img.convert(spec.mode)
         elif not spec.array:
@@ -126,7 +127,7 @@ class ImageHandler:
             extensions = extensions.split()
         self.extensions = frozenset(e.lower().lstrip(".") for e in extensions)
 
-    def __call__(self, key: str, data: bytes) -> Any:
+    def __call__(self, key: str, data: bytes | bytearray | memoryview) -> Any:
         extension = key.rsplit(".", 1)[-1].lower()
         if extension not in self.extensions:
             return None
