@@ -103,7 +103,7 @@ class S3Server:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._server = make_server("127.0.0.1", self.port, self._gate, threaded=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
     def _gate(self, environ: dict, start_response: Any) -> Any:
@@ -175,7 +175,7 @@ class HttpServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
     def _get(self, handler: Any) -> None:

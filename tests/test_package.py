@@ -1,9 +1,12 @@
 import subprocess
 import sys
 
+import pytest
+
 import wds_core
 
 
+@pytest.mark.slow
 def test_core_imports_no_framework():
     code = "import sys, wds_core; print([m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -22,6 +25,7 @@ def test_public_names_are_pinned():
     assert len(wds_core.__all__) == 152
 
 
+@pytest.mark.slow
 def test_demo_main_job_runs():
     out = subprocess.run(
         ["wds", "demo", "--shards", "3", "--samples-per-shard", "200"], capture_output=True, text=True, check=True

@@ -158,6 +158,7 @@ def _read_all(args):
     return [(s["__key__"], s["bin"]) for s in wds_core.WebDataset(url, shardshuffle=False, cache_dir=cache_dir)]
 
 
+@pytest.mark.slow
 def test_processes_sharing_a_cache_directory(http_server, tmp_path):
     local_dataset(http_server.root, nshards=3)
     url = http_server.url + "/shard-{000..002}.tar"

@@ -10,6 +10,8 @@ import pytest
 import wds_core as wds
 from tests.conftest import make_samples, tar_bytes, write_shard
 
+pytestmark = pytest.mark.slow  # the wds command in subprocesses
+
 
 def wds_cli(*args, cwd=None, check=True, env=None):
     return subprocess.run(["wds", *map(str, args)], capture_output=True, cwd=cwd, check=check, env=env)

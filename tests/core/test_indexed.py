@@ -172,6 +172,7 @@ def test_descriptor_bases_and_nested_datasets(tmp_path, shards):
         wds.ShardListDataset(str(tmp_path / "top.json"))[0]
 
 
+@pytest.mark.slow
 def test_a_widsindex_descriptor_loads(tmp_path, shards):
     pytest.importorskip("wids")
     spec, paths, _ = shards
@@ -264,6 +265,7 @@ def wds_cli(*args, cwd=None, check=True):
     return subprocess.run(["wds", *args], capture_output=True, cwd=cwd, check=check)
 
 
+@pytest.mark.slow
 def test_cli_index_create_info_sample(tmp_path):
     with wds.ShardWriter(str(tmp_path / "c-%03d.tar"), maxcount=10, index=True) as sink:
         for i in range(25):

@@ -11,6 +11,8 @@ import pytest
 import wds_core as wds
 from wds_core.errors import CheckpointError, WdsError
 
+pytestmark = pytest.mark.slow  # worker processes
+
 
 @pytest.fixture
 def spec(shards):

@@ -12,6 +12,8 @@ from tests.core import shard_functions as fns
 from wds_core import SpecError
 from wds_core.parallel import map_shards, output_names
 
+pytestmark = pytest.mark.slow  # process pools and Dask clusters
+
 
 @pytest.fixture
 def inputs(tmp_path):

@@ -183,6 +183,7 @@ def test_s3_wrong_key_is_a_clear_error_without_the_secret(s3, s3_data):
     assert "s3://team-a/data/shard-000.tar" in str(info.value)
 
 
+@pytest.mark.slow
 def test_s3_faults_beyond_s3fs_own_retries_lose_nothing(s3, s3_data, monkeypatch):
     small_ranges(monkeypatch, 16384)
     wds_core.register_storage("s3://team-a/", **s3["team-a"].client_options("team-a"))

@@ -78,6 +78,7 @@ def test_get_state_resumes_after_the_last_batch(spec, workers):
     assert ids(head) + ids(resumed) == reference
 
 
+@pytest.mark.slow
 def test_two_devices_in_a_fresh_process(spec):
     code = f"""
 import os
@@ -93,6 +94,7 @@ print(len(jax.devices()), [s.data.shape for s in images.addressable_shards])
     assert out.strip() == "2 [(2, 2, 3), (2, 2, 3)]"
 
 
+@pytest.mark.slow
 def test_workers_batch_in_the_workers_and_pad_each_remainder(spec):
     padded = list(wds_jax.BatchIterator(make(spec), 8, num_workers=2, remainder="pad"))
     assert all(b[0].shape == (8, 2, 3) and b[2].shape == (8,) for b in padded)
@@ -103,6 +105,7 @@ def test_workers_batch_in_the_workers_and_pad_each_remainder(spec):
     assert all(b[0].shape == (8, 2, 3) for b in dropped) and len(dropped) >= 102 // 8 - 1
 
 
+@pytest.mark.slow
 def test_elastic_resume_on_another_number_of_hosts_and_workers(spec):
     """2 hosts x 2 workers take 3 batches of 4 each (24 of 102); 1 host with 2 workers reads the other 78."""
 

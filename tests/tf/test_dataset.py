@@ -43,6 +43,7 @@ def test_each_pass_is_a_new_epoch(spec):
     assert sorted(first) == sorted(second) == EXPECTED and first != second
 
 
+@pytest.mark.slow
 def test_worker_processes_and_interleaved_threads(spec):
     assert sorted(values(wds_tf.to_tf_dataset(make(spec), num_workers=2))) == EXPECTED
     interleaved = wds_tf.to_tf_dataset(make(spec), num_parallel_calls=2)

@@ -39,6 +39,7 @@ def test_torch_image_specs_give_chw_tensors(image):
     assert wds.Decoder("torchl").decode1("png", data).dtype == torch.float32
 
 
+@pytest.mark.slow
 def test_torch_specs_load_the_adapter_on_demand(tmp_path, image):
     path = tmp_path / "a.tar"
     with wds.TarWriter(str(path)) as sink:
@@ -73,6 +74,7 @@ def test_pth_fields_round_trip_and_refuse_arbitrary_pickles(tmp_path):
     assert trusted[1]["pth"].value == 3
 
 
+@pytest.mark.slow
 def test_pth_decodes_without_importing_the_adapter_first(tmp_path):
     path = str(tmp_path / "w.tar")
     with wds.TarWriter(path) as sink:

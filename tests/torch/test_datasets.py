@@ -76,6 +76,7 @@ def _epoch_orders(loader, epochs):
     return [[key for (key,) in loader] for _ in range(epochs)]
 
 
+@pytest.mark.slow
 def test_webloader_gives_each_epoch_its_own_order_with_fresh_workers(dataset_dir):
     spec, keys = dataset_dir
 
@@ -103,6 +104,7 @@ def _rss_mb():
         return int(stream.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("persistent", [True, False])
 def test_spawned_workers_over_five_epochs_leak_nothing(dataset_dir, persistent):
     import multiprocessing
@@ -131,6 +133,7 @@ def test_spawned_workers_over_five_epochs_leak_nothing(dataset_dir, persistent):
     assert multiprocessing.active_children() == []  # no worker outlives its loader
 
 
+@pytest.mark.slow
 def test_stateful_dataloader_resumes_mid_epoch(dataset_dir):
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
     spec, keys = dataset_dir

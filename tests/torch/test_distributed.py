@@ -10,6 +10,8 @@ torch = pytest.importorskip("torch")
 from tests.conftest import make_samples, write_shard  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
+pytestmark = pytest.mark.slow  # several ranks (gloo) with DataLoader workers
+
 
 def _rank_main(rank, world, port, spec, out_dir, context):
     import torch.distributed as dist

@@ -87,6 +87,7 @@ print("after:", getattr(webdataset, "__wds__", "real"))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before", ["", "import webdataset"])
 def test_the_one_line_switch(before):
     pytest.importorskip("webdataset")
@@ -176,6 +177,7 @@ def _placement_rank(rank, world, port, spec, out_dir):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_no_shuffle_placement_duplicates_or_drops_across_two_ranks_and_two_workers(tmp_path):
     keys = []
     for s in range(16):

@@ -5,6 +5,7 @@ torch = pytest.importorskip("torch")
 import wds_torch as wds  # noqa: E402
 
 
+@pytest.mark.slow
 def test_map_style_dataset_with_distributed_sampler_and_workers(shards):
     spec, _, keys = shards
     dataset = wds.ShardListDataset(spec, transformations=[lambda s: s["__key__"]])

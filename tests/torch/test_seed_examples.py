@@ -50,6 +50,7 @@ def get_patches(src):
             yield (patch, label)
 
 
+@pytest.mark.slow  # four workers filling 10,000-patch shuffle buffers: stopping them waits for torch's timeouts
 def test_fluid_pipeline_and_dataloaders(url):
     dataset = wds.WebDataset(url).shuffle(1000).decode("rgb").to_tuple("png", "json")
     assert isinstance(dataset, torch.utils.data.IterableDataset)
@@ -66,6 +67,7 @@ def test_fluid_pipeline_and_dataloaders(url):
     assert (batch[0].shape, batch[1].shape) == (torch.Size([12, 256, 256, 3]), torch.Size([12]))
 
 
+@pytest.mark.slow  # four workers filling 10,000-patch shuffle buffers: stopping them waits for torch's timeouts
 def test_complete_pipeline_batched_in_the_dataset(url):
     dataset = wds.WebDataset(url).shuffle(1000).decode("rgb").to_tuple("png", "json").map(preprocess)
     dataset = dataset.compose(get_patches)

@@ -26,6 +26,8 @@ pytest.importorskip("webdataset")
 
 import wds_core  # noqa: E402
 
+pytestmark = pytest.mark.slow  # training scripts in subprocesses
+
 LOADERS = os.path.join(os.path.dirname(__file__), "loaders")
 WAYS = {
     "webdataset": [],

@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a fresh interpreter
+
 CODE = """
 import sys
 import wds_core
