@@ -39,15 +39,22 @@ class FluidInterface:
     def batched(
         self, batchsize: int, collation_fn: Callable | None = default_collation_fn, partial: bool = True
     ) -> Any:
+        """Group items into batches of ``batchsize``, collated by ``collation_fn`` (numpy arrays by default).
+
+        ``partial=False`` drops a last batch that is not full; ``collation_fn=None`` gives lists.
+        """
         return self.compose(Batch(batchsize, collation_fn, partial))
 
     def unbatched(self) -> Any:
+        """Split batches (tuples of arrays, dicts of arrays, lists) back into single items."""
         return self.compose(Unbatch())
 
     def listed(self, batchsize: int, partial: bool = True) -> Any:
+        """Group items into plain lists of ``batchsize`` (no collation)."""
         return self.compose(Batch(batchsize, None, partial))
 
     def unlisted(self) -> Any:
+        """Split lists back into their items (the inverse of :meth:`listed`)."""
         return self.compose(Unbatch(lists="items"))
 
     def shuffle(self, size: int, **kw: Any) -> Any:
@@ -56,24 +63,34 @@ class FluidInterface:
         return self if size < 1 else self.compose(stage)
 
     def map(self, f: Callable, handler: Handler = reraise_exception) -> Any:
+        """Replace each item by ``f(item)``; an exception goes to ``handler`` (raise by default)."""
         return self.compose(Map(f, handler=handler))
 
     def map_dict(self, handler: Handler = reraise_exception, **kw: Callable) -> Any:
+        """Apply functions to fields by name: ``map_dict(jpg=resize, cls=int)``."""
         return self.compose(MapDict(handler=handler, **kw))
 
     def select(self, predicate: Callable, handler: Handler = reraise_exception) -> Any:
+        """Keep the items for which ``predicate(item)`` is true."""
         return self.compose(Select(predicate, handler=handler))
 
     def to_tuple(self, *fields: str, **kw: Any) -> Any:
+        """Tuples of fields: ``to_tuple("jpg;png", "cls")``; ``;`` takes the first present, a missing field is an error.
+
+        A single string with spaces names several fields: ``to_tuple("jpg cls")``.
+        """
         return self.compose(ToTuple(*fields, **kw))
 
     def map_tuple(self, *fns: Callable | None, handler: Handler = reraise_exception) -> Any:
+        """Apply one function per tuple position: ``map_tuple(preprocess, None)`` (``None`` passes through)."""
         return self.compose(MapTuple(*fns, handler=handler))
 
     def rename(self, handler: Handler = reraise_exception, keep: bool = True, **kw: str) -> Any:
+        """Rename fields: ``rename(image="jpg;png", label="cls")``; ``keep=False`` drops the other fields."""
         return self.compose(Rename(handler=handler, keep=keep, **kw))
 
     def slice(self, *args: int | None) -> Any:
+        """Items ``[start:stop:step]`` of the stream, as :func:`itertools.islice` takes them."""
         return self.compose(Slice(*args))
 
     def rsample(self, p: float = 0.5, seed: int | None = None) -> Any:

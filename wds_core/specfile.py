@@ -8,7 +8,9 @@ samples at random::
       - shards: s3://bucket/laion-{000000..000099}.tar
         weight: 0.7                  # or "scaleprob": how often this source is drawn (default 1)
         storage_options: {client_kwargs: {endpoint_url: "http://127.0.0.1:9000"}}
-      - shards: [cc3m/part-{000..009}.tar, cc3m/extra.tar]   # relative: to the spec's folder
+      - shards:                      # relative: to the spec's folder
+          - cc3m/part-{000..009}.tar
+          - cc3m/extra.tar
         scale: [1.0, 3.0]            # use the shards 1 to 3 times per epoch (drawn per epoch)
         extensions: "jpg;png txt"    # keep these fields (";": the first present, named as the first)
       - shards: local/ocr-{0..9}.tar
