@@ -1,10 +1,13 @@
-"""Every ``python`` code block of README.md runs, so the README cannot drift from the code.
+"""Every ``python`` code block of README.md and of the documentation site runs, so neither can drift from the code.
 
-Each block is executed as written, in a folder holding small shards under the names the README uses
+Each block is executed as written, in a folder holding small shards under the names the examples use
 (``data/train-{000000..000099}.tar``, ``data/dataset.json``, ``mix.yaml``...), with the names a
 block takes from its context (``urls``, ``model``, ``loader``...) defined by the setup below.
 ``s3://bucket/`` is rewritten to a local folder. A block that needs a framework is skipped when the
-framework is not installed. A new block needs no setup unless it uses a name no block defines.
+framework is not installed. A block whose first line is ``# NAME.py`` is a module the next blocks
+import: it is written to the folder instead of run. The documentation pages that include README
+sections (``--8<--``) are covered by the README's own blocks. A new block needs no setup unless it
+uses a name no block defines.
 """
 
 from __future__ import annotations
@@ -22,11 +25,27 @@ import pytest
 import wds_core
 from tests.conftest import array_shards
 
-pytestmark = pytest.mark.slow  # README blocks start worker processes
+pytestmark = pytest.mark.slow  # the blocks start worker processes
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
-FRAMEWORKS = {"wds_torch": "torch", "torch": "torch", "wds_jax": "jax", "wds_tf": "tensorflow"}
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _blocks(language: str) -> list[tuple[str, int, str]]:
+    """``(page, index within the page, code)`` of every fenced block in that language."""
+    found = []
+    for page in PAGES:
+        blocks = re.findall(rf"^```{language}\n(.*?)^```", page.read_text(), flags=re.S | re.M)
+        found += [(str(page.relative_to(ROOT)), i, block) for i, block in enumerate(blocks)]
+    return found
+
+
+BLOCKS = _blocks("python")
+MODULE = re.compile(r"^# (\w+\.py)\n")
+FRAMEWORKS = {
+    "wds_torch": "torch", "torch": "torch", "torchdata": "torchdata", "wds_jax": "jax", "wds_tf": "tensorflow",
+}  # fmt: skip
 
 
 def _images(i: int) -> np.ndarray:
@@ -54,6 +73,11 @@ def folder(tmp_path_factory) -> Path:
         for i in range(12):
             meta = {"width": 300 if i % 2 else 100, "height": 300, "similarity": 0.3 if i % 3 else 0.2}
             sink.write({"__key__": f"p{i:02d}", "jpg": _images(i), "txt": f"caption {i}", "json": meta})
+    for s in range(4):  # the processing guide's input
+        with wds_core.TarWriter(str(root / f"pairs-{s:03d}.tar")) as sink:
+            for i in range(10):
+                caption = "" if i == 3 else f" caption {s}-{i} "
+                sink.write({"__key__": f"p{s}-{i:02d}", "jpg": _images(i), "txt": caption, "json": {"i": i}})
     with wds_core.TarWriter(str(root / "docs.tar")) as sink:
         for d in range(6):
             sink.write(wds_core.interleaved_sample(f"d{d}", ["a sentence.", _images(d), "another one."]))
@@ -131,6 +155,10 @@ def _check(block: str, ns: dict, root: Path) -> None:
     """What a block must have done, beyond running."""
     if "ShardWriter" in block:
         assert json.loads((root / "out" / "train.json").read_text())["shardlist"][0]["nsamples"] == 30
+    if "map_shards(fix_caption" in block:  # the guide's function dropped the samples without a caption
+        clean = wds_core.WebDataset(str(root / "clean" / "pairs-{000..003}.tar"), shardshuffle=False)
+        samples = list(clean.decode())
+        assert len(samples) == 36 and all(s["json"]["clean"] and s["txt"] == s["txt"].strip() for s in samples)
     if "all_gather_object" in block:  # the merged state resumes the rest of the epoch, nothing twice
         rest = [sample["__key__"] for sample in ns["loader"]]
         assert len(rest) + len(ns["taken"]) == 1300 and not set(rest) & set(ns["taken"])
@@ -138,20 +166,51 @@ def _check(block: str, ns: dict, root: Path) -> None:
         assert sys.modules["webdataset"].__wds__ == "wds_torch"
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_readme_block_runs(index, folder, monkeypatch):
-    block = BLOCKS[index]
+@pytest.mark.parametrize("page,index,block", BLOCKS, ids=[f"{page}-block{i}" for page, i, _ in BLOCKS])
+def test_block_runs(page, index, block, folder, monkeypatch):
+    module = MODULE.match(block)
+    if module:  # a module the page's later blocks import
+        (folder / module.group(1)).write_text(block)
+        return
     monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
     ns = _namespace(folder)
     _frameworks(block, ns)
     undo = _prepare(block, ns, folder)
     try:
-        exec(compile(block, f"README.md block {index}", "exec"), ns)
+        exec(compile(block, f"{page} block {index}", "exec"), ns)
         _check(block, ns, folder)
     finally:
         for step in undo:
             step()
 
 
+SPECS = _blocks("yaml")
+
+
+@pytest.mark.parametrize("page,index,block", SPECS, ids=[f"{page}-yaml{i}" for page, i, _ in SPECS])
+def test_spec_file_examples_parse(page, index, block):
+    """The dataset-spec examples are accepted by the parser (their keys and values are the real ones)."""
+    yaml = pytest.importorskip("yaml")
+    spec = yaml.safe_load(block)
+    if isinstance(spec, dict) and ("dataset" in spec or "datasets" in spec):
+        from wds_core.specfile import load_spec
+
+        sources, options = load_spec(spec)
+        assert sources and all(source.urls for source in sources) and "longest" in options
+
+
 def test_every_block_was_found():
-    assert len(BLOCKS) >= 13 and all(block.strip() for block in BLOCKS)
+    readme = [block for page, _, block in BLOCKS if page == "README.md"]
+    assert len(readme) >= 13 and len(BLOCKS) > len(readme) and all(block.strip() for _, _, block in BLOCKS)
+
+
+def test_spec_file_docstring_example_parses():
+    """The example in ``wds_core.specfile``'s docstring, which the API reference shows."""
+    yaml = pytest.importorskip("yaml")
+    from wds_core import specfile
+    from wds_core.specfile import load_spec
+
+    text = specfile.__doc__.split("::\n", 1)[1].split("\nPer source:", 1)[0]
+    sources, _ = load_spec(yaml.safe_load(text))
+    assert [s.choose for s in sources] == [None, None, 4] and len(sources[1].urls) == 11

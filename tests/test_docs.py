@@ -1,0 +1,135 @@
+"""The documentation site: its benchmark chart, its pages, and a strict build (with the ``docs`` extra)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("wds_docs_hooks", ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+TABLES = """# Benchmarks
+
+## Raw read: `python benchmarks/bench_read.py`
+
+| dataset | samples | wds samples/s | webdataset samples/s | speedup | target |
+|---|---|---|---|---|---|
+| small | 200,000 | 148,341 | 10,060 | **14.7×** | ≥ 12× — met |
+| image | 20,000 | 46,790 | 9,044 | 0.9× | not met |
+
+## Decoding: `python benchmarks/bench_decode.py`
+
+| pipeline | images/s | vs webdataset |
+|---|---|---|
+| Pillow alone | 1,569 | 1.02× |
+| webdataset `decode("rgb8")` | 1,535 | 1.00× |
+| wds `decode("rgb8")` | 1,816 | **1.18×** |
+
+## Remote
+
+| reader | seconds | MB/s |
+|---|---:|---:|
+| wds | 0.3 | 790 |
+
+## Loader
+
+| images | DataLoader workers | reader | wds samples/s | webdataset samples/s | ratio |
+|---|---|---|---:|---:|---:|
+| bytes | 2 | library | 15,345 | 11,273 | 1.36× |
+"""
+
+
+def test_chart_has_one_bar_per_recorded_wds_ratio():
+    bars = _hooks().parse(TABLES)
+    assert [(b.section, b.label, b.ratio, b.text) for b in bars] == [
+        ("Raw read", "small", 14.7, "14.7×"),
+        ("Raw read", "image", 0.9, "0.9×"),
+        ("Decoding", 'wds decode("rgb8")', 1.18, "1.18×"),  # the Pillow and webdataset rows are not wds
+        ("Loader", "bytes · DataLoader workers 2 · library", 1.36, "1.36×"),
+    ]
+
+
+def test_chart_is_an_svg_with_a_bar_and_a_value_per_ratio():
+    hooks = _hooks()
+    tree = ET.fromstring(hooks.svg(hooks.parse(TABLES)))
+    bars = tree.findall(f"{SVG}rect")[1:]  # the first is the background
+    assert len(bars) == 4
+    widths = [float(rect.get("width")) for rect in bars]
+    assert widths[0] == max(widths) and widths[1] < widths[2]  # 14.7× longest; 0.9× shorter than 1.18×
+    assert bars[1].get("fill") != bars[0].get("fill")  # slower than webdataset is shown differently
+    texts = [text.text for text in tree.iter(f"{SVG}text")]
+    assert {"14.7×", "0.9×", "1.18×", "1.36×", "Raw read", "Decoding", "Loader"} <= set(texts)
+
+
+def test_chart_of_the_recorded_benchmarks():
+    hooks = _hooks()
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    bars = hooks.parse(readme)
+    recorded = re.findall(r"\|\s*\*{0,2}(\d+(?:\.\d+)?)×\*{0,2}\s*\|", readme)
+    assert bars and len(bars) <= len(recorded)
+    assert {"Raw read", "Writing", "Decoding"} <= {bar.section for bar in bars}
+    ET.fromstring(hooks.chart())
+
+
+def test_chart_refuses_a_readme_without_ratios():
+    hooks = _hooks()
+    with pytest.raises(ValueError, match="no wds/webdataset ratios"):
+        hooks.svg(hooks.parse("# nothing\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"))
+
+
+def _nav_pages(text: str) -> list[str]:
+    return re.findall(r":\s*([\w/.-]+\.md)\s*$", text, flags=re.M)
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_exists():
+    pages = _nav_pages((ROOT / "mkdocs.yml").read_text())
+    docs = ROOT / "docs"
+    assert all((docs / page).is_file() for page in pages)
+    assert sorted(pages) == sorted(str(p.relative_to(docs)) for p in docs.rglob("*.md"))
+
+
+def test_readme_sections_included_by_the_docs_exist():
+    readme = (ROOT / "README.md").read_text()
+    starts = re.findall(r"--8<-- \[start:([\w-]+)\]", readme)
+    ends = re.findall(r"--8<-- \[end:([\w-]+)\]", readme)
+    assert starts == ends and len(set(starts)) == len(starts)
+    used = set()
+    for page in (ROOT / "docs").rglob("*.md"):
+        used |= set(re.findall(r'--8<-- "README\.md:([\w-]+)"', page.read_text()))
+    assert used and used <= set(starts)
+
+
+@pytest.mark.slow
+def test_site_builds_with_warnings_as_errors(tmp_path):
+    pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
+    pytest.importorskip("mkdocstrings")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    site = tmp_path / "site"
+    assert (site / "images" / "benchmarks.svg").is_file() and (site / "images" / "dataflow.svg").is_file()
+    api = (site / "api" / "pipelines" / "index.html").read_text()
+    assert 'id="wds_core.fluid.WebDataset"' in api and 'id="wds_core.fluid.FluidInterface.batched"' in api
+    guide = (site / "guides" / "streaming" / "index.html").read_text()
+    assert "--8&lt;--" not in guide and "state_dict" in guide  # the README section was included
