@@ -29,12 +29,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from .dist import node_info, worker_info
-from .elastic import Intervals, complement, decode, encode, length, normalize, take
 from .errors import CheckpointError, SpecError
+from .intervals import Intervals, complement, decode, encode, length, local_to_global, normalize, runs, take
 from .state import Recipe, RunContext, StageIterator, load_state
 from .storage import url_of
 
-__all__ = ["BalancedSplit", "plan", "plan_parts"]
+__all__ = ["BalancedIterator", "BalancedSplit", "plan", "plan_parts"]
 
 _INDEXES: dict[str, Any] = {}  # url -> ShardIndex, per process
 
@@ -89,13 +89,20 @@ class BalancedSplit(Recipe):
             raise SpecError(f"balanced must be 'pad' or 'drop', got {policy!r}")
         self.policy, self.storage_options = policy, storage_options
 
-    def build(self, src: Any, ctx: RunContext) -> _BalancedIterator:
+    def build(self, src: Any, ctx: RunContext) -> BalancedIterator:
         rank, world = node_info()
         worker, workers = worker_info()
-        return _BalancedIterator(src, self, rank * workers + worker, world * workers)
+        return BalancedIterator(src, self, rank * workers + worker, world * workers)
 
 
-class _BalancedIterator(StageIterator):
+class BalancedIterator(StageIterator):
+    """Reader ``reader`` of ``readers``: its part of the epoch as reading tasks ``{url, offset, count, sample}``.
+
+    It is the :class:`~wds_core.state.BalancedPart` of elastic resume.
+    """
+
+    passes_order = False  # its items are reading tasks, not samples
+
     def __init__(self, src: Any, recipe: BalancedSplit, reader: int, readers: int) -> None:
         super().__init__(src)
         self.recipe, self.reader, self.readers = recipe, reader, readers
@@ -137,10 +144,32 @@ class _BalancedIterator(StageIterator):
         """This reader's global positions, in reading order."""
         return self._planned()[0]
 
-    def encoded_part(self) -> str:
+    def samples_handed(self) -> int:
+        """Samples in the tasks handed downstream so far (read or being read)."""
+        return self.handed
+
+    def summarize(self, prefix: int, extra: Any) -> dict[str, Any]:
+        """The ``"position"`` entry of a state: this reader's part and what of it was delivered."""
+        part = self.part()
+        consumed, scattered = local_to_global(part, prefix, extra)
         if self._encoded_part is None:
-            self._encoded_part = encode(normalize(self.part()))
-        return self._encoded_part
+            self._encoded_part = encode(normalize(part))
+        position = {
+            "reader": [self.reader, self.readers],
+            "total": self.total,
+            "policy": self.recipe.policy,
+            "consumed": encode(normalize(self.settled + consumed)),
+            "part": self._encoded_part,
+        }
+        if len(scattered):  # delivered out of order past the prefix (shuffle buffers)
+            position["scattered"] = encode(runs(scattered))
+        return position
+
+    def resume_elastic(self, elastic: dict[str, Any]) -> None:
+        """Take this reader's share of the positions a merged state left (before the epoch starts)."""
+        if self._plan is not None or self.done:
+            raise CheckpointError("an elastic state is loaded before the epoch starts")
+        self.elastic = elastic
 
     def _run(self) -> Iterator[dict[str, Any]]:
         for task in self._planned()[1][self.done :]:

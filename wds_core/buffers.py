@@ -99,6 +99,9 @@ def _decode_ints(text: str) -> list[int]:
 
 
 class _ShuffleIterator(StageIterator):
+    passes_order = False
+    in_order = False  # a ReportsDelivered that reorders
+
     def __init__(self, src: Any, recipe: Shuffle, rng: Any) -> None:
         super().__init__(src)
         self.recipe = recipe
@@ -143,7 +146,7 @@ class _ShuffleIterator(StageIterator):
                 chosen = snapshot
         return chosen
 
-    def elastic_progress(self) -> tuple[int, Any]:
+    def delivered_positions(self) -> tuple[int, Any]:
         if self.replay is not None:  # restored, not started: the replay window is still to be read
             count, kept, _ = self.replay
             at = self.progress.at_snapshot(self.src)
@@ -277,7 +280,7 @@ class Batch(Recipe):
 
 
 class _BatchIterator(StageIterator):
-    keeps_order = True  # between batches nothing is held: its upstream's position is its own
+    passes_order = True  # between batches nothing is held: its upstream's position is its own
 
     def __init__(self, src: Any, recipe: Batch) -> None:
         super().__init__(src)
@@ -332,6 +335,8 @@ def _rows(batch: Any, lists_are_items: bool = False) -> list[Any]:
 
 
 class _UnbatchIterator(StageIterator):
+    passes_order = False  # one input item becomes several: positions are not followed
+
     def __init__(self, src: Any, lists_are_items: bool = False) -> None:
         super().__init__(src)
         self.lists_are_items = lists_are_items
@@ -383,7 +388,7 @@ class Slice(Recipe):
 
 
 class _SliceIterator(StageIterator):
-    keeps_order = True
+    passes_order = True
 
     def __init__(self, src: Any, recipe: Slice) -> None:
         super().__init__(src)

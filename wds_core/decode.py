@@ -146,7 +146,8 @@ class Decode(_PerSample):
 class _ThreadedDecode(StageIterator):
     """Decodes a window of samples ahead in a thread pool and yields them in order."""
 
-    delivers_in_order = True  # what it has delivered is a prefix of what it read (for wds_core.elastic)
+    passes_order = False
+    in_order = True  # a ReportsDelivered: what it has delivered is a prefix of what it read
 
     def __init__(self, src: Any, recipe: Decode) -> None:
         super().__init__(src)
@@ -166,7 +167,7 @@ class _ThreadedDecode(StageIterator):
             raise parent
         return {"skip": self._delivered - pulled, "parent": parent}
 
-    def elastic_progress(self) -> tuple[int, Any]:
+    def delivered_positions(self) -> tuple[int, Any]:
         if self._gen is None or not self._snapshots:
             at = self._progress.at_snapshot(self.src)
             return self._progress.since(self.src, at, self._skip, (), check=False)

@@ -30,141 +30,36 @@ Shuffle buffers after the reader start afresh on the new layout: the
 
 from __future__ import annotations
 
-import base64
-import zlib
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, NotElastic
+from .intervals import Intervals, decode, encode, normalize
+from .state import BalancedPart, ReportsDelivered, StageIterator, describe, upstream_of
 
-__all__ = ["is_merged", "merge_states"]
-
-Intervals = list[tuple[int, int]]  # sorted, disjoint, half-open [a, b)
-
-
-# ------------------------------------------------------------------ intervals
-
-
-def normalize(intervals: Iterable[tuple[int, int]]) -> Intervals:
-    merged: Intervals = []
-    for a, b in sorted(intervals):
-        if b <= a:
-            continue
-        if merged and a <= merged[-1][1]:
-            if b > merged[-1][1]:
-                merged[-1] = (merged[-1][0], b)
-        else:
-            merged.append((a, b))
-    return merged
-
-
-def length(intervals: Intervals) -> int:
-    return sum(b - a for a, b in intervals)
-
-
-def complement(intervals: Intervals, total: int) -> Intervals:
-    gaps, at = [], 0
-    for a, b in normalize(intervals):
-        if a > at:
-            gaps.append((at, min(a, total)))
-        at = max(at, b)
-    if at < total:
-        gaps.append((at, total))
-    return [(a, b) for a, b in gaps if b > a]
-
-
-def take(sequence: Intervals, start: int, count: int) -> Intervals:
-    """Positions ``start .. start + count`` of the sequence the intervals enumerate, wrapping at its end.
-
-    The result keeps the sequence's order (it is not normalised: a wrapped
-    part lists the end of the sequence before its start).
-    """
-    size = length(sequence)
-    out: Intervals = []
-    if size == 0 or count <= 0:
-        return out
-    start %= size
-    while count > 0:
-        skipped = 0
-        for a, b in sequence:
-            if start < skipped + (b - a):
-                first = a + start - skipped
-                n = min(b - first, count)
-                out.append((first, first + n))
-                count -= n
-                start = (start + n) % size
-                break
-            skipped += b - a
-    return out
-
-
-def local_to_global(part: Intervals, prefix: int, extra: Any = ()) -> tuple[Intervals, Any]:
-    """The global positions of a part's first ``prefix`` positions (intervals), and of its positions ``extra``.
-
-    ``extra`` (local positions past the prefix) maps to a sorted array of global positions.
-    """
-    chosen = normalize(take(part, 0, prefix) if prefix < length(part) else list(part))
-    extra = np.asarray(extra, dtype=np.int64)
-    if not len(extra) or not part:
-        return chosen, np.zeros(0, dtype=np.int64)
-    bounds = np.asarray(part, dtype=np.int64)
-    starts = np.concatenate(([0], np.cumsum(bounds[:, 1] - bounds[:, 0])))
-    extra = extra[extra < starts[-1]]
-    which = np.searchsorted(starts, extra, side="right") - 1
-    return chosen, np.sort(bounds[which, 0] + extra - starts[which])
-
-
-def runs(positions: Any) -> Intervals:
-    """Sorted distinct positions as intervals of consecutive ones."""
-    positions = np.asarray(positions, dtype=np.int64)
-    if not len(positions):
-        return []
-    breaks = np.nonzero(np.diff(positions) != 1)[0]
-    firsts = np.concatenate(([positions[0]], positions[breaks + 1]))
-    lasts = np.concatenate((positions[breaks], [positions[-1]]))
-    return list(zip(firsts.tolist(), (lasts + 1).tolist()))
-
-
-def encode(intervals: Intervals) -> str:
-    flat = np.asarray(intervals, dtype=np.int64).reshape(-1)
-    deltas = np.diff(flat, prepend=0) if len(flat) else flat
-    return base64.b64encode(zlib.compress(deltas.astype("<i8").tobytes())).decode("ascii")
-
-
-def decode(text: str) -> Intervals:
-    flat = np.cumsum(np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype="<i8"))
-    return list(zip(flat[0::2].tolist(), flat[1::2].tolist()))
+__all__ = ["WindowProgress", "find_balanced", "is_merged", "merge_states", "reader_progress", "summary"]
 
 
 # ------------------------------------------------------------------ summaries of live iterators
 
 
-class NotElastic(Exception):
-    """Why a pipeline's position in the epoch cannot be summarised."""
-
-
-def find_reader(it: Any) -> Any:
-    """The balanced tar reader under ``it`` (walking upstream), or ``None``."""
-    from .balanced import _BalancedIterator
-
+def find_balanced(it: Any) -> BalancedPart | None:
+    """The balanced split upstream of ``it`` (walking declared ``src`` links), or ``None``."""
     while it is not None:
-        if isinstance(getattr(it, "src", None), _BalancedIterator):
+        if isinstance(it, BalancedPart):
             return it
-        it = getattr(it, "src", None)
+        it = upstream_of(it)
     return None
 
 
 def reader_progress(it: Any) -> tuple[int, Any]:
     """``(prefix, extra)``: the positions of the reader's part that ``it`` has delivered downstream."""
-    position = getattr(it, "elastic_progress", None)
-    if position is not None:
-        return position()
-    if getattr(it, "keeps_order", False):
+    if isinstance(it, ReportsDelivered):
+        return it.delivered_positions()
+    if isinstance(it, StageIterator) and it.passes_order:
         return reader_progress(it.src)
-    from .state import describe
-
     raise NotElastic(f"the stage {describe(it)} does not keep track of which samples it has delivered")
 
 
@@ -179,18 +74,15 @@ class WindowProgress:
     def at_snapshot(self, src: Any) -> Any:
         """``(prefix, extra)`` of ``src`` now, ``None`` outside balanced epochs, or why it is unknown."""
         if self.balanced is None:
-            reader = find_reader(src)
-            self.balanced = reader is not None
+            self.balanced = find_balanced(src) is not None
             it = src
-            while self.balanced and it is not reader:
-                if hasattr(it, "elastic_progress") and not getattr(it, "delivers_in_order", False):
-                    from .state import describe
-
+            while self.balanced and it is not None and not isinstance(it, BalancedPart):
+                if isinstance(it, ReportsDelivered) and not it.in_order:
                     self.nested = NotElastic(
                         f"{self.name} reads from {describe(it)}, which also holds samples back; "
                         "keep one buffering stage (shuffle or decode(num_threads=)) between reader and output"
                     )
-                it = it.src
+                it = upstream_of(it)
         if not self.balanced:
             return None
         if self.nested is not None:
@@ -222,26 +114,14 @@ class WindowProgress:
 
 def summary(chain: Any) -> dict[str, Any] | None:
     """The ``"position"`` entry of a pipeline state (``None`` when the pipeline is not balanced)."""
-    reader = find_reader(chain)
-    if reader is None:
+    part = find_balanced(chain)
+    if part is None:
         return None
-    balanced = reader.src
     try:
         prefix, extra = reader_progress(chain)
     except NotElastic as exn:
         return {"unavailable": str(exn)}
-    part = balanced.part()
-    consumed, scattered = local_to_global(part, prefix, extra)
-    position = {
-        "reader": [balanced.reader, balanced.readers],
-        "total": balanced.total,
-        "policy": balanced.recipe.policy,
-        "consumed": encode(normalize(balanced.settled + consumed)),
-        "part": balanced.encoded_part(),
-    }
-    if len(scattered):  # delivered out of order past the prefix (shuffle buffers)
-        position["scattered"] = encode(runs(scattered))
-    return position
+    return part.summarize(prefix, extra)
 
 
 # ------------------------------------------------------------------ merging

@@ -21,6 +21,8 @@ also from the builtin a caller would naturally catch::
      │         ├── DecodingError            ... whose bytes cannot be decoded
      │         └── EncodingError            ... that cannot be encoded or written
      └── CheckpointError (ValueError)       a state that cannot be taken or restored
+          └── NotElastic                    a pipeline whose delivered samples cannot be
+                                            followed (why elastic resume is refused)
 
 The second builtin of ``TarFormatError``, ``MissingFieldError`` and
 ``SampleShapeError`` is what webdataset raises in the same place, so that code
@@ -44,6 +46,7 @@ __all__ = [
     "EncodingError",
     "FieldError",
     "MissingFieldError",
+    "NotElastic",
     "PipeError",
     "SampleError",
     "SampleShapeError",
@@ -159,6 +162,10 @@ class SampleShapeError(SampleError, TypeError, AssertionError):
 
 class CheckpointError(WdsError, ValueError):
     """A state that cannot be taken, or cannot be restored into this pipeline."""
+
+
+class NotElastic(CheckpointError):
+    """Why a pipeline's delivered positions in a balanced epoch cannot be followed (:mod:`wds_core.elastic`)."""
 
 
 class FieldError(SampleError):

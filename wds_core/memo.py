@@ -32,6 +32,8 @@ class MemoryCache(Recipe):
 
 
 class _MemoryCacheIterator(StageIterator):
+    passes_order = False  # replays a kept epoch
+
     def __init__(self, src: Any, recipe: MemoryCache) -> None:
         super().__init__(src)
         self.recipe = recipe

@@ -83,6 +83,8 @@ def _source(dataset: Any, epoch: int) -> Any:
 
 
 class _MixIterator(StageIterator):
+    passes_order = False  # items of several datasets
+
     def __init__(self, recipe: Mix, epoch: int, seed: int) -> None:
         super().__init__(None)
         self.recipe = recipe

@@ -30,6 +30,8 @@ class _Repeat(Recipe):
 
 
 class _RepeatIterator(StageIterator):
+    passes_order = False  # a sample source
+
     def __init__(self, recipe: _Repeat) -> None:
         super().__init__(None)
         self.recipe, self.index = recipe, 0

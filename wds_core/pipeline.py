@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .balanced import BalancedSplit
-from .elastic import find_reader, summary
+from .elastic import find_balanced, summary
 from .errors import CheckpointError, EmptyDatasetError, SpecError
 from .rng import fresh_seed
 from .state import Recipe, RunContext, StageIterator, close_chain, describe, load_state, state_of
@@ -31,6 +31,8 @@ STATE_FORMAT = "wds.pipeline/1"
 
 class _ListSource(StageIterator):
     """A list given as the first stage: its position is its state."""
+
+    passes_order = False  # a source
 
     def __init__(self, items: list[Any]) -> None:
         super().__init__(None)
@@ -283,6 +285,8 @@ class DataPipeline:
 class _Run(StageIterator):
     """One ``iter()`` of a pipeline: its repetitions, its item limit and its state."""
 
+    passes_order = False  # a whole pipeline run, not a stage
+
     def __init__(self, pipeline: DataPipeline, state: dict[str, Any] | None) -> None:
         super().__init__(None)
         # Only a weak reference back: a pipeline that refers to its run would be freed by the cycle
@@ -324,10 +328,11 @@ class _Run(StageIterator):
             load_state(it, self.chain_state)
             self.chain_state = None
         if self.elastic is not None:
-            reader = find_reader(it)
-            if reader is None:
+            part = find_balanced(it)
+            if part is None:
                 raise CheckpointError("an elastic state resumes a balanced epoch: WebDataset(..., balanced=...)")
-            reader.src.elastic, self.elastic = self.elastic["elastic"], None
+            part.resume_elastic(self.elastic["elastic"])
+            self.elastic = None
         return it
 
     def _run(self) -> Iterator[Any]:

@@ -18,11 +18,10 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from .cache import ShardCache
-from .elastic import NotElastic
-from .errors import SampleError, WdsError
+from .errors import NotElastic, SampleError, WdsError
 from .handlers import reraise_exception
 from .remote import DEFAULT_RETRY, RetryPolicy
-from .state import Recipe, RunContext, StageIterator
+from .state import BalancedPart, Recipe, RunContext, StageIterator
 from .storage import local_path, open_shard, url_of
 from .storage_config import StorageOptions, registered, restore_registered
 from .tario import iter_members, open_decompressed
@@ -197,6 +196,9 @@ class ShardReader(StageIterator):
     the stream), after the items read before the problem.
     """
 
+    passes_order = False  # it reads shards: what it delivered is counted by delivered_positions()
+    in_order = True  # a ReportsDelivered: it yields its part's samples in order
+
     def __init__(self, src: Any, recipe: Any) -> None:
         super().__init__(src)
         self.recipe = recipe
@@ -216,13 +218,12 @@ class ShardReader(StageIterator):
         self.offset = int(state.get("offset", 0)) if self.url else -1
         self.left = None if state.get("left") is None else int(state["left"])
 
-    def elastic_progress(self) -> tuple[int, Any]:
+    def delivered_positions(self) -> tuple[int, Any]:
         """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
-        handed = getattr(self.src, "handed", None)
-        if handed is None:
+        if not isinstance(self.src, BalancedPart):
             raise NotElastic("the shards are not split by balanced=")
-        reading = self.url is not None and self.offset >= 0 and self.left
-        return handed - (self.left if reading else 0), []
+        left = self.left if self.url is not None and self.offset >= 0 and self.left else 0
+        return self.src.samples_handed() - left, []
 
     def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:  # pragma: no cover - subclasses
         raise NotImplementedError

@@ -38,7 +38,7 @@ class RandomSample(Recipe):
 
 
 class _RandomSampleIterator(StageIterator):
-    keeps_order = True  # like select: what it delivered is what it kept of a prefix of its input
+    passes_order = True  # like select: what it delivered is what it kept of a prefix of its input
 
     def __init__(self, src: Any, p: float, rng: Rng) -> None:
         super().__init__(src)
@@ -71,6 +71,8 @@ class Resample(Recipe):
 
 
 class _ResampleIterator(StageIterator):
+    passes_order = False  # draws items with replacement
+
     def __init__(self, src: Any, n: int, rng: Rng) -> None:
         super().__init__(src)
         self.n, self.rng = n, rng

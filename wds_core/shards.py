@@ -78,6 +78,8 @@ class SimpleShardList(Recipe):
 
 
 class _ShardListIterator(StageIterator):
+    passes_order = False  # a shard source
+
     def __init__(self, recipe: SimpleShardList, epoch: int) -> None:
         super().__init__(None)
         self.recipe = recipe
@@ -151,6 +153,8 @@ class ResampledShards(Recipe):
 
 
 class _ResampledIterator(StageIterator):
+    passes_order = False  # a shard source
+
     def __init__(self, recipe: ResampledShards, seed: int) -> None:
         super().__init__(None)
         self.recipe = recipe
@@ -185,6 +189,8 @@ class _Split(Recipe):
 
 
 class _SplitIterator(StageIterator):
+    passes_order = False  # shards, not samples
+
     def __init__(self, src: Any, index: int, count: int) -> None:
         super().__init__(src)
         self.index, self.count = index, count

@@ -108,6 +108,8 @@ class DirectoryShardList(Recipe):
 
 
 class _DirectoryIterator(StageIterator):
+    passes_order = False  # a shard source
+
     def __init__(self, recipe: DirectoryShardList) -> None:
         super().__init__(None)
         self.recipe = recipe
@@ -188,6 +190,8 @@ class MultiShardSample(Recipe):
 
 
 class _MultiIterator(StageIterator):
+    passes_order = False  # a shard source
+
     def __init__(self, urls: list[str], epoch: int) -> None:
         super().__init__(None)
         self.urls, self.epoch, self.index = urls, epoch, 0

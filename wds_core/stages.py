@@ -220,7 +220,7 @@ class NonEmpty(Recipe):
 
 
 class _NonEmptyIterator(StageIterator):
-    keeps_order = True
+    passes_order = True
 
     def __init__(self, src: Any) -> None:
         super().__init__(src)

@@ -13,17 +13,42 @@ with ``recipe.build(upstream, ctx)``.  Iterators derive from
 
 Plain generators (user stages) have no state: asking for the state of a
 pipeline that contains one raises :class:`CheckpointError` naming it.
+
+Elastic resume (:mod:`wds_core.elastic`) needs to know which samples of a
+balanced epoch a pipeline has delivered.  Three declared contracts answer it,
+walking the iterators' ``src`` links from the output up to the tar reader:
+
+* every iterator class declares :attr:`StageIterator.passes_order`: ``True``
+  when it holds nothing back and delivers (a subset of) its input in order, so
+  its upstream's delivered positions are its own; ``False`` when it cannot say
+  (elastic resume through it is refused, naming it).  ``None`` (undeclared) is
+  treated as ``False``, and a test refuses any class that leaves it undeclared;
+* a stage that holds samples back and keeps count itself (a shuffle buffer, a
+  window decoded ahead, the tar reader) implements :class:`ReportsDelivered`;
+* the iterator that splits a balanced epoch implements :class:`BalancedPart`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .errors import CheckpointError
 
-__all__ = ["Recipe", "RunContext", "StageIterator", "Stateless", "close_chain", "describe", "load_state", "state_of"]
+__all__ = [
+    "BalancedPart",
+    "Recipe",
+    "ReportsDelivered",
+    "RunContext",
+    "StageIterator",
+    "Stateless",
+    "close_chain",
+    "describe",
+    "load_state",
+    "state_of",
+    "upstream_of",
+]
 
 
 @dataclass(frozen=True)
@@ -93,6 +118,11 @@ def close_chain(it: Any) -> None:
 class StageIterator:
     """Base of the built-in iterators: a generator inside, state outside."""
 
+    #: Whether the items it delivered are (a subset of) a prefix of its input, in order, with nothing
+    #: held back, so that its upstream's delivered positions are its own (see the module doc).
+    #: Every subclass declares it; ``None`` means undeclared.
+    passes_order: ClassVar[bool | None] = None
+
     def __init__(self, src: Any = None) -> None:
         self.src = src
         self._gen: Iterator[Any] | None = None
@@ -153,7 +183,7 @@ class Recipe:
 class Stateless(StageIterator):
     """An iterator whose only state is its upstream's: ``fn(upstream)`` does the work."""
 
-    keeps_order = True  # per-sample stages: what they delivered is a prefix of what they read
+    passes_order = True  # per-sample stages: what they delivered is a prefix of what they read
 
     def __init__(self, src: Any, fn: Any) -> None:
         super().__init__(src)
@@ -161,3 +191,43 @@ class Stateless(StageIterator):
 
     def _run(self) -> Iterator[Any]:
         return self.fn(iter(self.src))
+
+
+@runtime_checkable
+class ReportsDelivered(Protocol):
+    """A stage that holds samples back and knows which samples of its reader's balanced part it delivered.
+
+    ``delivered_positions()`` returns ``(prefix, extra)``: the first ``prefix``
+    positions of the reader's part, and the sorted positions ``extra`` past
+    them (numpy integers), as seen by this stage's consumer.  It raises
+    :class:`~wds_core.errors.NotElastic` saying why when it cannot tell.
+    ``in_order`` is true when what it delivered is always a prefix of what it
+    read (a window decoded ahead), false when it reorders (a shuffle buffer).
+    """
+
+    in_order: bool
+
+    def delivered_positions(self) -> tuple[int, Any]: ...
+
+
+@runtime_checkable
+class BalancedPart(Protocol):
+    """The iterator that gives one reader its part of a balanced epoch, as reading tasks.
+
+    ``samples_handed()``: samples in the tasks handed downstream so far;
+    ``summarize(prefix, extra)``: the ``"position"`` entry of a state, given the
+    part's positions delivered downstream (as :class:`ReportsDelivered` counts
+    them); ``resume_elastic(state)``: before the epoch starts, take this
+    reader's share of what a merged elastic state left.
+    """
+
+    def samples_handed(self) -> int: ...
+
+    def summarize(self, prefix: int, extra: Any) -> dict[str, Any]: ...
+
+    def resume_elastic(self, elastic: dict[str, Any]) -> None: ...
+
+
+def upstream_of(it: Any) -> Any:
+    """The iterator ``it`` reads from (its declared ``src``), or ``None`` for a source or a foreign iterator."""
+    return it.src if isinstance(it, StageIterator) else None

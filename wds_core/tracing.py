@@ -23,7 +23,7 @@ __all__ = ["Info", "LogKeys"]
 class _Counting(StageIterator):
     """A pass-through iterator that counts what it passed (its state), calling ``see(index, item)``."""
 
-    keeps_order = True
+    passes_order = True
 
     def __init__(self, src: Any, see: Any) -> None:
         super().__init__(src)

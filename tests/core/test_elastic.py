@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import wds_core as wds
 from tests.conftest import counted_shards
 from wds_core import CheckpointError, merge_states
-from wds_core.elastic import complement, decode, encode, length, normalize, take
+from wds_core.intervals import complement, decode, encode, length, normalize, take
 
 COUNTS = [7, 13, 5, 11, 1, 3]  # 40 samples
 
