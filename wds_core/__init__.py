@@ -11,6 +11,7 @@ from typing import Any
 
 from .buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
 from .cache import ShardCache
+from .chaining import FluidInterface
 from .collate import default_collation_fn
 from .compat import (
     Processor,
@@ -87,7 +88,7 @@ from .fieldcodecs import (
     register_image_spec,
 )
 from .fieldstages import Associate, ExtractKeys, RenameKeys
-from .fluid import FluidInterface, FluidWrapper, WebDataset
+from .fluid import FluidWrapper, WebDataset
 from .handlers import (
     ignore_and_continue,
     ignore_and_stop,

@@ -31,20 +31,22 @@ from typing import Any
 from .dist import node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .intervals import Intervals, complement, decode, encode, length, local_to_global, normalize, runs, take
+from .remote import DEFAULT_RETRY
+from .samples import ShardReadOptions
 from .state import Recipe, RunContext, StageIterator, load_state
 from .storage import url_of
+from .tarindex import index_shard
 
 __all__ = ["BalancedIterator", "BalancedSplit", "plan", "plan_parts"]
 
 _INDEXES: dict[str, Any] = {}  # url -> ShardIndex, per process
 
 
-def _index(url: str, storage_options: dict | None) -> Any:
-    from .indexed import index_shard
-
+def _index(url: str, reading: ShardReadOptions) -> Any:
     index = _INDEXES.get(url)
     if index is None:
-        index = _INDEXES[url] = index_shard(url, storage_options)
+        retry = DEFAULT_RETRY if reading.retry is None else reading.retry
+        index = _INDEXES[url] = index_shard(url, reading.storage_options, retry=retry)
     return index
 
 
@@ -84,10 +86,10 @@ class BalancedSplit(Recipe):
 
     per_reader = True
 
-    def __init__(self, policy: str = "pad", storage_options: dict | None = None) -> None:
+    def __init__(self, policy: str = "pad", reading: ShardReadOptions | None = None) -> None:
         if policy not in ("pad", "drop"):
             raise SpecError(f"balanced must be 'pad' or 'drop', got {policy!r}")
-        self.policy, self.storage_options = policy, storage_options
+        self.policy, self.reading = policy, reading or ShardReadOptions()
 
     def build(self, src: Any, ctx: RunContext) -> BalancedIterator:
         rank, world = node_info()
@@ -117,7 +119,7 @@ class BalancedIterator(StageIterator):
     def _planned(self) -> tuple[Intervals, list[dict[str, Any]]]:
         if self._plan is None:
             urls = [url_of(item) for item in self.src]
-            indexes = [_index(url, self.recipe.storage_options) for url in urls]
+            indexes = [_index(url, self.recipe.reading) for url in urls]
             counts = [len(index) for index in indexes]
             self.total = sum(counts)
             sequence = [(0, self.total)]

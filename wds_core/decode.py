@@ -27,13 +27,12 @@ from typing import Any
 from .elastic import WindowProgress
 from .errors import CheckpointError, DecodingError, SampleShapeError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
-from .handlers import reraise_exception
+from .handlers import Handler, reraise_exception
 from .stages import _PerSample
 from .state import RunContext, StageIterator, state_of
 
 __all__ = ["Decode", "Decoder", "XDecode", "decode"]
 
-Handler = Callable[[BaseException], bool]
 _BYTES = (bytes, bytearray, memoryview)
 _END = object()
 

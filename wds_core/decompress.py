@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 from .errors import ShardOpenError
 from .streams import ReadStream, Salvaging
 
-__all__ = ["MAGIC", "decompressing"]
+__all__ = ["MAGIC", "decompressing", "is_compressed"]
 
 _INPUT = 1 << 18  # compressed bytes read at a time
 _OUTPUT = 1 << 20  # decompressed at a time at least (what a read does not take waits for the next)
@@ -146,3 +146,8 @@ def decompressing(head: bytes, stream: BinaryIO) -> BinaryIO | None:
         if head.startswith(magic):
             return opener(stream)  # type: ignore[no-any-return]
     return None
+
+
+def is_compressed(head: bytes) -> bool:
+    """Whether a stream's first bytes (six suffice) are those of a compression format wds reads."""
+    return any(head.startswith(magic) for magic, _ in MAGIC)

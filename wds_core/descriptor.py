@@ -19,46 +19,23 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 from typing import Any
 
 from .errors import SpecError
-from .storage import open_shard
+from .storage import read_bytes
+from .urls import folder_of, join_url
 
-__all__ = ["join_url", "load_descriptor", "read_bytes", "resolve_descriptor"]
-
-
-def read_bytes(url: str, storage_options: dict | None = None) -> bytes:
-    """The whole object at ``url``, opened as shards are (rewrites, storage options, retries)."""
-    with open_shard(url, storage_options) as stream:
-        return stream.read()
+__all__ = ["load_descriptor", "resolve_descriptor"]
 
 
-def _folder(url: str) -> str:
-    if "://" in url:
-        return url.rsplit("/", 1)[0] + "/"
-    return os.path.dirname(os.path.abspath(url)) + os.sep
-
-
-def join_url(base: str | None, url: str) -> str:
-    """``url`` resolved against the folder URL ``base`` (absolute URLs and paths are kept)."""
-    if base is None or "://" in url or url.startswith(("/", "pipe:")) or url == "-":
-        return url
-    if "://" in base:
-        scheme, rest = base.split("://", 1)
-        host, _, path = rest.partition("/")
-        return f"{scheme}://{host}/{posixpath.normpath(posixpath.join(path, url)).lstrip('/')}"
-    return os.path.normpath(os.path.join(base, url))
-
-
-def _as_folder(base: str) -> str:
+def _asfolder_of(base: str) -> str:
     return base if base.endswith(("/", os.sep)) else base + "/"
 
 
 def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[str, Any]]:
     base = body.get("base")
     if base is not None:
-        folder = _as_folder(join_url(folder, str(base)))
+        folder = _asfolder_of(join_url(folder, str(base)))
     shards = []
     for entry in body.get("shardlist", []):
         if not isinstance(entry, dict) or "url" not in entry:
@@ -80,7 +57,7 @@ def resolve_descriptor(
         raise SpecError(f"{where}: a descriptor is a JSON object, got {type(body).__name__}")
     if body.get("wids_version", 1) != 1:
         raise SpecError(f"{where}: unknown wids_version {body.get('wids_version')!r} (this reads version 1)")
-    folder = _folder(location) if location else None
+    folder = folder_of(location) if location else None
     shards = _shards(body, folder, where)
     for shard in shards:
         shard.setdefault("weight", body.get("weight"))
@@ -93,7 +70,7 @@ def resolve_descriptor(
             component = json.loads(read_bytes(source, storage_options))
             if "source_url" in component:
                 raise SpecError(f"{source}: a referenced descriptor may not reference another one")
-            sub_folder = _folder(source)
+            sub_folder = folder_of(source)
         part = _shards(component, sub_folder, source or where)
         for shard in part:
             shard["weight"], shard["dataset"] = weight, component.get("name")

@@ -21,8 +21,8 @@ from fnmatch import fnmatch
 from typing import Any
 
 from .errors import MissingFieldError, SampleError, SampleShapeError
-from .handlers import reraise_exception
-from .stages import Handler, _PerSample, _where
+from .handlers import Handler, reraise_exception
+from .stages import _PerSample, _where
 
 __all__ = ["Associate", "ExtractKeys", "RenameKeys"]
 

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 
 __all__ = [
+    "Handler",
     "ignore_and_continue",
     "ignore_and_stop",
     "reraise_exception",
     "warn_and_continue",
     "warn_and_stop",
 ]
+
+#: What every stage's ``handler=`` is: called with the exception, ``True`` to go on, ``False`` to stop.
+Handler = Callable[[BaseException], bool]
 
 log = logging.getLogger("wds")
 

@@ -28,7 +28,6 @@ bytes) plus ``__index__`` (the global index), ``__shard__`` (the shard URL) and
 from __future__ import annotations
 
 import bisect
-import mmap
 import os
 import threading
 import types
@@ -38,59 +37,18 @@ from typing import Any
 
 from .cache import ShardCache
 from .decode import Decoder
-from .descriptor import load_descriptor, read_bytes
-from .errors import ShardNotFoundError, ShardOpenError, SpecError, TruncatedShardError
-from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, filesystem, open_remote
+from .decompress import is_compressed
+from .descriptor import load_descriptor
+from .errors import ShardOpenError, SpecError, TruncatedShardError
+from .remote import DEFAULT_RETRY, RetryPolicy, open_remote
 from .samples import group_members
-from .storage import _open_local, local_path
+from .storage import RandomAccess, local_path, map_local, open_random_access
 from .storage_config import options_for, rewrite_url
-from .tarindex import ShardIndex
+from .tarindex import ShardIndex, index_shard
 from .tario import open_decompressed
 from .urls import expand_urls
 
-__all__ = ["ShardListDataset", "index_shard"]
-
-_COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
-_WINDOW = 1 << 20  # bytes read around headers while indexing a remote shard
-
-
-class _Shard:
-    """One open shard: ``read_at(offset, n)``, its size, its index."""
-
-    def __init__(self, url: str, size: int, read_at: Callable[[int, int], bytes], close: Callable[[], None]) -> None:
-        self.url, self.size, self.read_at, self.close = url, size, read_at, close
-        self.walk = read_at  # what the header walk reads through (remote: windows around the headers)
-        self.ranged = False  # remote: read a sample's members with one request
-
-
-def _map_local(path: str, url: str) -> _Shard:
-    with _open_local(path, url) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-    if view is None:
-        return _Shard(url, 0, lambda offset, n: b"", lambda: None)
-    return _Shard(url, size, lambda offset, n: view[offset : offset + n], view.close)
-
-
-class _Ranges:
-    """Byte ranges of a remote object (a RangeStream's retried reads); a window is kept for header walks."""
-
-    def __init__(self, url: str, options: dict, retry: RetryPolicy, size: int | None) -> None:
-        fs, path = filesystem(url, options)
-        self.stream = RangeStream(fs, path, url, size, retry)
-        known = self.stream.object_size()
-        if known is None:
-            raise ShardOpenError("the server does not report the shard's size, which random access needs", url=url)
-        self.size = known
-        self.fetch = self.stream.read_range
-        self.window_start, self.window = 0, b""
-
-    def windowed(self, start: int, n: int) -> bytes:
-        offset = start - self.window_start
-        if 0 <= offset and offset + n <= len(self.window):
-            return self.window[offset : offset + n]
-        self.window_start, self.window = start, self.fetch(start, max(n, _WINDOW))
-        return self.window[:n]
+__all__ = ["ShardListDataset"]
 
 
 class ShardListDataset:
@@ -131,7 +89,7 @@ class ShardListDataset:
         self.use_stored_indexes = use_stored_indexes
         self.shards = self._shardlist(source)
         self._indexes: dict[str, ShardIndex] = {}
-        self._open: OrderedDict[str, _Shard] = OrderedDict()
+        self._open: OrderedDict[str, RandomAccess] = OrderedDict()
         self._lock = threading.RLock()
         counts = [shard["nsamples"] for shard in self.shards]
         for i, count in enumerate(counts):
@@ -175,7 +133,7 @@ class ShardListDataset:
 
     # -------------------------------------------------------------- opening shards
 
-    def _open_shard(self, number: int) -> _Shard:
+    def _open_shard(self, number: int) -> RandomAccess:
         entry = self.shards[number]
         url = entry["url"]
         with self._lock:
@@ -190,27 +148,24 @@ class ShardListDataset:
                 old.close()
             return shard
 
-    def _new_shard(self, url: str, filesize: int | None) -> _Shard:
+    def _new_shard(self, url: str, filesize: int | None) -> RandomAccess:
         target = rewrite_url(url)
         path = local_path(target)
         if path is None and self.remote == "download":
             path = self._download(url, target)
         if path is not None:
-            shard = _map_local(path, url)
-            if shard.read_at(0, 6).startswith(_COMPRESSED):
+            shard = map_local(path, url)
+            if is_compressed(shard.read_at(0, 6)):
                 shard.close()
-                shard = _map_local(self._decompressed(path, url), url)
+                shard = map_local(self._decompressed(path, url), url)
             return shard
-        ranges = _Ranges(target, options_for(target, self.storage_options), self.retry, filesize)
-        head = ranges.windowed(0, 6)
-        if head.startswith(_COMPRESSED):
+        shard = open_random_access(url, self.storage_options, self.retry, filesize)
+        if is_compressed(shard.walk(0, 6)):
             raise ShardOpenError(
                 "the shard is compressed: random access needs an uncompressed tar; give cache_dir with "
                 "remote='download' to decompress it once into the cache",
                 url=url,
             )
-        shard = _Shard(url, ranges.size, ranges.fetch, lambda: None)
-        shard.ranged, shard.walk = True, ranges.windowed
         return shard
 
     def _download(self, url: str, target: str) -> str:
@@ -248,25 +203,16 @@ class ShardListDataset:
 
     # -------------------------------------------------------------- indexes
 
-    def _index_path(self, url: str) -> str | None:
-        return None if self.cache is None else self.cache.path_for(url) + ".idx"
-
     def _index_of(self, number: int) -> ShardIndex:
         url = self.shards[number]["url"]
         index = self._indexes.get(url)
         if index is not None:
             return index
+        cached = None if self.cache is None else self.cache.path_for(url) + ".idx"
         shard = self._open_shard(number)
-        index = self._stored_index(url, shard.size) if self.use_stored_indexes else None
-        if index is None:
-            index = ShardIndex.build(shard.walk, shard.size, url)
-            cached = self._index_path(url)
-            if cached is not None:
-                try:
-                    os.makedirs(os.path.dirname(cached), exist_ok=True)
-                    index.save(cached)
-                except OSError:
-                    pass  # an unwritable cache only costs rebuilding
+        index = index_shard(
+            url, self.storage_options, fresh=not self.use_stored_indexes, shard=shard, cache_path=cached
+        )
         expected = self.shards[number].get("nsamples")
         if expected is not None and expected != len(index):
             raise SpecError(
@@ -275,20 +221,6 @@ class ShardListDataset:
             )
         self._indexes[url] = index
         return index
-
-    def _stored_index(self, url: str, size: int) -> ShardIndex | None:
-        """An up-to-date index from the sidecar or the cache, or ``None``."""
-        for where in (url + ".idx", self._index_path(url)):
-            if where is None:
-                continue
-            try:
-                text = read_bytes(where, self.storage_options)
-            except (OSError, ShardNotFoundError, ShardOpenError):
-                continue
-            index = ShardIndex.from_json(text, where)
-            if index.size == size:
-                return index
-        return None
 
     # -------------------------------------------------------------- samples
 
@@ -331,12 +263,3 @@ class ShardListDataset:
 
     def __repr__(self) -> str:
         return f"ShardListDataset({len(self.shards)} shards, {len(self)} samples)"
-
-
-def index_shard(url: str, storage_options: dict | None = None, *, fresh: bool = False) -> ShardIndex:
-    """The offset index of one shard: an up-to-date stored one, or built (always built with ``fresh``)."""
-    dataset = ShardListDataset([url], storage_options=storage_options, use_stored_indexes=not fresh)
-    try:
-        return dataset._indexes[url]  # indexed while counting the shard's samples
-    finally:
-        dataset.close()

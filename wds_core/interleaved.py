@@ -36,8 +36,8 @@ from typing import Any
 
 from .errors import SampleError, SpecError
 from .fieldcodecs.images import IMAGE_EXTENSIONS, ImageHandler
-from .handlers import reraise_exception
-from .stages import Handler, _CountingStage
+from .handlers import Handler, reraise_exception
+from .stages import _CountingStage
 
 __all__ = ["Interleaved", "LazyImage", "interleaved_sample"]
 

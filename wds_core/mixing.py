@@ -20,9 +20,9 @@ import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .chaining import FluidInterface
 from .dist import node_info, worker_info
 from .errors import CheckpointError, SpecError
-from .fluid import FluidInterface
 from .pipeline import DataPipeline, _ListSource
 from .rng import Rng, derive_seed
 from .state import Recipe, RunContext, StageIterator, describe, state_of

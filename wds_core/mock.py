@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .fluid import FluidInterface
+from .chaining import FluidInterface
 from .pipeline import DataPipeline
 from .state import Recipe, RunContext, StageIterator
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import ImageHandler
-from .handlers import reraise_exception
-from .stages import Handler, _CountingStage
+from .handlers import Handler, reraise_exception
+from .stages import _CountingStage
 
 __all__ = ["ImageTextPairs"]
 

@@ -13,12 +13,12 @@ the byte offset of the next object.  A shard that ends inside an object is a
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
 from .cache import ShardCache
 from .errors import TarFormatError, TruncatedShardError
-from .handlers import reraise_exception
+from .handlers import Handler, reraise_exception
 from .remote import RetryPolicy
 from .samples import ShardReader, ShardReading, skip_to
 from .sinks import CommitOnExit, create_shard
@@ -26,7 +26,6 @@ from .state import RunContext
 
 __all__ = ["CborsWriter", "MsgpacksWriter", "RecordsToSamples", "cbors_to_samples", "msgpacks_to_samples"]
 
-Handler = Callable[[BaseException], bool]
 _CHUNK = 1 << 16
 
 

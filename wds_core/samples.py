@@ -15,18 +15,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .cache import ShardCache
 from .errors import NotElastic, SampleError, WdsError
-from .handlers import reraise_exception
+from .handlers import Handler, reraise_exception
 from .remote import DEFAULT_RETRY, RetryPolicy
 from .state import BalancedPart, Recipe, RunContext, StageIterator
 from .storage import local_path, open_shard, url_of
 from .storage_config import StorageOptions, registered, restore_registered
 from .tario import iter_members, open_decompressed
 
-__all__ = ["ShardReader", "TarfileToSamples", "group_members", "skip_to", "split_key", "tarfile_to_samples"]
+__all__ = [
+    "ShardReadOptions",
+    "ShardReader",
+    "TarfileToSamples",
+    "group_members",
+    "skip_to",
+    "split_key",
+    "tarfile_to_samples",
+]
 
 _KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 _META_RE = re.compile(r"__[^/]*__($|/)")
@@ -103,6 +112,27 @@ def group_members(
         yield sample
 
 
+@dataclass(frozen=True)
+class ShardReadOptions:
+    """How shards are opened and read into samples: what ``WebDataset(...)`` hands to the stages that read.
+
+    ``handler`` for a shard that cannot be opened or read, ``select_files`` /
+    ``rename_files`` for its members, ``storage_options`` (flat or keyed by URL
+    prefix), the shard ``cache`` and the remote ``retry`` policy.
+    """
+
+    handler: Handler = reraise_exception
+    select_files: Callable[[str], bool] | None = None
+    rename_files: Callable[[str], str] | None = None
+    storage_options: dict | None = None
+    cache: ShardCache | None = None
+    retry: RetryPolicy | None = None
+
+    def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
+        """The same options with other storage options."""
+        return replace(self, storage_options=storage_options)
+
+
 class ShardReading(Recipe):
     """Base of the recipes that open shards: the error ``handler``, storage options and shard cache.
 
@@ -111,7 +141,7 @@ class ShardReading(Recipe):
     with ``spawn`` open the same URLs the same way.
     """
 
-    handler: Callable[[BaseException], bool]
+    handler: Handler
     storage_options: StorageOptions | None
     cache: ShardCache | None
     retry: RetryPolicy
@@ -148,7 +178,7 @@ class TarfileToSamples(ShardReading):
 
     def __init__(
         self,
-        handler: Callable[[BaseException], bool] = reraise_exception,
+        handler: Handler = reraise_exception,
         select_files: Callable[[str], bool] | None = None,
         rename_files: Callable[[str], str] | None = None,
         storage_options: dict | None = None,
@@ -159,6 +189,18 @@ class TarfileToSamples(ShardReading):
         self.select_files = select_files
         self.rename_files = rename_files
         self._set_storage(storage_options, cache, retry)
+
+    @classmethod
+    def from_options(cls, options: ShardReadOptions) -> TarfileToSamples:
+        """The stage reading shards as ``options`` say."""
+        return cls(
+            options.handler,
+            options.select_files,
+            options.rename_files,
+            options.storage_options,
+            options.cache,
+            options.retry,
+        )
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
         return _TarSamplesIterator(src, self)
@@ -173,7 +215,7 @@ class TarfileToSamples(ShardReading):
 
 
 def tarfile_to_samples(
-    handler: Callable[[BaseException], bool] = reraise_exception,
+    handler: Handler = reraise_exception,
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
     storage_options: dict | None = None,

@@ -36,15 +36,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .descriptor import _folder, join_url, read_bytes
 from .errors import SampleError, SpecError
-from .handlers import reraise_exception
+from .handlers import Handler, reraise_exception
 from .rng import Rng, derive_seed
-from .samples import is_meta
+from .samples import ShardReadOptions, TarfileToSamples, is_meta
 from .shards import SimpleShardList
-from .stages import Handler, _PerSample
-from .storage_config import _is_prefix_table
-from .urls import expand_urls
+from .stages import _PerSample
+from .storage import read_bytes
+from .storage_config import options_over
+from .urls import expand_urls, folder_of, join_url
 
 __all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec", "spec_mix"]
 
@@ -164,7 +164,7 @@ def load_spec(
     """The sources of a spec file, path, URL or parsed dict, and its top-level options."""
     base = None
     if isinstance(spec, str):
-        base = _folder(spec)
+        base = folder_of(spec)
         spec = _parse(read_bytes(spec, storage_options), spec)
     if isinstance(spec, list):
         spec = {"datasets": spec}
@@ -243,43 +243,32 @@ class Extensions(_PerSample):
         return out
 
 
-def _options_for_source(caller: dict | None, source: Source) -> dict | None:
-    """The source's options over the caller's, for the source's URLs only."""
-    if source.storage_options is None:
-        return caller
-    if caller is None or not _is_prefix_table(caller):
-        return {**(caller or {}), **source.storage_options}
-    return {**caller, **{url: source.storage_options for url in source.urls}}
-
-
 def spec_mix(
     spec: Any,
     seed: int | None,
     shuffle: bool,
-    reading: tuple[Any, ...],
+    reading: ShardReadOptions,
     splitters: tuple[Any, ...],
     allow_pipe: bool = False,
 ) -> Any:
     """The :class:`~wds_core.mixing.Mix` stage reading a spec's sources (``WebDataset(spec)`` uses it).
 
-    ``reading`` is ``TarfileToSamples``' arguments (handler, select_files,
-    rename_files, storage_options, cache, retry); ``splitters`` split each
+    ``reading`` says how every source's shards are read (each source's own
+    ``storage_options`` over its ``storage_options``); ``splitters`` split each
     source's shards by node and worker.
     """
     from .mixing import Mix
     from .pipeline import DataPipeline
-    from .samples import TarfileToSamples
 
-    handler, select_files, rename_files, storage_options, cache, retry = reading
-    sources, options = load_spec(spec, allow_pipe, storage_options)
+    sources, options = load_spec(spec, allow_pipe, reading.storage_options)
     datasets = []
     for i, source in enumerate(sources):
         sub_seed = None if seed is None else derive_seed(seed, "source", i)
         stages: list[Any] = [SourceShards(source, sub_seed, shuffle)]
         stages += [s for s in splitters if s is not None]
-        options_here = _options_for_source(storage_options, source)
-        stages.append(TarfileToSamples(handler, select_files, rename_files, options_here, cache, retry))
+        here = reading.with_storage(options_over(reading.storage_options, source.storage_options, source.urls))
+        stages.append(TarfileToSamples.from_options(here))
         if source.extensions:
-            stages.append(Extensions(source.extensions, handler))
+            stages.append(Extensions(source.extensions, reading.handler))
         datasets.append(DataPipeline(*stages, seed=sub_seed if sub_seed is not None else 0))
     return Mix(datasets, [s.weight for s in sources], options["longest"], "random", seed)

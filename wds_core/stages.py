@@ -11,12 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .errors import EmptyDatasetError, MissingFieldError, SampleError, SampleShapeError
-from .handlers import reraise_exception
+from .handlers import Handler, reraise_exception
 from .state import Recipe, RunContext, StageIterator, Stateless
 
 __all__ = ["Map", "MapDict", "MapTuple", "NonEmpty", "Rename", "Select", "ToTuple", "getfirst", "transform_with"]
-
-Handler = Callable[[BaseException], bool]
 
 
 def _where(sample: Any) -> dict[str, Any]:

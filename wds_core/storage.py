@@ -21,18 +21,35 @@ bufsize)`` returns the stream, and replaces everything above for that scheme.
 
 from __future__ import annotations
 
+import mmap
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any, BinaryIO, cast
 
 from .errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
-from .remote import DEFAULT_RETRY, RetryPolicy, open_remote
+from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, filesystem, open_remote
 from .storage_config import options_for, rewrite_url
 from .streams import ReadStream
 
-__all__ = ["PipeStream", "local_path", "open_shard", "pipe_failure", "register_opener", "scheme_opener", "url_of"]
+__all__ = [
+    "PipeStream",
+    "RandomAccess",
+    "local_path",
+    "map_local",
+    "open_local",
+    "open_random_access",
+    "open_shard",
+    "pipe_failure",
+    "read_bytes",
+    "register_opener",
+    "scheme_opener",
+    "url_of",
+]
+
+_WINDOW = 1 << 20  # bytes read around headers while walking a remote shard
 
 _OPENERS: dict[str, Any] = {}
 
@@ -112,15 +129,16 @@ def open_shard(
     path = local_path(url)
     if path is not None:
         if cache is not None and cache.cache_local:
-            return cache.open(url, lambda: _open_local(path, url))
-        return _open_local(path, url)
+            return cache.open(url, lambda: open_local(path, url))
+        return open_local(path, url)
     options = options_for(url, storage_options)
     if cache is not None:
         return cache.open(url, lambda: open_remote(url, options, retry))
     return open_remote(url, options, retry)
 
 
-def _open_local(path: str, url: str) -> BinaryIO:
+def open_local(path: str, url: str) -> BinaryIO:
+    """A local shard file, unbuffered, with wds's errors for a missing or unreadable one."""
     try:
         return open(path, "rb", buffering=0)
     except FileNotFoundError:
@@ -197,3 +215,76 @@ class PipeStream(ReadStream):
 
     def __repr__(self) -> str:
         return f"PipeStream({redact_url('pipe:' + self.command)!r})"
+
+
+def read_bytes(url: str, storage_options: dict | None = None) -> bytes:
+    """The whole object at ``url``, opened as shards are (rewrites, storage options, retries)."""
+    with open_shard(url, storage_options) as stream:
+        return bytes(stream.read())
+
+
+class RandomAccess:
+    """One shard's bytes by offset: ``read_at(offset, n)`` and its ``size``.
+
+    ``walk`` is what a header walk reads through (for a remote shard, windows
+    around the headers); ``ranged`` says that every read is a request, so a
+    sample's members are best read with one.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        size: int,
+        read_at: Callable[[int, int], bytes],
+        close: Callable[[], None],
+        walk: Callable[[int, int], bytes] | None = None,
+        ranged: bool = False,
+    ) -> None:
+        self.url, self.size, self.read_at, self.close = url, size, read_at, close
+        self.walk = read_at if walk is None else walk
+        self.ranged = ranged
+
+
+def map_local(path: str, url: str) -> RandomAccess:
+    """A local file, memory-mapped."""
+    with open_local(path, url) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+    if view is None:
+        return RandomAccess(url, 0, lambda offset, n: b"", lambda: None)
+    return RandomAccess(url, size, lambda offset, n: view[offset : offset + n], view.close)
+
+
+class _Window:
+    """Reads of a remote object around the last window fetched (header walks read a few bytes at a time)."""
+
+    def __init__(self, fetch: Callable[[int, int], bytes]) -> None:
+        self.fetch = fetch
+        self.start, self.data = 0, b""
+
+    def __call__(self, start: int, n: int) -> bytes:
+        offset = start - self.start
+        if 0 <= offset and offset + n <= len(self.data):
+            return self.data[offset : offset + n]
+        self.start, self.data = start, self.fetch(start, max(n, _WINDOW))
+        return self.data[:n]
+
+
+def open_random_access(
+    url: str, storage_options: dict | None = None, retry: RetryPolicy = DEFAULT_RETRY, size: int | None = None
+) -> RandomAccess:
+    """Random access to a shard: memory-mapped when it is local, byte-range requests when it is remote.
+
+    ``url`` goes through the registered rewrites; ``size``, when known (a
+    descriptor's ``filesize``), saves asking the server.
+    """
+    target = rewrite_url(url)
+    path = local_path(target)
+    if path is not None:
+        return map_local(path, url)
+    fs, fspath = filesystem(target, options_for(target, storage_options))
+    stream = RangeStream(fs, fspath, target, size, retry)
+    known = stream.object_size()
+    if known is None:
+        raise ShardOpenError("the server does not report the shard's size, which random access needs", url=url)
+    return RandomAccess(url, known, stream.read_range, lambda: None, walk=_Window(stream.read_range), ranged=True)

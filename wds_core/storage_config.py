@@ -44,6 +44,7 @@ from .errors import SpecError, redact_url
 __all__ = [
     "StorageOptions",
     "options_for",
+    "options_over",
     "register_rewrite",
     "register_storage",
     "rewrite_url",
@@ -256,6 +257,18 @@ def _longest(table: dict[str, Any], url: str) -> str | None:
 
 def _is_prefix_table(options: dict[str, Any]) -> bool:
     return bool(options) and all(isinstance(k, str) and "://" in k for k in options)
+
+
+def options_over(caller: dict[str, Any] | None, options: dict[str, Any] | None, urls: list[str]) -> dict | None:
+    """``options`` for the URLs ``urls`` over the ``caller``'s (flat, or keyed by URL prefix).
+
+    A dataset-spec source's own ``storage_options`` apply to its shards only.
+    """
+    if options is None:
+        return caller
+    if caller is None or not _is_prefix_table(caller):
+        return {**(caller or {}), **options}
+    return {**caller, **{url: options for url in urls}}
 
 
 def _merge(into: dict[str, Any], options: dict[str, Any]) -> None:

@@ -29,8 +29,11 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .errors import TarFormatError, TruncatedShardError
+from .decompress import is_compressed
+from .errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
+from .remote import DEFAULT_RETRY, RetryPolicy
 from .samples import is_meta, split_key
+from .storage import RandomAccess, open_random_access, read_bytes
 from .tario import (
     _GNU_LONGLINK,
     _GNU_LONGNAME,
@@ -48,7 +51,7 @@ from .tario import (
     _ustar_name,
 )
 
-__all__ = ["INDEX_FORMAT", "ShardIndex", "walk_headers"]
+__all__ = ["INDEX_FORMAT", "ShardIndex", "index_shard", "stored_index", "walk_headers"]
 
 INDEX_FORMAT = "wds-index-1"
 _EXTENSIONS = (_GNU_LONGNAME, _GNU_LONGLINK, _PAX, _PAX_GLOBAL, _PAX_SOLARIS)
@@ -178,3 +181,58 @@ def _sample_starts(members: list[tuple[str, int, int, int]]) -> list[int]:
             key = k
     starts.append(len(members))
     return starts
+
+
+def stored_index(
+    url: str, size: int, storage_options: dict | None = None, cache_path: str | None = None
+) -> ShardIndex | None:
+    """An up-to-date stored index of the shard (``size`` bytes): its ``<url>.idx`` sidecar, else ``cache_path``."""
+    for where in (url + ".idx", cache_path):
+        if where is None:
+            continue
+        try:
+            text = read_bytes(where, storage_options)
+        except (OSError, ShardNotFoundError, ShardOpenError):
+            continue
+        index = ShardIndex.from_json(text, where)
+        if index.size == size:
+            return index
+    return None
+
+
+def index_shard(
+    url: str,
+    storage_options: dict | None = None,
+    *,
+    fresh: bool = False,
+    shard: RandomAccess | None = None,
+    cache_path: str | None = None,
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> ShardIndex:
+    """The offset index of one shard: an up-to-date stored one (see :func:`stored_index`), or built.
+
+    ``fresh`` always builds it.  ``shard`` is the shard already open for random
+    access (:func:`~wds_core.storage.open_random_access`), else it is opened
+    here, and a compressed shard is refused (it has no offsets to index).  A
+    built index is saved at ``cache_path`` when given (an unwritable cache only
+    costs building it again).
+    """
+    opened = shard is None
+    if shard is None:
+        shard = open_random_access(url, storage_options, retry)
+    try:
+        if opened and is_compressed(shard.walk(0, 6)):
+            raise ShardOpenError("the shard is compressed: an offset index needs an uncompressed tar", url=url)
+        index = None if fresh else stored_index(url, shard.size, storage_options, cache_path)
+        if index is None:
+            index = ShardIndex.build(shard.walk, shard.size, url)
+            if cache_path is not None:
+                try:
+                    os.makedirs(os.path.dirname(cache_path), exist_ok=True)
+                    index.save(cache_path)
+                except OSError:
+                    pass
+        return index
+    finally:
+        if opened:
+            shard.close()

@@ -8,6 +8,7 @@ may itself contain ``${...}``; a missing variable is an error naming it.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Iterable
 
@@ -15,7 +16,7 @@ import braceexpand
 
 from .errors import EmptyDatasetError, SpecError
 
-__all__ = ["expand_env", "expand_urls"]
+__all__ = ["expand_env", "expand_urls", "folder_of", "join_url"]
 
 _VARIABLE = re.compile(r"\$\{(\w+)\}")
 _MAX_NESTING = 10
@@ -73,3 +74,21 @@ def expand_urls(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[s
     if not urls:
         raise EmptyDatasetError(f"the shard spec {spec!r} expands to no URL")
     return urls
+
+
+def folder_of(url: str) -> str:
+    """The folder of ``url`` (ending in a separator), against which relative URLs in it are resolved."""
+    if "://" in url:
+        return url.rsplit("/", 1)[0] + "/"
+    return os.path.dirname(os.path.abspath(url)) + os.sep
+
+
+def join_url(base: str | None, url: str) -> str:
+    """``url`` resolved against the folder URL ``base`` (absolute URLs and paths are kept)."""
+    if base is None or "://" in url or url.startswith(("/", "pipe:")) or url == "-":
+        return url
+    if "://" in base:
+        scheme, rest = base.split("://", 1)
+        host, _, path = rest.partition("/")
+        return f"{scheme}://{host}/{posixpath.normpath(posixpath.join(path, url)).lstrip('/')}"
+    return os.path.normpath(os.path.join(base, url))

@@ -20,8 +20,9 @@ import sys
 from typing import Any
 
 from ..descriptor import load_descriptor
-from ..indexed import ShardListDataset, index_shard
+from ..indexed import ShardListDataset
 from ..storage import local_path
+from ..tarindex import index_shard
 from ..urls import expand_urls
 from ..writer import write_descriptor
 from .common import md5_of

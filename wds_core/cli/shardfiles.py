@@ -16,10 +16,10 @@ import sys
 from typing import Any
 
 from ..errors import SpecError
-from ..indexed import index_shard
 from ..samples import split_key
 from ..sinks import create_shard
 from ..storage import open_shard
+from ..tarindex import index_shard
 from ..tario import iter_members, open_decompressed
 from ..urls import expand_urls
 from ..writer import ShardWriter

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..cache import ShardCache
-from ..handlers import reraise_exception
+from ..handlers import Handler, reraise_exception
 from ..samples import TarfileToSamples
 from ..storage import local_path, open_shard, url_of
 
@@ -40,8 +40,6 @@ __all__ = [
     "pipe_cleaner",
     "url_to_cache_name",
 ]
-
-Handler = Callable[[BaseException], bool]
 
 
 def islocal(url: str) -> bool:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..chaining import FluidInterface
 from ..errors import EmptyDatasetError
-from ..fluid import FluidInterface, FluidWrapper, WebDataset
+from ..fluid import FluidWrapper, WebDataset
 from ._refuse import refused_class
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset", "WebLoader", "check_empty"]

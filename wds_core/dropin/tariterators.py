@@ -29,7 +29,7 @@ from typing import Any
 import braceexpand
 
 from ..errors import SampleError
-from ..handlers import reraise_exception
+from ..handlers import Handler, reraise_exception
 from ..samples import TarfileToSamples, is_meta, split_key, tarfile_to_samples
 from ..storage import local_path, open_shard
 from ..tario import iter_members, open_decompressed
@@ -48,7 +48,6 @@ __all__ = [
     "valid_sample",
 ]
 
-Handler = Callable[[BaseException], bool]
 trace = False
 meta_prefix = "__"
 meta_suffix = "__"
