@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
-from wds_core.tarwrite import encode_member, end_of_archive
+from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 NSHARDS, PER_SHARD, BATCH = 4, 1500, 64
 TOTAL = NSHARDS * PER_SHARD

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from wds_core.tarwrite import encode_member, end_of_archive
+from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 NSHARDS, PER_SHARD, ACCESSES = 10, 1000, 20000
 

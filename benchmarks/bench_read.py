@@ -22,8 +22,8 @@ import warnings
 import numpy as np
 from PIL import Image
 
-from wds_core.tarwrite import encode_member, end_of_archive
-from wds_core.urls import expand_urls
+from wds_core.io.urls import expand_urls
+from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 
 def write(path, samples):

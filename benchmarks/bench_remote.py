@@ -23,7 +23,7 @@ import sys
 import time
 import warnings
 
-from wds_core.tarwrite import encode_member, end_of_archive
+from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 NSHARDS, PER_SHARD, SAMPLE = 8, 450, 64 << 10
 

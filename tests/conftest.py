@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 import wds_core
-from wds_core.tarwrite import encode_member, end_of_archive
+from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 # Cloud clients in the tests talk to the servers of tests/servers.py only: dummy
 # credentials, no instance-metadata lookups, gcsfs without its gRPC probe.
@@ -107,7 +107,7 @@ def _clean_storage_registry(tmp_path_factory, monkeypatch):
     yield
     wds_core.unregister_storage()
     wds_core.unregister_rewrite()
-    for scheme in list(wds_core.storage._OPENERS):
+    for scheme in list(wds_core.io.storage.OPENERS):
         wds_core.register_opener(scheme, None)
 
 

@@ -1,3 +1,4 @@
+import importlib
 import subprocess
 import sys
 
@@ -13,16 +14,72 @@ def test_core_imports_no_framework():
     assert out.stdout.strip() == "[]"
 
 
-def test_public_names_are_pinned():
-    expected = {
-        "DataPipeline", "WebDataset", "SimpleShardList", "ResampledShards", "tarfile_to_samples", "shuffle",
-        "to_tuple", "map", "map_dict", "map_tuple", "select", "rename", "batched", "unbatched", "slice",
-        "split_by_node", "split_by_worker", "reraise_exception", "warn_and_continue", "ignore_and_continue",
-        "ignore_and_stop", "warn_and_stop", "WdsError", "expand_urls",
-    }  # fmt: skip
-    assert expected <= set(wds_core.__all__)
+# What a pipeline uses; the expert names are in wds_core.io, wds_core.tar and wds_core.fieldcodecs.
+PUBLIC = [
+    "Associate", "Batch", "Cached", "CborsWriter", "CheckpointError", "ChunkedSampler", "Continue",
+    "DataPipeline", "Decode", "Decoder", "DecodingError", "DetShuffle", "DirectoryShardList",
+    "DistributedChunkedSampler", "EmptyDatasetError", "EncodingError", "ExtractKeys", "FieldError",
+    "FluidInterface", "FluidWrapper", "ImageHandler", "ImageSpec", "ImageTextPairs", "Info", "Interleaved",
+    "LMDBCached", "LRUCleanup", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple", "MemoryCache",
+    "MissingFieldError", "MockDataset", "MsgpacksWriter", "MultiShardSample", "NonEmpty", "PipeError",
+    "Pipeline", "PipelineStage", "Processor", "RandomMix", "RandomSample", "Rename", "RenameKeys", "Resample",
+    "ResampledShards", "RetryPolicy", "RoundRobin", "SampleError", "SampleShapeError", "Select", "ShardCache",
+    "ShardListDataset", "ShardNotFoundError", "ShardOpenError", "ShardWriter", "Shuffle", "SimpleShardList",
+    "Slice", "SpecError", "SplitByNode", "SplitByWorker", "StorageOptions", "TarFormatError", "TarWriter",
+    "TarfileToSamples", "ToTuple", "TruncatedShardError", "Unbatch", "WdsError", "WebDataset", "XDecode",
+    "__version__", "associate", "basichandlers", "batched", "cached_tarfile_samples",
+    "cached_tarfile_to_samples", "cbors2_to_samples", "cbors_to_samples", "decode", "default_collation_fn",
+    "detshuffle", "expand_urls", "extract_keys", "getfirst", "gopen", "gopen_schemes", "gzfilter",
+    "handle_extension", "ignore_and_continue", "ignore_and_stop", "imagehandler", "info",
+    "install_as_webdataset", "interleaved_sample", "load_descriptor", "load_spec", "lru_cleanup", "map",
+    "map_dict", "map_shards", "map_tuple", "maybe_cached_tarfile_to_samples", "merge_states",
+    "msgpacks_to_samples", "non_empty", "numpy_dumps", "pipe_cleaner", "pipelinefilter", "register_rewrite",
+    "register_storage", "rename", "rename_keys", "repeatedly", "reraise_exception", "resampled", "rsample",
+    "select", "shardspec", "shuffle", "single_node_only", "slice", "split_by_node", "split_by_worker",
+    "tarfile_samples", "tarfile_to_samples", "to_tuple", "transform_with", "unbatched", "unregister_rewrite",
+    "unregister_storage", "warn_and_continue", "warn_and_stop", "with_epoch", "with_length", "write_descriptor",
+    "xdecode",
+]  # fmt: skip
+EXPERT = {
+    "wds_core.io": ["open_shard", "options_for", "register_opener", "rewrite_url"],
+    "wds_core.tar": ["ShardIndex", "group_members", "iter_members", "split_key"],
+    "wds_core.fieldcodecs": ["register_decoder", "register_encoder", "register_image_spec"],
+}
+
+
+def test_public_names_are_pinned_and_sorted():
+    assert wds_core.__all__ == PUBLIC
     assert all(hasattr(wds_core, name) for name in wds_core.__all__)
-    assert len(wds_core.__all__) == 152
+
+
+def test_expert_names_live_in_namespaces_and_stay_importable_from_the_top():
+    for namespace, names in EXPERT.items():
+        module = importlib.import_module(namespace)
+        for name in names:
+            assert name in module.__all__ and name not in wds_core.__all__
+            assert getattr(wds_core, name) is getattr(module, name)  # the old path still works
+            for adapter in ("wds_jax", "wds_tf"):  # (wds_torch in tests/torch)
+                assert getattr(importlib.import_module(adapter), name) is getattr(module, name)
+    for namespace in ("wds_core.io", "wds_core.tar"):
+        module = importlib.import_module(namespace)
+        assert module.__all__ == sorted(module.__all__)
+
+
+def test_old_module_paths_import_with_a_warning_naming_the_new_one():
+    with pytest.warns(DeprecationWarning, match=r"wds_core.tario is now wds_core.tar.tario"):
+        old = importlib.import_module("wds_core.tario")
+    assert old is importlib.import_module("wds_core.tar.tario")
+    assert old.__spec__.name == "wds_core.tar.tario"  # the module keeps its own spec
+    with pytest.warns(DeprecationWarning, match="wds_core.io.storage_config"):
+        from wds_core.storage_config import register_storage
+    assert register_storage is wds_core.register_storage
+    with pytest.warns(DeprecationWarning):
+        from wds_core.samples import TarfileToSamples, split_key  # split in two: both halves' names
+    assert (TarfileToSamples, split_key) == (wds_core.TarfileToSamples, wds_core.tar.split_key)
+    with pytest.warns(DeprecationWarning):
+        assert wds_core.urls.expand_urls is wds_core.expand_urls  # as an attribute too
+    with pytest.raises(AttributeError):
+        wds_core.no_such_module  # noqa: B018
 
 
 @pytest.mark.slow

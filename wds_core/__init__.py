@@ -1,5 +1,14 @@
 """wds: fast, checkpointable streaming of WebDataset shards, with no ML framework.
 
+``__all__`` is what a pipeline uses.  The expert interface lives in
+namespaces: :mod:`wds_core.io` (opening shards, storage options, rewrites,
+custom schemes), :mod:`wds_core.tar` (members, grouping, offset indexes) and
+:mod:`wds_core.fieldcodecs` (registering decoders, encoders and image specs);
+the names that used to be here (``open_shard``, ``iter_members``,
+``register_decoder``...) still are, outside ``__all__``, and old module
+paths such as ``wds_core.storage`` import with a deprecation warning
+(:mod:`wds_core.moved`).
+
 >>> import wds_core as wds
 >>> ds = wds.WebDataset("train-{000000..000009}.tar", shardshuffle=True, seed=7)  # doctest: +SKIP
 >>> for sample in ds.shuffle(1000).to_tuple("jpg;png", "json").batched(16): ...  # doctest: +SKIP
@@ -9,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import moved
 from .buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
-from .cache import ShardCache
 from .chaining import FluidInterface
 from .collate import default_collation_fn
 from .compat import (
@@ -83,12 +92,20 @@ from .fieldcodecs import (
     gzfilter,
     handle_extension,
     imagehandler,
-    register_decoder,
-    register_encoder,
-    register_image_spec,
+)
+from .fieldcodecs import (
+    register_decoder as register_decoder,
+)
+from .fieldcodecs import (
+    register_encoder as register_encoder,
+)
+from .fieldcodecs import (
+    register_image_spec as register_image_spec,
 )
 from .fieldstages import Associate, ExtractKeys, RenameKeys
 from .fluid import FluidWrapper, WebDataset
+from .grouping import group_members as group_members
+from .grouping import split_key as split_key
 from .handlers import (
     ignore_and_continue,
     ignore_and_stop,
@@ -96,8 +113,27 @@ from .handlers import (
     warn_and_continue,
     warn_and_stop,
 )
+from .index_samplers import ChunkedSampler, DistributedChunkedSampler
 from .indexed import ShardListDataset
 from .interleaved import Interleaved, LazyImage, interleaved_sample
+from .io.cache import ShardCache
+from .io.remote import RetryPolicy
+from .io.storage import open_shard as open_shard
+from .io.storage import register_opener as register_opener
+from .io.storage_config import (
+    StorageOptions,
+    register_rewrite,
+    register_storage,
+    unregister_rewrite,
+    unregister_storage,
+)
+from .io.storage_config import (
+    options_for as options_for,
+)
+from .io.storage_config import (
+    rewrite_url as rewrite_url,
+)
+from .io.urls import expand_urls
 from .loader import Loader
 from .memo import MemoryCache
 from .mixing import RandomMix, RoundRobin
@@ -106,10 +142,8 @@ from .pairs import ImageTextPairs
 from .parallel import map_shards
 from .pipeline import DataPipeline, PipelineStage
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
-from .remote import RetryPolicy
-from .samplers import ChunkedSampler, DistributedChunkedSampler
-from .samples import TarfileToSamples, group_members, split_key, tarfile_to_samples
 from .sampling import RandomSample, Resample
+from .shardreader import TarfileToSamples, tarfile_to_samples
 from .shards import (
     ResampledShards,
     SimpleShardList,
@@ -122,23 +156,22 @@ from .shards import (
 from .shardsources import DirectoryShardList, MultiShardSample
 from .specfile import load_spec
 from .stages import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
-from .storage import open_shard, register_opener
-from .storage_config import (
-    StorageOptions,
-    options_for,
-    register_rewrite,
-    register_storage,
-    rewrite_url,
-    unregister_rewrite,
-    unregister_storage,
-)
-from .tarindex import ShardIndex
-from .tario import iter_members
+from .tar.tarindex import ShardIndex as ShardIndex
+from .tar.tario import iter_members as iter_members
 from .tracing import Info, LogKeys
-from .urls import expand_urls
 from .writer import ShardWriter, TarWriter, write_descriptor
 
 __version__ = "0.1.0"
+
+moved.install()
+
+
+def __getattr__(name: str) -> Any:
+    """``wds_core.storage`` and the other old module paths, as attributes (see :mod:`wds_core.moved`)."""
+    if f"{__name__}.{name}" in moved.MOVED:
+        return moved.old_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 Pipeline = DataPipeline
 
@@ -159,99 +192,61 @@ def install_as_webdataset(verbose: bool = True) -> Any:
 
 __all__ = [
     "Associate",
-    "Cached",
-    "DetShuffle",
-    "DirectoryShardList",
-    "ExtractKeys",
-    "FluidWrapper",
-    "Info",
-    "LMDBCached",
-    "LRUCleanup",
-    "LogKeys",
-    "MemoryCache",
-    "MissingFieldError",
-    "MockDataset",
-    "MultiShardSample",
-    "NonEmpty",
-    "PipelineStage",
-    "RandomSample",
-    "RenameKeys",
-    "Resample",
-    "SampleShapeError",
-    "XDecode",
-    "associate",
-    "cached_tarfile_samples",
-    "cached_tarfile_to_samples",
-    "cbors2_to_samples",
-    "detshuffle",
-    "extract_keys",
-    "gopen",
-    "gopen_schemes",
-    "info",
-    "install_as_webdataset",
-    "lru_cleanup",
-    "maybe_cached_tarfile_to_samples",
-    "non_empty",
-    "numpy_dumps",
-    "pipe_cleaner",
-    "pipelinefilter",
-    "register_opener",
-    "rename_keys",
-    "repeatedly",
-    "resampled",
-    "rsample",
-    "shardspec",
-    "tarfile_samples",
-    "transform_with",
-    "with_epoch",
-    "with_length",
-    "xdecode",
-    "ChunkedSampler",
-    "DistributedChunkedSampler",
-    "ShardIndex",
-    "ShardListDataset",
-    "load_descriptor",
-    "write_descriptor",
-    "Loader",
-    "Processor",
-    "ShardCache",
-    "RetryPolicy",
-    "StorageOptions",
-    "options_for",
-    "register_rewrite",
-    "register_storage",
-    "rewrite_url",
-    "unregister_rewrite",
-    "unregister_storage",
     "Batch",
+    "Cached",
     "CborsWriter",
     "CheckpointError",
+    "ChunkedSampler",
     "Continue",
     "DataPipeline",
     "Decode",
     "Decoder",
     "DecodingError",
+    "DetShuffle",
+    "DirectoryShardList",
+    "DistributedChunkedSampler",
     "EmptyDatasetError",
     "EncodingError",
+    "ExtractKeys",
     "FieldError",
     "FluidInterface",
+    "FluidWrapper",
     "ImageHandler",
     "ImageSpec",
     "ImageTextPairs",
+    "Info",
     "Interleaved",
+    "LMDBCached",
+    "LRUCleanup",
     "LazyImage",
+    "Loader",
+    "LogKeys",
     "Map",
     "MapDict",
     "MapTuple",
+    "MemoryCache",
+    "MissingFieldError",
+    "MockDataset",
     "MsgpacksWriter",
+    "MultiShardSample",
+    "NonEmpty",
     "PipeError",
-    "RandomMix",
     "Pipeline",
+    "PipelineStage",
+    "Processor",
+    "RandomMix",
+    "RandomSample",
     "Rename",
+    "RenameKeys",
+    "Resample",
     "ResampledShards",
+    "RetryPolicy",
     "RoundRobin",
     "SampleError",
+    "SampleShapeError",
     "Select",
+    "ShardCache",
+    "ShardListDataset",
     "ShardNotFoundError",
     "ShardOpenError",
     "ShardWriter",
@@ -261,6 +256,7 @@ __all__ = [
     "SpecError",
     "SplitByNode",
     "SplitByWorker",
+    "StorageOptions",
     "TarFormatError",
     "TarWriter",
     "TarfileToSamples",
@@ -269,45 +265,71 @@ __all__ = [
     "Unbatch",
     "WdsError",
     "WebDataset",
+    "XDecode",
     "__version__",
+    "associate",
     "basichandlers",
     "batched",
+    "cached_tarfile_samples",
+    "cached_tarfile_to_samples",
+    "cbors2_to_samples",
     "cbors_to_samples",
     "decode",
     "default_collation_fn",
+    "detshuffle",
     "expand_urls",
+    "extract_keys",
     "getfirst",
-    "group_members",
+    "gopen",
+    "gopen_schemes",
     "gzfilter",
     "handle_extension",
     "ignore_and_continue",
     "ignore_and_stop",
     "imagehandler",
+    "info",
+    "install_as_webdataset",
     "interleaved_sample",
-    "iter_members",
+    "load_descriptor",
     "load_spec",
+    "lru_cleanup",
     "map",
     "map_dict",
     "map_shards",
     "map_tuple",
+    "maybe_cached_tarfile_to_samples",
     "merge_states",
     "msgpacks_to_samples",
-    "open_shard",
-    "register_decoder",
-    "register_encoder",
-    "register_image_spec",
+    "non_empty",
+    "numpy_dumps",
+    "pipe_cleaner",
+    "pipelinefilter",
+    "register_rewrite",
+    "register_storage",
     "rename",
+    "rename_keys",
+    "repeatedly",
     "reraise_exception",
+    "resampled",
+    "rsample",
     "select",
+    "shardspec",
     "shuffle",
     "single_node_only",
     "slice",
     "split_by_node",
     "split_by_worker",
-    "split_key",
+    "tarfile_samples",
     "tarfile_to_samples",
     "to_tuple",
+    "transform_with",
     "unbatched",
+    "unregister_rewrite",
+    "unregister_storage",
     "warn_and_continue",
     "warn_and_stop",
+    "with_epoch",
+    "with_length",
+    "write_descriptor",
+    "xdecode",
 ]

@@ -5,7 +5,7 @@
 shard order (shuffled or not, from the seed and the epoch) is laid end to end
 as one sequence of ``N`` samples, using each shard's sample count from its
 offset index (a ``<shard>.idx`` sidecar when there is one, else a header scan,
-:mod:`wds_core.tarindex`).  The ``S = ranks x workers`` readers take
+:mod:`wds_core.tar.tarindex`).  The ``S = ranks x workers`` readers take
 consecutive equal parts of that sequence, rank by rank (rank ``r``'s workers
 share the ``r``-th part), so every sample is read at most once per epoch and
 every rank yields the same number of samples, hence of batches: no rank waits
@@ -31,11 +31,11 @@ from typing import Any
 from .dist import node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .intervals import Intervals, complement, decode, encode, length, local_to_global, normalize, runs, take
-from .remote import DEFAULT_RETRY
-from .samples import ShardReadOptions
+from .io.remote import DEFAULT_RETRY
+from .io.storage import url_of
+from .shardreader import ShardReadOptions
 from .state import Recipe, RunContext, StageIterator, load_state
-from .storage import url_of
-from .tarindex import index_shard
+from .tar.tarindex import index_shard
 
 __all__ = ["BalancedIterator", "BalancedSplit", "plan", "plan_parts"]
 

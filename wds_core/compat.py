@@ -10,7 +10,7 @@ from typing import Any
 
 from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
-from .samples import tarfile_to_samples
+from .shardreader import tarfile_to_samples
 from .shards import single_node_only, split_by_node, split_by_worker
 from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple
 

@@ -28,7 +28,7 @@ from .elastic import WindowProgress
 from .errors import CheckpointError, DecodingError, SampleShapeError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
 from .handlers import Handler, reraise_exception
-from .stages import _PerSample
+from .stages import PerSample
 from .state import RunContext, StageIterator, state_of
 
 __all__ = ["Decode", "Decoder", "XDecode", "decode"]
@@ -125,7 +125,7 @@ def _error(message: str, sample: dict[str, Any], field: str) -> DecodingError:
     return DecodingError(message, url=sample.get("__url__"), key=sample.get("__key__"), field=field, sample=sample)
 
 
-class Decode(_PerSample):
+class Decode(PerSample):
     """Stage: decode each sample with ``decoder``; ``handler`` decides about failures."""
 
     def __init__(self, decoder: Decoder, handler: Handler = reraise_exception, num_threads: int = 0) -> None:
@@ -269,7 +269,7 @@ def _pickle_refused(stream: Any) -> Any:
     )
 
 
-class XDecode(_PerSample):
+class XDecode(PerSample):
     """webdataset's ``xdecode``: decoders chosen by glob patterns on field names, given a binary stream.
 
     ``decoders`` are ``(pattern, fn)`` pairs, ``by_extension`` adds

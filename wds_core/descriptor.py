@@ -22,8 +22,8 @@ import os
 from typing import Any
 
 from .errors import SpecError
-from .storage import read_bytes
-from .urls import folder_of, join_url
+from .io.storage import read_bytes
+from .io.urls import folder_of, join_url
 
 __all__ = ["load_descriptor", "resolve_descriptor"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import MissingFieldError, SampleError, SampleShapeError
 from .handlers import Handler, reraise_exception
-from .stages import _PerSample, _where
+from .stages import PerSample, sample_location
 
 __all__ = ["Associate", "ExtractKeys", "RenameKeys"]
 
@@ -37,7 +37,7 @@ def _dict_sample(sample: Any, stage: str) -> dict[str, Any]:
     return sample
 
 
-class ExtractKeys(_PerSample):
+class ExtractKeys(PerSample):
     """``(value, value, ...)``: for each pattern the field it matches (``"*.jpg;*.png"``, ``"cls"``...).
 
     A pattern that matches nothing is an error unless ``ignore_missing`` (then
@@ -67,14 +67,16 @@ class ExtractKeys(_PerSample):
                 if self.ignore_missing:
                     continue
                 fields = sorted(sample)
-                raise MissingFieldError(f"no field matches {alternatives}; the sample has {fields}", **_where(sample))
+                raise MissingFieldError(
+                    f"no field matches {alternatives}; the sample has {fields}", **sample_location(sample)
+                )
             if len(matches) > 1 and self.duplicate_is_error:
-                raise SampleError(f"several fields {matches} match {alternatives}", **_where(sample))
+                raise SampleError(f"several fields {matches} match {alternatives}", **sample_location(sample))
             result.append(sample[matches[0]])
         return tuple(result)
 
 
-class RenameKeys(_PerSample):
+class RenameKeys(PerSample):
     """A new sample whose fields are renamed by patterns: ``rename_keys(image="*.jpg", ("label", "*.cls"))``.
 
     ``renamings`` are ``(new name, pattern)`` pairs, keyword arguments come
@@ -122,7 +124,7 @@ class RenameKeys(_PerSample):
             new = rule[1]
             if new in result:
                 if self.duplicate_is_error:
-                    raise SampleError(f"two fields are renamed to {new!r}", **_where(sample))
+                    raise SampleError(f"two fields are renamed to {new!r}", **sample_location(sample))
                 continue
             result[new] = value
         if self.must_match:
@@ -130,12 +132,12 @@ class RenameKeys(_PerSample):
             if unmatched:
                 raise MissingFieldError(
                     f"rename_keys: no field matches {unmatched}; the sample has {sorted(sample)}",
-                    **_where(sample),
+                    **sample_location(sample),
                 )
         return result
 
 
-class Associate(_PerSample):
+class Associate(PerSample):
     """Add fields by sample key: ``associator(key) -> dict`` or ``associator.get(key, {})`` for a mapping."""
 
     def __init__(self, associator: Callable[[str], Any] | Mapping[str, Any], handler: Handler = reraise_exception):

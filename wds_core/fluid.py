@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .balanced import BalancedSplit
-from .cache import ShardCache
 from .chaining import FluidInterface
 from .dist import node_info, worker_info
 from .errors import SpecError
 from .handlers import Handler, reraise_exception
+from .io.cache import ShardCache
+from .io.remote import RetryPolicy
 from .pipeline import DataPipeline
-from .remote import RetryPolicy
-from .samples import ShardReadOptions, TarfileToSamples
+from .shardreader import ShardReadOptions, TarfileToSamples
 from .shards import ResampledShards, SimpleShardList, split_by_node, split_by_worker
 from .shardsources import DirectoryShardList
 

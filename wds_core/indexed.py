@@ -7,7 +7,7 @@ streaming gives (``__key__``, ``__url__``, fields without a leading dot as
 bytes) plus ``__index__`` (the global index), ``__shard__`` (the shard URL) and
 ``__shardindex__`` (its position in the list).
 
-* Each shard's offset index (:mod:`wds_core.tarindex`) comes from the sidecar
+* Each shard's offset index (:mod:`wds_core.tar.tarindex`) comes from the sidecar
   ``<shard>.idx`` when there is an up-to-date one, else from ``cache_dir``,
   else it is built by walking the headers (never reading member data) and
   kept in memory and, with ``cache_dir``, on disk.
@@ -35,18 +35,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .cache import ShardCache
 from .decode import Decoder
-from .decompress import is_compressed
 from .descriptor import load_descriptor
 from .errors import ShardOpenError, SpecError, TruncatedShardError
-from .remote import DEFAULT_RETRY, RetryPolicy, open_remote
-from .samples import group_members
-from .storage import RandomAccess, local_path, map_local, open_random_access
-from .storage_config import options_for, rewrite_url
-from .tarindex import ShardIndex, index_shard
-from .tario import open_decompressed
-from .urls import expand_urls
+from .grouping import group_members
+from .io.cache import ShardCache
+from .io.decompress import is_compressed
+from .io.remote import DEFAULT_RETRY, RetryPolicy, open_remote
+from .io.storage import RandomAccess, local_path, map_local, open_random_access
+from .io.storage_config import options_for, rewrite_url
+from .io.urls import expand_urls
+from .tar.tarindex import ShardIndex, index_shard
+from .tar.tario import open_decompressed
 
 __all__ = ["ShardListDataset"]
 

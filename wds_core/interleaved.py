@@ -37,7 +37,7 @@ from typing import Any
 from .errors import SampleError, SpecError
 from .fieldcodecs.images import IMAGE_EXTENSIONS, ImageHandler
 from .handlers import Handler, reraise_exception
-from .stages import _CountingStage
+from .stages import CountingStage
 
 __all__ = ["Interleaved", "LazyImage", "interleaved_sample"]
 
@@ -59,7 +59,7 @@ class LazyImage:
         return f"LazyImage({len(self.data)} bytes, {self.spec!r})"
 
 
-class Interleaved(_CountingStage):
+class Interleaved(CountingStage):
     """Stage: ``sample["interleaved"]`` from a stored document (see the module doc)."""
 
     def __init__(

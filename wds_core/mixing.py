@@ -23,7 +23,7 @@ from typing import Any
 from .chaining import FluidInterface
 from .dist import node_info, worker_info
 from .errors import CheckpointError, SpecError
-from .pipeline import DataPipeline, _ListSource
+from .pipeline import DataPipeline, ListSource
 from .rng import Rng, derive_seed
 from .state import Recipe, RunContext, StageIterator, describe, state_of
 
@@ -78,7 +78,7 @@ def _source(dataset: Any, epoch: int) -> Any:
         dataset.set_epoch(epoch)
         return dataset
     if isinstance(dataset, (list, tuple)):
-        return _ListSource(list(dataset))
+        return ListSource(list(dataset))
     return dataset
 
 

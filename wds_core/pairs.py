@@ -20,7 +20,7 @@ from typing import Any
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import ImageHandler
 from .handlers import Handler, reraise_exception
-from .stages import _CountingStage
+from .stages import CountingStage
 
 __all__ = ["ImageTextPairs"]
 
@@ -36,7 +36,7 @@ def _size_of(image: Any) -> tuple[int, int] | None:
     return None
 
 
-class ImageTextPairs(_CountingStage):
+class ImageTextPairs(CountingStage):
     """Stage: ``(image, caption)`` from image-caption samples (see the module doc)."""
 
     def __init__(

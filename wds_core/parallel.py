@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SpecError
-from .urls import expand_urls
+from .io.urls import expand_urls
 
 __all__ = ["ShardJobSummary", "map_shards", "output_names"]
 
@@ -91,8 +91,8 @@ def output_names(inputs: list[str], outputs: Any) -> list[str]:
 
 
 def _complete(url: str, storage_options: dict | None) -> bool:
-    from .remote import filesystem
-    from .storage import local_path
+    from .io.remote import filesystem
+    from .io.storage import local_path
 
     path = local_path(url)
     if path is not None:
@@ -104,7 +104,7 @@ def _complete(url: str, storage_options: dict | None) -> bool:
 def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: dict | None) -> tuple[int, int]:
     """Read ``src``, apply ``fn``, write ``dst`` atomically: ``(samples in, samples out)``."""
     from .fluid import WebDataset
-    from .storage import local_path
+    from .io.storage import local_path
     from .writer import TarWriter
 
     path = local_path(dst)

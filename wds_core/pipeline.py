@@ -24,12 +24,12 @@ from .errors import CheckpointError, EmptyDatasetError, SpecError
 from .rng import fresh_seed
 from .state import Recipe, RunContext, StageIterator, close_chain, describe, load_state, state_of
 
-__all__ = ["DataPipeline", "PipelineStage"]
+__all__ = ["DataPipeline", "ListSource", "PipelineStage"]
 
 STATE_FORMAT = "wds.pipeline/1"
 
 
-class _ListSource(StageIterator):
+class ListSource(StageIterator):
     """A list given as the first stage: its position is its state."""
 
     passes_order = False  # a source
@@ -77,7 +77,7 @@ def _build(stage: Any, src: Any, ctx: RunContext) -> Any:
         return stage.build(src, ctx)
     if src is None:
         if isinstance(stage, (list, tuple)):
-            return _ListSource(list(stage))
+            return ListSource(list(stage))
         if hasattr(stage, "__iter__"):  # pipelines, IterableDatasets, DataLoaders, any iterable
             return iter(stage) if not hasattr(stage, "state_dict") else stage
         if _has_run(stage):

@@ -16,12 +16,12 @@ import io
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
-from .cache import ShardCache
 from .errors import TarFormatError, TruncatedShardError
 from .handlers import Handler, reraise_exception
-from .remote import RetryPolicy
-from .samples import ShardReader, ShardReading, skip_to
-from .sinks import CommitOnExit, create_shard
+from .io.cache import ShardCache
+from .io.remote import RetryPolicy
+from .io.sinks import CommitOnExit, create_shard
+from .shardreader import ShardReader, ShardReading, skip_to
 from .state import RunContext
 
 __all__ = ["CborsWriter", "MsgpacksWriter", "RecordsToSamples", "cbors_to_samples", "msgpacks_to_samples"]

@@ -18,9 +18,9 @@ from typing import Any
 
 from .dist import agreed_seed, node_info, worker_info
 from .errors import CheckpointError, SpecError
+from .io.urls import expand_urls
 from .rng import Rng, derive_seed, fresh_seed
 from .state import Recipe, RunContext, StageIterator
-from .urls import expand_urls
 
 __all__ = [
     "ResampledShards",

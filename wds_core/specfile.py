@@ -37,14 +37,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SampleError, SpecError
+from .grouping import is_meta
 from .handlers import Handler, reraise_exception
+from .io.storage import read_bytes
+from .io.storage_config import options_over
+from .io.urls import expand_urls, folder_of, join_url
 from .rng import Rng, derive_seed
-from .samples import ShardReadOptions, TarfileToSamples, is_meta
+from .shardreader import ShardReadOptions, TarfileToSamples
 from .shards import SimpleShardList
-from .stages import _PerSample
-from .storage import read_bytes
-from .storage_config import options_over
-from .urls import expand_urls, folder_of, join_url
+from .stages import PerSample
 
 __all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec", "spec_mix"]
 
@@ -209,7 +210,7 @@ class SourceShards(SimpleShardList):
         return chosen
 
 
-class Extensions(_PerSample):
+class Extensions(PerSample):
     """Keep a source's fields: ``"jpg;png txt"`` or ``{"image": "jpg;png", "text": "txt"}`` (see the module doc)."""
 
     def __init__(self, groups: Any, handler: Handler = reraise_exception) -> None:

@@ -14,10 +14,24 @@ from .errors import EmptyDatasetError, MissingFieldError, SampleError, SampleSha
 from .handlers import Handler, reraise_exception
 from .state import Recipe, RunContext, StageIterator, Stateless
 
-__all__ = ["Map", "MapDict", "MapTuple", "NonEmpty", "Rename", "Select", "ToTuple", "getfirst", "transform_with"]
+__all__ = [
+    "CountingStage",
+    "Map",
+    "MapDict",
+    "MapTuple",
+    "NonEmpty",
+    "PerSample",
+    "Rename",
+    "Select",
+    "ToTuple",
+    "getfirst",
+    "sample_location",
+    "transform_with",
+]
 
 
-def _where(sample: Any) -> dict[str, Any]:
+def sample_location(sample: Any) -> dict[str, Any]:
+    """``url=`` and ``member=`` for an error about ``sample`` (its shard and key), when it is a dict."""
     if isinstance(sample, dict):
         return {"url": sample.get("__url__"), "member": sample.get("__key__")}
     return {}
@@ -31,7 +45,9 @@ def getfirst(sample: dict, keys: str | list[str], default: Any = None, missing_i
             return sample[name]
     if missing_is_error:
         fields = sorted(k for k in sample if not k.startswith("__"))
-        raise MissingFieldError(f"none of the fields {names} is in the sample; it has {fields}", **_where(sample))
+        raise MissingFieldError(
+            f"none of the fields {names} is in the sample; it has {fields}", **sample_location(sample)
+        )
     return default
 
 
@@ -48,7 +64,7 @@ def transform_with(sample: Any, transformers: list[Callable[[Any], Any] | None] 
     return result
 
 
-class _PerSample(Recipe):
+class PerSample(Recipe):
     """A stage that looks at each item on its own; subclasses define ``process``."""
 
     handler: Handler = staticmethod(reraise_exception)  # type: ignore[assignment]
@@ -74,7 +90,7 @@ class _PerSample(Recipe):
                 yield result
 
 
-class _CountingStage(_PerSample):
+class CountingStage(PerSample):
     """A per-sample stage that counts what it keeps and skips in ``stats``, per process.
 
     A pickled copy (a DataLoader or Loader worker's) starts counting from zero.
@@ -89,7 +105,7 @@ class _CountingStage(_PerSample):
         return state
 
 
-class Map(_PerSample):
+class Map(PerSample):
     """``f(sample)`` for each sample; ``None`` results are dropped; dict results keep ``__key__``."""
 
     def __init__(self, f: Callable[[Any], Any], handler: Handler = reraise_exception) -> None:
@@ -113,7 +129,7 @@ class Map(_PerSample):
             yield result
 
 
-class Select(_PerSample):
+class Select(PerSample):
     """Keep the samples for which ``predicate(sample)`` is true."""
 
     def __init__(self, predicate: Callable[[Any], bool], handler: Handler = reraise_exception) -> None:
@@ -125,7 +141,7 @@ class Select(_PerSample):
         return sample if self.predicate(sample) else None
 
 
-class ToTuple(_PerSample):
+class ToTuple(PerSample):
     """Turn dict samples into tuples of fields; ``"jpg;png"`` takes the first present."""
 
     def __init__(
@@ -148,11 +164,11 @@ class ToTuple(_PerSample):
         missing = self.missing_is_error
         result = tuple(getfirst(sample, f, missing_is_error=missing) for f in self.fields)
         if self.none_is_error and any(x is None for x in result):
-            raise SampleError(f"to_tuple{self.fields}: a field is None", **_where(sample))
+            raise SampleError(f"to_tuple{self.fields}: a field is None", **sample_location(sample))
         return result
 
 
-class MapTuple(_PerSample):
+class MapTuple(PerSample):
     """Apply the i-th function to the i-th element of tuple samples (``None`` = unchanged)."""
 
     def __init__(self, *fns: Callable[[Any], Any] | None, handler: Handler = reraise_exception) -> None:
@@ -163,7 +179,9 @@ class MapTuple(_PerSample):
 
     def process(self, sample: Any) -> Any:
         if not isinstance(sample, (list, tuple)):
-            raise SampleShapeError(f"map_tuple expects tuple samples, got {type(sample).__name__}", **_where(sample))
+            raise SampleShapeError(
+                f"map_tuple expects tuple samples, got {type(sample).__name__}", **sample_location(sample)
+            )
         out = list(sample)
         for i, f in enumerate(self.fns[: len(out)]):
             if f is not None:
@@ -171,7 +189,7 @@ class MapTuple(_PerSample):
         return tuple(out)
 
 
-class MapDict(_PerSample):
+class MapDict(PerSample):
     """Apply ``kw[field]`` to each named field of dict samples."""
 
     def __init__(self, handler: Handler = reraise_exception, **fns: Callable[[Any], Any]) -> None:
@@ -187,12 +205,12 @@ class MapDict(_PerSample):
             raise SampleShapeError(f"map_dict expects dict samples, got {type(sample).__name__}")
         for name, f in self.fns.items():
             if name not in sample:
-                raise MissingFieldError(f"map_dict: no field {name!r} in the sample", **_where(sample))
+                raise MissingFieldError(f"map_dict: no field {name!r} in the sample", **sample_location(sample))
             sample[name] = f(sample[name])
         return sample
 
 
-class Rename(_PerSample):
+class Rename(PerSample):
     """Rename fields: ``rename(image="jpg;png")``; ``keep=False`` keeps only the renamed ones."""
 
     def __init__(self, handler: Handler = reraise_exception, keep: bool = True, **names: str | list[str]) -> None:

@@ -25,9 +25,9 @@ from typing import Any
 
 from .errors import EncodingError, SpecError
 from .fieldcodecs import FieldEncoder
-from .sinks import CommitOnExit, ShardSink, create_shard
-from .tarindex import ShardIndex
-from .tarwrite import MemberPacker, end_of_archive
+from .io.sinks import CommitOnExit, ShardSink, create_shard
+from .tar.tarindex import ShardIndex
+from .tar.tarwrite import MemberPacker, end_of_archive
 
 __all__ = ["ShardWriter", "TarWriter"]
 
@@ -271,7 +271,7 @@ class ShardWriter(CommitOnExit):
     (``{"wids_version": 1, "shardlist": [{"url", "nsamples", "filesize"}]}``);
     URLs in it are relative to its folder when the shards are below it.
     ``index=True`` writes each finished local shard's offset index next to it
-    (``<shard>.idx``, :mod:`wds_core.tarindex`) for indexed random access.
+    (``<shard>.idx``, :mod:`wds_core.tar.tarindex`) for indexed random access.
     Other keyword arguments go to :class:`TarWriter`.
     """
 

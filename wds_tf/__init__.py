@@ -11,6 +11,7 @@ from typing import Any
 
 from wds_core import *  # noqa: F401,F403
 from wds_core import __all__ as _core_all
+from wds_core.moved import core_attribute
 
 _ADAPTER_NAMES = ("TFSource", "infer_signature", "to_tf_dataset")
 __all__ = sorted(set(_core_all) | set(_ADAPTER_NAMES))
@@ -21,4 +22,4 @@ def __getattr__(name: str) -> Any:
         from . import dataset
 
         return getattr(dataset, name)
-    raise AttributeError(f"module 'wds_tf' has no attribute {name!r}")
+    return core_attribute(__name__, name)  # open_shard, iter_members...: wds_core names outside __all__

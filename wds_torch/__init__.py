@@ -6,8 +6,11 @@ image specs (``"torchrgb8"``...), ``.pth`` fields, ``torch_video`` and
 ``torch_audio``.
 """
 
+from typing import Any
+
 from wds_core import *  # noqa: F401,F403
 from wds_core import __all__ as _core_all
+from wds_core.moved import core_attribute
 
 from . import codecs as _codecs
 from . import datasets as _datasets
@@ -40,3 +43,7 @@ globals().update(_dropin.NAMESPACE)
 
 _TORCH_NAMES = [*_datasets.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 __all__ = sorted(set(_core_all) | set(_TORCH_NAMES))
+
+
+def __getattr__(name: str) -> Any:
+    return core_attribute(__name__, name)  # open_shard, iter_members...: wds_core names outside __all__

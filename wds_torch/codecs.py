@@ -1,6 +1,6 @@
 """Torch decoding and encoding: ``torchrgb8``-style image specs, ``.pth`` fields, video and audio.
 
-Importing this module registers, in the core's tables,
+Importing this module registers (:func:`register`), in the core's tables,
 
 * image specs ``torchrgb8 torchrgba8 torchl8`` (uint8) and ``torchrgb torch
   torchrgba torchl`` (float32 in [0, 1]): CHW tensors for colour images, HxW
@@ -46,7 +46,7 @@ def _float_tensor(array: np.ndarray) -> torch.Tensor:
     return _to_tensor(array).to(torch.float32).div_(255.0)
 
 
-for _name, _mode, _convert in [
+_IMAGE_SPECS = [
     ("torchrgb8", "RGB", _uint8_tensor),
     ("torchrgba8", "RGBA", _uint8_tensor),
     ("torchl8", "L", _uint8_tensor),
@@ -54,8 +54,7 @@ for _name, _mode, _convert in [
     ("torch", "RGB", _float_tensor),
     ("torchrgba", "RGBA", _float_tensor),
     ("torchl", "L", _float_tensor),
-]:
-    register_image_spec(_name, ImageSpec(_mode, _convert, array=True))
+]
 
 
 def torch_loads(data: bytes, allow_pickle: bool = False) -> Any:
@@ -70,8 +69,20 @@ def torch_dumps(value: Any) -> bytes:
     return stream.getvalue()
 
 
-register_decoder("pth", torch_loads, takes_allow_pickle=True)
-register_encoder("pth", torch_dumps)
+def register() -> None:
+    """Put this module's specs and ``.pth`` codecs in the core's tables (done on import; idempotent).
+
+    It is also the target of this package's ``wds.codecs`` entry points, so a
+    pipeline asking for ``torchrgb8`` or meeting a ``.pth`` field loads it
+    without ``import wds_torch``.
+    """
+    for name, mode, convert in _IMAGE_SPECS:
+        register_image_spec(name, ImageSpec(mode, convert, array=True))
+    register_decoder("pth", torch_loads, takes_allow_pickle=True)
+    register_encoder("pth", torch_dumps)
+
+
+register()
 
 
 def _extension(key: str) -> str:

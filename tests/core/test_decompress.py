@@ -9,7 +9,7 @@ import pytest
 
 import wds_core as wds
 from tests.conftest import make_samples, tar_bytes
-from wds_core.decompress import decompressing
+from wds_core.io.decompress import decompressing
 
 COMPRESS = {
     "gz": lambda data: gzip.compress(data, mtime=0),

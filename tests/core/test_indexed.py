@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import wds_core as wds
 from tests.conftest import tar_bytes
 from wds_core.errors import ShardOpenError, SpecError, TarFormatError, TruncatedShardError
-from wds_core.tarindex import ShardIndex, walk_headers
+from wds_core.tar.tarindex import ShardIndex, walk_headers
 
 EXTRA = ("__index__", "__shard__", "__shardindex__")
 

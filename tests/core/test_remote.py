@@ -9,8 +9,8 @@ import pytest
 import wds_core
 from tests.conftest import make_samples, write_shard
 from wds_core.errors import ShardNotFoundError, ShardOpenError
-from wds_core.remote import RangeStream, RetryPolicy, is_transient, redact_text
-from wds_core.storage import open_shard
+from wds_core.io.remote import RangeStream, RetryPolicy, is_transient, redact_text
+from wds_core.io.storage import open_shard
 
 FAST = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.05)
 
@@ -35,9 +35,9 @@ def contents(samples):
 
 def small_ranges(monkeypatch, size=4096):
     """Read remote objects by small ranges, so that one shard takes many requests."""
-    original = wds_core.remote.open_remote
+    original = wds_core.io.remote.open_remote
     monkeypatch.setattr(
-        wds_core.storage, "open_remote", lambda url, options, retry: original(url, options, retry, size, size)
+        wds_core.io.storage, "open_remote", lambda url, options, retry: original(url, options, retry, size, size)
     )
 
 
@@ -334,7 +334,7 @@ def test_a_missing_backend_names_its_install_command(url, hint):
 
     code = (
         "import sys; sys.modules['s3fs'] = sys.modules['gcsfs'] = None\n"
-        "from wds_core.storage import open_shard\n"
+        "from wds_core.io.storage import open_shard\n"
         f"try:\n    open_shard({url!r})\nexcept OSError as exn:\n    print(exn)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import tar_bytes
 from wds_core import TarFormatError, TruncatedShardError, WdsError
-from wds_core.tario import iter_members, open_decompressed
-from wds_core.tarwrite import encode_member, end_of_archive
+from wds_core.tar.tario import iter_members, open_decompressed
+from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 
 def read_all(raw, url="t.tar"):

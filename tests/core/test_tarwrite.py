@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wds_core.tario import iter_members
-from wds_core.tarwrite import MemberPacker, encode_member, end_of_archive
+from wds_core.tar.tario import iter_members
+from wds_core.tar.tarwrite import MemberPacker, encode_member, end_of_archive
 
 segment = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1, max_size=40)
 names = st.lists(segment, min_size=1, max_size=8).map("/".join)

@@ -11,7 +11,7 @@ __all__ = ["md5_of", "subcommand"]
 
 def md5_of(url: str, storage_options: dict | None = None) -> str:
     """The md5sum of the object at ``url`` (every byte is read), as descriptors record it."""
-    from ..storage import open_shard
+    from ..io.storage import open_shard
 
     digest = hashlib.md5()
     with open_shard(url, storage_options) as stream:

@@ -21,9 +21,9 @@ from typing import Any
 
 from ..descriptor import load_descriptor
 from ..indexed import ShardListDataset
-from ..storage import local_path
-from ..tarindex import index_shard
-from ..urls import expand_urls
+from ..io.storage import local_path
+from ..io.urls import expand_urls
+from ..tar.tarindex import index_shard
 from ..writer import write_descriptor
 from .common import md5_of
 from .progress import Progress, human_bytes

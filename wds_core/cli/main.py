@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import demo, index, inspect, reshape, shardfiles
+from . import demo, index, inspect_shards, reshape, shardfiles
 
 __all__ = ["main"]
 
@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wds", description="Work with WebDataset shards.")
     commands = parser.add_subparsers(dest="command", required=True)
     shardfiles.add_parsers(commands)
-    inspect.add_parsers(commands)
+    inspect_shards.add_parsers(commands)
     reshape.add_parsers(commands)
     index.add_parser(commands)
     demo.add_parser(commands)

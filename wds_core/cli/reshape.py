@@ -21,11 +21,11 @@ from typing import Any
 from ..buffers import Shuffle
 from ..errors import SpecError
 from ..parallel import map_shards
-from ..samples import TarfileToSamples
+from ..shardreader import TarfileToSamples
 from ..shards import SimpleShardList
 from ..writer import ShardWriter
 from .common import subcommand
-from .inspect import shard_list
+from .inspect_shards import shard_list
 from .progress import Progress
 
 __all__ = ["add_parsers", "load_function"]

@@ -16,12 +16,12 @@ import sys
 from typing import Any
 
 from ..errors import SpecError
-from ..samples import split_key
-from ..sinks import create_shard
-from ..storage import open_shard
-from ..tarindex import index_shard
-from ..tario import iter_members, open_decompressed
-from ..urls import expand_urls
+from ..grouping import split_key
+from ..io.sinks import create_shard
+from ..io.storage import open_shard
+from ..io.urls import expand_urls
+from ..tar.tarindex import index_shard
+from ..tar.tario import iter_members, open_decompressed
 from ..writer import ShardWriter
 from .common import subcommand
 from .progress import Progress, human_bytes

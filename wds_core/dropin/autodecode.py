@@ -22,8 +22,8 @@ from ..decode import Decoder
 from ..errors import DecodingError
 from ..fieldcodecs import IMAGE_EXTENSIONS as _IMAGE_EXTENSIONS
 from ..fieldcodecs import Continue, ImageHandler, basichandlers, gzfilter, handle_extension, imagehandler
-from ..fieldcodecs.decoders import _DECODERS, register_decoder
-from ..fieldcodecs.images import _SPECS
+from ..fieldcodecs.decoders import DECODERS, register_decoder
+from ..fieldcodecs.images import IMAGE_SPECS
 from ..fieldcodecs.tenbin import decode_buffer
 from ._refuse import refused_function
 
@@ -98,24 +98,24 @@ class _DecoderTable(MutableMapping[str, Callable[[bytes], Any]]):
     """webdataset's ``decoders`` dict over wds's registry: setting an entry registers a decoder."""
 
     def __getitem__(self, extension: str) -> Callable[[bytes], Any]:
-        fn, takes_allow_pickle = _DECODERS[extension]
+        fn, takes_allow_pickle = DECODERS[extension]
         return (lambda data: fn(data, False)) if takes_allow_pickle else fn
 
     def __setitem__(self, extension: str, fn: Callable[[bytes], Any]) -> None:
         register_decoder(extension, fn)
 
     def __delitem__(self, extension: str) -> None:
-        del _DECODERS[extension]
+        del DECODERS[extension]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(_DECODERS))
+        return iter(list(DECODERS))
 
     def __len__(self) -> int:
-        return len(_DECODERS)
+        return len(DECODERS)
 
 
 decoders = _DecoderTable()
-imagespecs = _SPECS  # spec name -> wds ImageSpec (Pillow mode and converter)
+imagespecs = IMAGE_SPECS  # spec name -> wds ImageSpec (Pillow mode and converter)
 default_pre_handlers = [gzfilter]
 default_post_handlers = [basichandlers]
 default_decoder = Decoder()

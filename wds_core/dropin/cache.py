@@ -1,6 +1,6 @@
 """``webdataset.cache``: shard caching by webdataset's names.
 
-wds caches shards with :class:`~wds_core.cache.ShardCache` (filled while a
+wds caches shards with :class:`~wds_core.io.cache.ShardCache` (filled while a
 shard streams, atomic, LRU); ``WebDataset(..., cache_dir=...)`` uses it.  Here
 are webdataset's pieces for code that builds its own reader:
 ``FileCache`` (download each shard into a folder, then open it),
@@ -21,10 +21,10 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..cache import ShardCache
 from ..handlers import Handler, reraise_exception
-from ..samples import TarfileToSamples
-from ..storage import local_path, open_shard, url_of
+from ..io.cache import ShardCache
+from ..io.storage import local_path, open_shard, url_of
+from ..shardreader import TarfileToSamples
 
 __all__ = [
     "FileCache",

@@ -8,7 +8,7 @@ block by an exception discards it).  ``"r"``/``"w"`` give text streams.
 
 ``gopen_schemes`` is webdataset's table: ``gopen_schemes["s3"] = my_opener``
 makes *every* reader and writer of this process use ``my_opener(url, mode,
-bufsize)`` for ``s3:`` URLs (:func:`wds_core.storage.register_opener`), as
+bufsize)`` for ``s3:`` URLs (:func:`wds_core.io.storage.register_opener`), as
 training code that patches the table expects.  The entries present by
 default stand for wds's own handling.
 """
@@ -22,9 +22,9 @@ import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from ..sinks import create_shard
-from ..storage import _OPENERS, local_path, open_shard, register_opener
-from ..storage_config import rewrite_url
+from ..io.sinks import create_shard
+from ..io.storage import OPENERS, local_path, open_shard, register_opener
+from ..io.storage_config import rewrite_url
 
 __all__ = [
     "Pipe",
@@ -195,21 +195,21 @@ class _SchemeTable(MutableMapping[str, Any]):
     """webdataset's ``gopen_schemes``: setting an entry registers a process-wide opener for that scheme."""
 
     def __getitem__(self, scheme: str) -> Any:
-        return _OPENERS[scheme] if scheme in _OPENERS else _DEFAULTS[scheme]
+        return OPENERS[scheme] if scheme in OPENERS else _DEFAULTS[scheme]
 
     def __setitem__(self, scheme: str, opener: Any) -> None:
         register_opener(scheme, None if opener is _DEFAULTS.get(scheme) else opener)
 
     def __delitem__(self, scheme: str) -> None:
-        if scheme not in _OPENERS:
+        if scheme not in OPENERS:
             raise KeyError(scheme)
         register_opener(scheme, None)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*_DEFAULTS, *_OPENERS]))
+        return iter(dict.fromkeys([*_DEFAULTS, *OPENERS]))
 
     def __len__(self) -> int:
-        return len(set(_DEFAULTS) | set(_OPENERS))
+        return len(set(_DEFAULTS) | set(OPENERS))
 
     def __repr__(self) -> str:
         return f"gopen_schemes({dict(self)!r})"
@@ -233,8 +233,8 @@ def gopen(url: str, mode: str = "rb", bufsize: int = 8192, storage_options: dict
     else:
         url = rewrite_url(os.fspath(url))
         scheme = "pipe" if url.startswith("pipe:") else url.split("://", 1)[0] if "://" in url else ""
-        if scheme in _OPENERS:
-            stream = _OPENERS[scheme](url, binary, bufsize, **kw)
+        if scheme in OPENERS:
+            stream = OPENERS[scheme](url, binary, bufsize, **kw)
         elif kw:
             raise TypeError(f"gopen got unexpected keyword arguments {sorted(kw)}")
         elif scheme == "ais":

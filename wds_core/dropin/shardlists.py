@@ -14,11 +14,11 @@ import os
 import re
 from typing import Any
 
+from ..io.urls import expand_env, expand_urls
 from ..sampling import Resample
 from ..shards import ResampledShards, SimpleShardList, single_node_only, split_by_node, split_by_worker
 from ..shardsources import DirectoryShardList, MultiShardSample
 from ..stages import NonEmpty
-from ..urls import expand_env, expand_urls
 from .utils import is_iterable
 
 __all__ = [

@@ -29,10 +29,11 @@ from typing import Any
 import braceexpand
 
 from ..errors import SampleError
+from ..grouping import is_meta, split_key
 from ..handlers import Handler, reraise_exception
-from ..samples import TarfileToSamples, is_meta, split_key, tarfile_to_samples
-from ..storage import local_path, open_shard
-from ..tario import iter_members, open_decompressed
+from ..io.storage import local_path, open_shard
+from ..shardreader import TarfileToSamples, tarfile_to_samples
+from ..tar.tario import iter_members, open_decompressed
 
 __all__ = [
     "base_plus_ext",

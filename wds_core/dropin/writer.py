@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..fieldcodecs import FieldEncoder, encode_image
-from ..fieldcodecs.encoders import _ENCODERS
+from ..fieldcodecs.encoders import ENCODERS
 from ..fieldcodecs.tenbin import encode_buffer
 from ..writer import ShardWriter, TarWriter
 from ._refuse import refused_function
@@ -60,7 +60,7 @@ def numpy_dumps(data: np.ndarray) -> bytes:
 
 def numpy_npz_dumps(data: dict[str, np.ndarray]) -> bytes:
     """A dict of arrays as ``.npz`` bytes."""
-    return _ENCODERS["npz"](data)
+    return ENCODERS["npz"](data)
 
 
 def tenbin_dumps(x: Any) -> bytes:
@@ -69,11 +69,11 @@ def tenbin_dumps(x: Any) -> bytes:
 
 
 def cbor_dumps(x: Any) -> bytes:
-    return _ENCODERS["cbor"](x)
+    return ENCODERS["cbor"](x)
 
 
 def mp_dumps(x: Any) -> bytes:
-    return _ENCODERS["msgpack"](x)
+    return ENCODERS["msgpack"](x)
 
 
 def add_handlers(d: dict[str, Any], keys: str | list[str], value: Callable[[Any], bytes]) -> None:
@@ -84,7 +84,7 @@ def add_handlers(d: dict[str, Any], keys: str | list[str], value: Callable[[Any]
 
 def make_handlers() -> dict[str, Callable[[Any], bytes]]:
     """The built-in encoders by extension (a copy: changing it changes nothing else)."""
-    return dict(_ENCODERS)
+    return dict(ENCODERS)
 
 
 default_handlers = make_handlers()

@@ -14,14 +14,14 @@ Pickle is never loaded unless the decoder was built with ``allow_pickle=True``.
 from __future__ import annotations
 
 import gzip
-import importlib
-import importlib.util
 import io
 import json
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from .plugins import load_provider
 
 __all__ = [
     "NULL",
@@ -106,7 +106,8 @@ def _unpickle(data: bytes) -> Any:
     return pickle.loads(data)
 
 
-_DECODERS: dict[str, tuple[Callable[..., Any], bool]] = {}
+# extension -> (decoder, takes_allow_pickle), filled by register_decoder (the drop-in's decoders view it).
+DECODERS: dict[str, tuple[Callable[..., Any], bool]] = {}
 
 
 def register_decoder(extensions: str, fn: Callable[..., Any], *, takes_allow_pickle: bool = False) -> None:
@@ -117,7 +118,7 @@ def register_decoder(extensions: str, fn: Callable[..., Any], *, takes_allow_pic
     decoder was told to trust them.
     """
     for extension in extensions.lower().split():
-        _DECODERS[extension.lstrip(".")] = (fn, takes_allow_pickle)
+        DECODERS[extension.lstrip(".")] = (fn, takes_allow_pickle)
 
 
 register_decoder("txt text transcript", _text)
@@ -130,16 +131,14 @@ register_decoder("cbor", _cbor)
 register_decoder("ten tb tenbin", _tenbin)
 
 
-# Extensions whose decoder an adapter registers; the adapter is imported when such a field is met.
-_ADAPTER_EXTENSIONS = {"pth": "wds_torch"}
+def _provided_decoder(extension: str) -> Any:
+    """The decoder a package registers for ``extension`` once loaded (:mod:`.plugins`), else None.
 
-
-def _adapter_decoder(extension: str) -> Any:
-    module = _ADAPTER_EXTENSIONS.get(extension)
-    if module is None or importlib.util.find_spec(module.replace("wds_", "", 1)) is None:
-        return None  # no such adapter's framework here: the field stays bytes
-    importlib.import_module(module)
-    return _DECODERS.get(extension)
+    An extension claimed by a package that does not load here (e.g. ``.pth``
+    without PyTorch) stays bytes, as any extension without a decoder does.
+    """
+    claimed, _ = load_provider("ext", extension)
+    return DECODERS.get(extension) if claimed else None
 
 
 def basic_decoders(allow_pickle: bool = False) -> Callable[[str, bytes], Any]:
@@ -153,7 +152,7 @@ class _BasicHandler:
 
     def __call__(self, key: str, data: bytes) -> Any:
         extension = key.rsplit(".", 1)[-1].lower()
-        entry = _DECODERS.get(extension) or _adapter_decoder(extension)
+        entry = DECODERS.get(extension) or _provided_decoder(extension)
         if entry is not None:
             fn, takes_allow_pickle = entry
             value = fn(data, self.allow_pickle) if takes_allow_pickle else fn(data)

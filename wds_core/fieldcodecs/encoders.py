@@ -85,13 +85,14 @@ def _tenbin(value: Any) -> bytes:
     return encode_buffer(value)
 
 
-_ENCODERS: dict[str, Callable[[Any], bytes]] = {}
+# extension -> encoder, filled by register_encoder.
+ENCODERS: dict[str, Callable[[Any], bytes]] = {}
 
 
 def register_encoder(extensions: str, fn: Callable[[Any], bytes]) -> None:
     """Encode values of fields whose last extension is one of ``extensions`` with ``fn(value)``."""
     for extension in extensions.lower().split():
-        _ENCODERS[extension.lstrip(".")] = fn
+        ENCODERS[extension.lstrip(".")] = fn
 
 
 register_encoder("cls cls2 class count index inx id", _integer)
@@ -125,7 +126,7 @@ class FieldEncoder:
     """
 
     def __init__(self, table: Mapping[str, Callable[[Any], bytes]] | None = None, allow_pickle: bool = False) -> None:
-        self.table = dict(_ENCODERS) if table is None else {k.lower().lstrip("."): f for k, f in table.items()}
+        self.table = dict(ENCODERS) if table is None else {k.lower().lstrip("."): f for k, f in table.items()}
         self.allow_pickle = allow_pickle
         self._plans: dict[str, tuple[str, bool, bool, Any]] = {}  # field -> what to do, worked out once
 

@@ -3,8 +3,9 @@
 A spec names a Pillow mode and a converter from the decoded (and converted)
 PIL image to what the user gets.  The table is open: an adapter registers its
 own specs (``wds_torch`` adds ``torchrgb8`` and friends) with
-:func:`register_image_spec`; a ``torch*`` spec asked for before ``wds_torch``
-was imported imports it then, so the core itself never imports a framework.
+:func:`register_image_spec`; a spec asked for before its package was imported
+is found through the ``wds.codecs`` entry points (:mod:`.plugins`), so the
+core itself never imports a framework.
 
 Pillow is imported on first use.  Decoding keeps to one copy of the pixels
 where it can: no conversion when the file is already in the wanted mode.
@@ -12,7 +13,6 @@ where it can: no conversion when the file is already in the wanted mode.
 
 from __future__ import annotations
 
-import importlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from .plugins import load_provider
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -66,7 +67,8 @@ class ImageSpec:
     array: bool = False
 
 
-_SPECS: dict[str, ImageSpec] = {
+# spec name (lower case) -> ImageSpec, added to by register_image_spec.
+IMAGE_SPECS: dict[str, ImageSpec] = {
     "pil": ImageSpec("RGB", _pil),
     "pilrgb": ImageSpec("RGB", _pil),
     "pill": ImageSpec("L", _pil),
@@ -84,20 +86,23 @@ def register_image_spec(name: str, spec: ImageSpec) -> None:
     """Make ``decode(name)`` available; names are case-insensitive."""
     if spec.mode not in ("L", "RGB", "RGBA"):
         raise SpecError(f"image spec mode must be L, RGB or RGBA, got {spec.mode!r}")
-    _SPECS[name.lower()] = spec
+    IMAGE_SPECS[name.lower()] = spec
 
 
 def image_spec(name: str) -> ImageSpec:
     """The spec registered under ``name`` (case-insensitive), or a clear error."""
     key = name.lower()
-    if key not in _SPECS and key.startswith("torch"):
-        try:
-            importlib.import_module("wds_torch")
-        except ImportError as exn:
-            raise SpecError(f"image spec {name!r} needs PyTorch: pip install 'wds[torch]' ({exn})") from None
-    if key not in _SPECS:
-        raise SpecError(f"unknown image spec {name!r}; known specs: {', '.join(sorted(_SPECS))}")
-    return _SPECS[key]
+    if key in IMAGE_SPECS:
+        return IMAGE_SPECS[key]
+    claimed, why = load_provider("spec", key)
+    hint = ""
+    if key.startswith("torch") and (why or not claimed):
+        hint = "; torch* specs come with the PyTorch adapter: pip install 'wds[torch]'"
+    if claimed and why and key not in IMAGE_SPECS:
+        raise SpecError(f"image spec {name!r} comes with a package that does not load here ({why}){hint}")
+    if key not in IMAGE_SPECS:
+        raise SpecError(f"unknown image spec {name!r}; known specs: {', '.join(sorted(IMAGE_SPECS))}{hint}")
+    return IMAGE_SPECS[key]
 
 
 def decode_image(data: bytes | bytearray | memoryview, spec: ImageSpec) -> Any:

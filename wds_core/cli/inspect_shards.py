@@ -18,10 +18,12 @@ from typing import Any
 
 from ..descriptor import load_descriptor
 from ..errors import TarFormatError, WdsError
-from ..samples import TarfileToSamples, group_members, is_meta
-from ..storage import local_path
-from ..tario import BLOCK, _checksum_ok, iter_members, open_decompressed
-from ..urls import expand_urls
+from ..grouping import group_members, is_meta
+from ..io.storage import local_path
+from ..io.urls import expand_urls
+from ..shardreader import TarfileToSamples
+from ..tar.headers import BLOCK, checksum_ok
+from ..tar.tario import iter_members, open_decompressed
 from .common import md5_of, subcommand
 from .progress import Progress, human_bytes
 
@@ -92,7 +94,7 @@ def _next_header(stream: Any, offset: int) -> int | None:
     """The offset of the next block at or after ``offset`` that is a valid tar header, if any."""
     stream.seek(offset)
     while len(block := stream.read(BLOCK)) == BLOCK:
-        if block.strip(b"\0") and _checksum_ok(block):
+        if block.strip(b"\0") and checksum_ok(block):
             return offset
         offset += BLOCK
     return None

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import braceexpand
 
-from .errors import EmptyDatasetError, SpecError
+from ..errors import EmptyDatasetError, SpecError
 
 __all__ = ["expand_env", "expand_urls", "folder_of", "join_url"]
 

@@ -39,7 +39,7 @@ import re
 import threading
 from typing import Any
 
-from .errors import SpecError, redact_url
+from ..errors import SpecError, redact_url
 
 __all__ = [
     "StorageOptions",

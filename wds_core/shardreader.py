@@ -1,11 +1,11 @@
-"""Members to samples: webdataset's key rules, and the ``tarfile_to_samples`` stage.
+"""Reading shards resumably: the shard-reader base and the ``tarfile_to_samples`` stage.
 
-A member ``dir/abc.seg.JPG`` belongs to the sample with key ``dir/abc`` (the path
-up to the first dot of the basename) under the field ``seg.jpg`` (the rest,
-lower-cased).  Consecutive members with the same key form one sample; samples
-never span shards; top-level ``__*__`` members are metadata and skipped, and so
-are members whose basename has no dot.  A field given twice in one sample is an
-error.
+:class:`ShardReader` is the iterator base every reader of a shard list shares
+(tar shards here, record files in :mod:`.recordstreams`): it opens each shard
+through :mod:`.io.storage` with the options of :class:`ShardReadOptions`,
+hands errors to the handler, and restores inside a shard at a byte offset.
+:class:`TarfileToSamples` reads tar shards and groups their members into
+samples with webdataset's key rules (:mod:`.grouping`).
 
 The stage remembers, between samples, the shard it is in and the byte offset at
 which the next sample starts, which is all a checkpoint needs.
@@ -13,103 +13,31 @@ which the next sample starts, which is all a checkpoint needs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .cache import ShardCache
 from .errors import NotElastic, SampleError, WdsError
+from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
-from .remote import DEFAULT_RETRY, RetryPolicy
+from .io.cache import ShardCache
+from .io.remote import DEFAULT_RETRY, RetryPolicy
+from .io.storage import open_shard, url_of
+from .io.storage_config import StorageOptions, registered, restore_registered
 from .state import BalancedPart, Recipe, RunContext, StageIterator
-from .storage import local_path, open_shard, url_of
-from .storage_config import StorageOptions, registered, restore_registered
-from .tario import iter_members, open_decompressed
+from .tar.tario import iter_members, open_decompressed
 
 __all__ = [
     "ShardReadOptions",
     "ShardReader",
     "TarfileToSamples",
-    "group_members",
+    "ShardReading",
     "skip_to",
-    "split_key",
     "tarfile_to_samples",
 ]
 
-_KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
-_META_RE = re.compile(r"__[^/]*__($|/)")
 _SKIP_CHUNK = 1 << 20
 _END = object()
-
-
-def split_key(name: str) -> tuple[str, str] | tuple[None, None]:
-    """``(key, field)`` of a member name, or ``(None, None)`` when it has none.
-
-    >>> split_key("dir.v2/abc.seg.JPG")
-    ('dir.v2/abc', 'seg.JPG')
-    """
-    slash = name.rfind("/")
-    dot = name.find(".", slash + 1)
-    if dot > slash + 1 and "\n" not in name:
-        return name[:dot], name[dot + 1 :]
-    match = _KEY_RE.match(name)
-    if match is None:
-        return None, None
-    return match.group(1), match.group(2)
-
-
-def is_meta(name: str) -> bool:
-    """Top-level ``__name__`` members (and anything under a ``__dir__/``) are metadata."""
-    return name.startswith("__") and _META_RE.match(name) is not None
-
-
-def group_members(
-    members: Iterator[tuple[str, bytes, int]],
-    url: str,
-    *,
-    position: Any = None,
-    rename: Callable[[str], str] | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Group the members of one shard into samples.
-
-    When ``position`` is given, its ``offset`` attribute is set, just before each
-    sample is yielded, to the offset at which the following sample starts (or
-    ``-1`` after the last one).
-    """
-    path = local_path(url)
-    key = None
-    sample: dict[str, Any] | None = None
-    for name, data, offset in members:
-        if name[0] == "_" and is_meta(name):
-            continue
-        if rename is not None:
-            name = rename(name)
-        slash = name.rfind("/")
-        dot = name.find(".", slash + 1)
-        if dot > slash + 1 and "\n" not in name:
-            k, field = name[:dot], name[dot + 1 :].lower()
-        else:
-            k, field = split_key(name)  # type: ignore[assignment]
-            if k is None:
-                continue
-            field = field.lower()
-        if k != key:
-            if sample is not None:
-                if position is not None:
-                    position.offset = offset
-                yield sample
-            key = k
-            sample = {"__key__": k, "__url__": url}
-            if path is not None:
-                sample["__local_path__"] = path
-        elif field in sample:  # type: ignore[operator]
-            raise SampleError(f"field {field!r} occurs twice in sample {k!r}", url=url, member=name, offset=offset)
-        sample[field] = data  # type: ignore[index]
-    if sample is not None:
-        if position is not None:
-            position.offset = -1
-        yield sample
 
 
 @dataclass(frozen=True)

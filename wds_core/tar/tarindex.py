@@ -29,32 +29,32 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .decompress import is_compressed
-from .errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
-from .remote import DEFAULT_RETRY, RetryPolicy
-from .samples import is_meta, split_key
-from .storage import RandomAccess, open_random_access, read_bytes
-from .tario import (
-    _GNU_LONGLINK,
-    _GNU_LONGNAME,
-    _PAX,
-    _PAX_GLOBAL,
-    _PAX_SOLARIS,
-    _REGULAR,
-    _ZERO_BLOCK,
+from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
+from ..grouping import is_meta, split_key
+from ..io.decompress import is_compressed
+from ..io.remote import DEFAULT_RETRY, RetryPolicy
+from ..io.storage import RandomAccess, open_random_access, read_bytes
+from .headers import (
     BLOCK,
-    _checksum_ok,
-    _corrupt,
-    _decode_name,
-    _member_size,
-    _special,
-    _ustar_name,
+    GNU_LONGLINK,
+    GNU_LONGNAME,
+    PAX,
+    PAX_GLOBAL,
+    PAX_SOLARIS,
+    REGULAR,
+    ZERO_BLOCK,
+    checksum_ok,
+    corrupt_header,
+    decode_name,
+    member_size,
+    special_header,
+    ustar_name,
 )
 
 __all__ = ["INDEX_FORMAT", "ShardIndex", "index_shard", "stored_index", "walk_headers"]
 
 INDEX_FORMAT = "wds-index-1"
-_EXTENSIONS = (_GNU_LONGNAME, _GNU_LONGLINK, _PAX, _PAX_GLOBAL, _PAX_SOLARIS)
+_EXTENSIONS = (GNU_LONGNAME, GNU_LONGLINK, PAX, PAX_GLOBAL, PAX_SOLARIS)
 
 ReadAt = Callable[[int, int], bytes]
 
@@ -78,7 +78,7 @@ def walk_headers(read_at: ReadAt, size: int, url: object = None) -> Iterator[tup
             if pos == 0 and not header:
                 raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=0)
             raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=pos)
-        if header == _ZERO_BLOCK:
+        if header == ZERO_BLOCK:
             return
         try:  # the common case: octal size and checksum (six digits, NUL, space)
             dsize = int(header[124:135], 8)
@@ -86,23 +86,23 @@ def walk_headers(read_at: ReadAt, size: int, url: object = None) -> Iterator[tup
         except ValueError:
             fast = False
         if not fast:
-            if not _checksum_ok(header):
-                raise _corrupt(pos, url)
-            dsize = _member_size(header, None, url, pos)
+            if not checksum_ok(header):
+                raise corrupt_header(pos, url)
+            dsize = member_size(header, None, url, pos)
         if pax is not None and "size" in pax:
-            dsize = _member_size(header, pax, url, pos)
+            dsize = member_size(header, pax, url, pos)
         kind = header[156]
         dpos = pos + BLOCK
         if dpos + dsize > size:
-            name = _decode_name(longname or _ustar_name(header, 0))
+            name = decode_name(longname or ustar_name(header, 0))
             raise TruncatedShardError("the shard ends inside a member", url=url, member=name, offset=size)
-        if kind in _REGULAR and longname is None and pax is None and "path" not in glob:
-            yield _decode_name(_ustar_name(header, 0)), pos, dpos, dsize
+        if kind in REGULAR and longname is None and pax is None and "path" not in glob:
+            yield decode_name(ustar_name(header, 0)), pos, dpos, dsize
         else:
             if start < 0:
                 start = pos
             data = read_at(dpos, dsize) if kind in _EXTENSIONS else b""
-            special, longname, pax = _special(header, 0, kind, data, longname, pax, glob, url, pos)
+            special, longname, pax = special_header(header, 0, kind, data, longname, pax, glob, url, pos)
             if special is not None:
                 yield special, start, dpos, dsize
             if longname is None and pax is None:
@@ -212,7 +212,7 @@ def index_shard(
     """The offset index of one shard: an up-to-date stored one (see :func:`stored_index`), or built.
 
     ``fresh`` always builds it.  ``shard`` is the shard already open for random
-    access (:func:`~wds_core.storage.open_random_access`), else it is opened
+    access (:func:`~wds_core.io.storage.open_random_access`), else it is opened
     here, and a compressed shard is refused (it has no offsets to index).  A
     built index is saved at ``cache_path`` when given (an unwritable cache only
     costs building it again).

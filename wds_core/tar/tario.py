@@ -14,7 +14,7 @@ large aligned blocks and their checksums are verified a block at a time with
 numpy, which is what makes small samples fast; large members are read with a
 single copy.
 
-Writing is in :mod:`wds_core.tarwrite`.
+Writing is in :mod:`wds_core.tar.tarwrite`.
 """
 
 from __future__ import annotations
@@ -22,24 +22,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-import numpy as np
-
-from .decompress import decompressing
-from .errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
-from .streams import ReadStream
+from ..errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
+from ..io.decompress import decompressing
+from ..io.streams import ReadStream
+from .headers import (
+    BLOCK,
+    REGULAR,
+    ZERO_BLOCK,
+    checksum_ok,
+    corrupt_header,
+    decode_name,
+    first_bad_checksum,
+    member_size,
+    parse_number,
+    special_header,
+    ustar_name,
+)
 
 __all__ = ["BLOCK", "iter_members", "open_decompressed"]
 
-BLOCK = 512
 CHUNK = 1 << 20  # bytes per read while headers are dense
 DIRECT = 1 << 16  # members at least this large are read with one copy, header by header
-_ZERO_BLOCK = bytes(BLOCK)
-_REGULAR = (0x30, 0x00, 0x37)  # '0', NUL (old regular file), '7' (contiguous file)
-_GNU_LONGNAME, _GNU_LONGLINK = 0x4C, 0x4B  # 'L', 'K'
-_PAX, _PAX_GLOBAL, _PAX_SOLARIS = 0x78, 0x67, 0x58  # 'x', 'g', 'X'
-_GNU_SPARSE = 0x53  # 'S'
-_USTAR_MAGIC = b"ustar\x00"
-_SHIFTS = np.array([15, 12, 9, 6, 3, 0], dtype=np.uint32)
 
 Member = tuple[str, bytes, int]
 
@@ -82,84 +85,7 @@ def open_decompressed(stream: BinaryIO) -> tuple[BinaryIO, bool]:
 # ---------------------------------------------------------------- numbers and checksums
 
 
-def _parse_number(field: bytes, what: str) -> int:
-    """A tar numeric field: octal text, or GNU base-256 when the top bit is set."""
-    if field and field[0] & 0x80:
-        value = int.from_bytes(field[1:], "big")
-        if field[0] & 0x40:  # negative base-256 numbers make no sense for sizes
-            raise ValueError(f"negative {what}")
-        return value | ((field[0] & 0x3F) << (8 * (len(field) - 1)))
-    text = field.split(b"\x00", 1)[0].strip(b" ")
-    if not text:
-        return 0
-    return int(text, 8)
-
-
-def _checksum_ok(block: bytes) -> bool:
-    field = block[148:156]
-    try:
-        stored = _parse_number(field, "checksum")
-    except ValueError:
-        return False
-    unsigned = sum(block) - sum(field) + 8 * 32
-    if stored == unsigned:
-        return True
-    signed = sum(b - 256 if b > 127 else b for b in block) - sum(b - 256 if b > 127 else b for b in field)
-    return stored == signed + 8 * 32
-
-
-def _first_bad_checksum(buf: bytes, positions: list[int], origin: int = 0) -> int:
-    """Index into ``positions`` of the first header with a wrong checksum, or -1.
-
-    Headers sit at ``origin`` plus multiples of the block size in ``buf``.
-    """
-    if len(positions) < 4:
-        for i, pos in enumerate(positions):
-            if not _checksum_ok(buf[pos : pos + BLOCK]):
-                return i
-        return -1
-    count = ((len(buf) - origin) // BLOCK) * BLOCK
-    blocks = np.frombuffer(buf, np.uint8, count=count, offset=origin).reshape(-1, BLOCK)
-    rows = blocks[(np.array(positions) - origin) // BLOCK]
-    field = rows[:, 148:156]
-    expected = rows.sum(axis=1, dtype=np.uint32) - field.sum(axis=1, dtype=np.uint32) + 8 * 32
-    digits = ((expected[:, None] >> _SHIFTS) & 7) + 48
-    fast = (field[:, :6] == digits).all(axis=1) & ((field[:, 6] == 0) | (field[:, 6] == 32))
-    if fast.all():
-        return -1
-    for i in np.flatnonzero(~fast).tolist():
-        pos = positions[i]
-        if not _checksum_ok(buf[pos : pos + BLOCK]):
-            return i
-    return -1
-
-
 # ---------------------------------------------------------------- pax records
-
-
-def _parse_pax(data: bytes, url: object, offset: int) -> dict[str, str]:
-    records: dict[str, str] = {}
-    i, n = 0, len(data)
-    while i < n:
-        if data[i] == 0:  # some writers pad the record block with NULs
-            break
-        space = data.find(b" ", i)
-        try:
-            length = int(data[i:space])
-        except ValueError:
-            length = 0
-        if space < 0 or length <= 0 or i + length > n or data[i + length - 1] != 0x0A:
-            raise TarFormatError("malformed pax header record", url=url, offset=offset)
-        key, sep, value = data[space + 1 : i + length - 1].partition(b"=")
-        if not sep:
-            raise TarFormatError("malformed pax header record", url=url, offset=offset)
-        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
-        i += length
-    return records
-
-
-def _decode_name(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
 
 
 # ---------------------------------------------------------------- reading
@@ -280,17 +206,17 @@ def iter_members(
         straddle = -1
         ended = False
         while pos + BLOCK <= n:
-            if buf[pos] == 0 and buf[pos : pos + BLOCK] == _ZERO_BLOCK:
+            if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
                 ended = True
                 break
             try:
                 size = int(buf[pos + 124 : pos + 135], 8)
             except ValueError:
                 try:
-                    size = _parse_number(buf[pos + 124 : pos + 136], "size")
+                    size = parse_number(buf[pos + 124 : pos + 136], "size")
                 except ValueError:
                     size = -1
-                if size < 0 or not _checksum_ok(buf[pos : pos + BLOCK]):
+                if size < 0 or not checksum_ok(buf[pos : pos + BLOCK]):
                     break  # reported below as a corrupt header
             headers.append(pos)
             dpos = pos + BLOCK
@@ -304,31 +230,31 @@ def iter_members(
                 straddle = pos
                 break
             kind = buf[pos + 156]
-            if kind in _REGULAR and longname is None and pax is None and "path" not in glob:
-                name = _decode_name(_ustar_name(buf, pos))
+            if kind in REGULAR and longname is None and pax is None and "path" not in glob:
+                name = decode_name(ustar_name(buf, pos))
                 if want is None or want(name):
                     out.append((name, buf[dpos:dend], base + pos))
             else:
                 if start < 0:
                     start = base + pos
                 data = buf[dpos:dend]
-                special, longname, pax = _special(buf, pos, kind, data, longname, pax, glob, url, base + pos)
+                special, longname, pax = special_header(buf, pos, kind, data, longname, pax, glob, url, base + pos)
                 if special is not None and (want is None or want(special)):
                     out.append((special, data, start))
                 if longname is None and pax is None:
                     start = -1
             pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
 
-        bad = _first_bad_checksum(buf, headers, origin)
+        bad = first_bad_checksum(buf, headers, origin)
         if bad >= 0:
             yield from _before(out, base + headers[bad])
-            raise _corrupt(base + headers[bad], url)
+            raise corrupt_header(base + headers[bad], url)
         yield from out
         if ended:
             return
         if straddle < 0 and pos < n:
             if pos + BLOCK <= n:  # the walk stopped at a header it could not parse
-                raise _corrupt(base + pos, url)
+                raise corrupt_header(base + pos, url)
             raise src.short("the shard ends inside a tar header", offset=base + pos)
         if straddle < 0:
             skip = pos - n
@@ -338,12 +264,12 @@ def iter_members(
         header = buf[straddle : straddle + BLOCK]
         header_offset = base + straddle
         have = buf[straddle + BLOCK :]
-        size = _member_size(header, pax, url, header_offset)
+        size = member_size(header, pax, url, header_offset)
         rest = read(size - len(have))
         if len(have) + len(rest) < size:
             raise src.short(
                 "the shard ends inside a member",
-                member=_decode_name(longname or _ustar_name(header, 0)),
+                member=decode_name(longname or ustar_name(header, 0)),
                 offset=header_offset + BLOCK + len(have) + len(rest),
             )
         data = have + rest if have else rest
@@ -353,13 +279,13 @@ def iter_members(
         if size >= DIRECT:
             next_read = BLOCK  # only the next header: large members tend to follow each other
         kind = header[156]
-        if kind in _REGULAR and longname is None and pax is None and "path" not in glob:
-            member: str | None = _decode_name(_ustar_name(header, 0))
+        if kind in REGULAR and longname is None and pax is None and "path" not in glob:
+            member: str | None = decode_name(ustar_name(header, 0))
             member_offset = header_offset
         else:
             if start < 0:
                 start = header_offset
-            member, longname, pax = _special(header, 0, kind, data, longname, pax, glob, url, header_offset)
+            member, longname, pax = special_header(header, 0, kind, data, longname, pax, glob, url, header_offset)
             member_offset = start
             if longname is None and pax is None:
                 start = -1
@@ -367,66 +293,5 @@ def iter_members(
             yield (member, data, member_offset)
 
 
-def _ustar_name(buf: bytes, pos: int) -> bytes:
-    end = buf.find(b"\x00", pos, pos + 100)
-    raw = buf[pos : end if end >= 0 else pos + 100]
-    if buf[pos + 345] and buf[pos + 257 : pos + 263] == _USTAR_MAGIC:
-        pend = buf.find(b"\x00", pos + 345, pos + 500)
-        raw = buf[pos + 345 : pend if pend >= 0 else pos + 500] + b"/" + raw
-    return raw
-
-
-def _member_size(header: bytes, pax: dict[str, str] | None, url: object, offset: int) -> int:
-    try:
-        size = _parse_number(header[124:136], "size")
-        if pax is not None and "size" in pax:
-            size = int(pax["size"])
-    except ValueError:
-        raise TarFormatError("bad member size in tar header", url=url, offset=offset) from None
-    return size
-
-
-def _special(
-    buf: bytes,
-    pos: int,
-    kind: int,
-    data: bytes,
-    longname: bytes | None,
-    pax: dict[str, str] | None,
-    glob: dict[str, str],
-    url: object,
-    offset: int,
-) -> tuple[str | None, bytes | None, dict[str, str] | None]:
-    """Handle a header that is not a plain regular file.
-
-    Returns ``(name, longname, pax)``: the name of a regular member to yield (or
-    ``None``) and the extension state for the headers that follow.
-    """
-    if kind == _GNU_LONGNAME:
-        return None, data.split(b"\x00", 1)[0], pax
-    if kind == _GNU_LONGLINK:
-        return None, longname, pax
-    if kind in (_PAX, _PAX_SOLARIS):
-        records = _parse_pax(data, url, offset)
-        return None, longname, records if pax is None else {**pax, **records}
-    if kind == _PAX_GLOBAL:
-        glob.update(_parse_pax(data, url, offset))
-        return None, longname, pax
-    if kind == _GNU_SPARSE:
-        raise TarFormatError("GNU sparse members are not supported", url=url, offset=offset)
-    if kind not in _REGULAR:
-        return None, None, None  # directories, links, devices: skipped with their extensions
-    path = (pax or {}).get("path") or glob.get("path")
-    if path is not None:
-        return path, None, None
-    return _decode_name(longname if longname is not None else _ustar_name(buf, pos)), None, None
-
-
 def _before(out: list[Member], offset: int) -> list[Member]:
     return [m for m in out if m[2] < offset]
-
-
-def _corrupt(offset: int, url: object) -> TarFormatError:
-    if offset == 0:
-        return TarFormatError("not a tar archive: the first header has a bad checksum", url=url, offset=0)
-    return TarFormatError("corrupt tar header (bad checksum)", url=url, offset=offset)

@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from .errors import ShardNotFoundError, ShardOpenError, redact_url
+from ..errors import ShardNotFoundError, ShardOpenError, redact_url
 from .streams import ReadStream
 
 __all__ = ["RangeStream", "RetryPolicy", "open_remote"]

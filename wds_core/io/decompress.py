@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from .errors import ShardOpenError
+from ..errors import ShardOpenError
 from .streams import ReadStream, Salvaging
 
 __all__ = ["MAGIC", "decompressing", "is_compressed"]

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 from urllib.parse import quote, urlsplit
 
-from .errors import SpecError
+from ..errors import SpecError
 from .streams import ReadStream
 
 __all__ = ["ShardCache"]

@@ -8,7 +8,7 @@ name.  On object stores (S3, GCS, Azure...) the upload is completed by
 ``commit`` and cancelled by ``abort``, so the object appears only when whole;
 other fsspec targets are written under a temporary name and moved into place.
 Remote destinations use the storage options that apply to their URL
-(:mod:`wds_core.storage_config`).  A ``pipe:`` command's exit status is
+(:mod:`wds_core.io.storage_config`).  A ``pipe:`` command's exit status is
 checked at ``commit``.
 """
 
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from typing import Any, BinaryIO
 
-from .errors import PipeError, ShardOpenError
+from ..errors import PipeError, ShardOpenError
 from .remote import describe_error, filesystem
 from .storage import local_path, pipe_failure, scheme_opener
 from .storage_config import options_for

@@ -8,10 +8,10 @@
   non-zero exit status is an error naming the command, its status and the tail
   of its standard error, never a silently short shard),
 * any other URL through fsspec (``memory://``, ``s3://``, ``gs://``, ``http://``...)
-  with the storage options that apply to it (:mod:`wds_core.storage_config`),
-  read by ranges that are retried and resumed (:mod:`wds_core.remote`).
+  with the storage options that apply to it (:mod:`wds_core.io.storage_config`),
+  read by ranges that are retried and resumed (:mod:`wds_core.io.remote`).
 
-URL rewrites apply first; with a :class:`~wds_core.cache.ShardCache`, remote
+URL rewrites apply first; with a :class:`~wds_core.io.cache.ShardCache`, remote
 shards (and local ones when the cache asks for them) are read through it.
 
 A URL scheme can be given an opener of its own with :func:`register_opener`
@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, BinaryIO, cast
 
-from .errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
+from ..errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
 from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, filesystem, open_remote
 from .storage_config import options_for, rewrite_url
 from .streams import ReadStream
@@ -51,7 +51,8 @@ __all__ = [
 
 _WINDOW = 1 << 20  # bytes read around headers while walking a remote shard
 
-_OPENERS: dict[str, Any] = {}
+# Openers by URL scheme, filled by register_opener (the drop-in's gopen_schemes is a view of it).
+OPENERS: dict[str, Any] = {}
 
 
 def register_opener(scheme: str, opener: Any) -> None:
@@ -61,20 +62,20 @@ def register_opener(scheme: str, opener: Any) -> None:
     import time in a module the DataLoader workers import too).
     """
     if opener is None:
-        _OPENERS.pop(scheme, None)
+        OPENERS.pop(scheme, None)
     elif not callable(opener):
         raise TypeError(f"an opener is a function (url, mode, bufsize) -> stream, got {type(opener).__name__}")
     else:
-        _OPENERS[scheme] = opener
+        OPENERS[scheme] = opener
 
 
 def scheme_opener(url: str) -> Any:
     """The opener registered for ``url``'s scheme (or ``"__default__"`` for other ``scheme://`` URLs), or ``None``."""
-    if not _OPENERS or ":" not in url:
+    if not OPENERS or ":" not in url:
         return None
-    found = _OPENERS.get(url.split(":", 1)[0])
+    found = OPENERS.get(url.split(":", 1)[0])
     if found is None and "://" in url and not url.startswith("file://"):
-        found = _OPENERS.get("__default__")
+        found = OPENERS.get("__default__")
     return found
 
 
@@ -111,7 +112,7 @@ def open_shard(
 
     ``storage_options`` are the explicit options (flat, or keyed by URL
     prefix) merged over the registered and configured ones; ``cache`` is a
-    :class:`~wds_core.cache.ShardCache` or ``None``.
+    :class:`~wds_core.io.cache.ShardCache` or ``None``.
     """
     url = rewrite_url(url)
     opener = scheme_opener(url)

@@ -1,0 +1,195 @@
+"""The shape of the code: imports run one way, the core names no adapter, private names stay home.
+
+The package's source is parsed (nothing is imported): every ``import``,
+``from ... import`` and ``importlib.import_module("...")`` counts, including
+those inside functions, because a function-level import closes a cycle just
+the same when it runs.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTERS = ("wds_torch", "wds_jax", "wds_tf")
+
+# Private names one module may take from another, with the reason.  Keep it short: a name
+# another module needs is part of the owner's interface and should say so with a public name.
+ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources(*packages: str) -> dict[str, tuple[Path, ast.Module]]:
+    found = {}
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path)] = (path, ast.parse(path.read_text(), str(path)))
+    return found
+
+
+CORE = sources("wds_core")
+ALL = {**CORE, **sources(*ADAPTERS)}
+
+
+def resolve(importer: str, is_package: bool, level: int, module: str | None) -> str:
+    base = importer.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def owner(name: str) -> str | None:
+    """The module of ``ALL`` that ``name`` (a module or a name inside one) belongs to."""
+    while name:
+        if name in ALL:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports(module: str) -> list[tuple[str, str | None]]:
+    """``(target module, imported name or None)`` for every import in ``module``, at any depth."""
+    path, tree = ALL[module]
+    is_package = path.name == "__init__.py"
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = resolve(module, is_package, node.level, node.module) if node.level else node.module or ""
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.append((full, None) if full in ALL else (base, alias.name))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if func in ("import_module", "__import__", "find_spec") and isinstance(node.args[0].value, str):
+                found.append((node.args[0].value, None))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {module: set() for module in CORE}
+    for module in CORE:
+        for target, _ in imports(module):
+            dest = owner(target)
+            # importing a submodule runs its parents' __init__ first: that is not an edge of the design
+            if dest in CORE and dest != module and not module.startswith(dest + "."):
+                graph[module].add(dest)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_core_import_graph_has_no_cycle():
+    graph = import_graph()
+    assert sum(map(len, graph.values())) > 200  # the walk sees the imports (a broken walk passes nothing)
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_function_level_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    tree = ast.parse("def f():\n    from .storage import open_shard\n")
+    CORE["wds_core.io.fake"] = ALL["wds_core.io.fake"] = (ROOT / "wds_core/io/fake.py", tree)
+    try:
+        assert ("wds_core.io.storage", "open_shard") in imports("wds_core.io.fake")
+    finally:
+        del CORE["wds_core.io.fake"], ALL["wds_core.io.fake"]
+
+
+def adapter_references(module: str) -> list[str]:
+    named = [t for t, _ in imports(module) if t.split(".")[0] in ADAPTERS]
+    for node in ast.walk(ALL[module][1]):  # a module path in a string, to be imported some other way
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if text.split(".")[0] in ADAPTERS and all(p.isidentifier() for p in text.split(".")):
+                named.append(f"string {text!r}")
+    return named
+
+
+def test_no_core_module_names_an_adapter():
+    offenders = {module: refs for module in CORE if (refs := adapter_references(module))}
+    assert offenders == {}
+    assert adapter_references("wds_torch.datasets")  # the check does see adapter imports
+
+
+def private_uses(module: str) -> list[tuple[str, str, str]]:
+    """``(module, owner, name)`` for each private name ``module`` takes from another module of the project."""
+    path, tree = ALL[module]
+    uses = []
+    module_aliases: dict[str, str] = {}
+    for target, name in imports(module):
+        dest = owner(f"{target}.{name}" if name else target)
+        if name and name.startswith("_") and not name.startswith("__") and dest and dest != module:
+            uses.append((module, dest, name))
+    for node in ast.walk(tree):  # `from . import stages` / `import wds_core.stages as st`, then st._private
+        if isinstance(node, ast.ImportFrom):
+            base = resolve(module, path.name == "__init__.py", node.level, node.module) if node.level else node.module
+            for alias in node.names:
+                if f"{base}.{alias.name}" in ALL:
+                    module_aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in ALL:
+                    module_aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            dotted = ast.unparse(node.value)
+            target = module_aliases.get(dotted, dotted)
+            if target in ALL and target != module:
+                uses.append((module, target, node.attr))
+    return uses
+
+
+def test_no_module_takes_another_modules_private_names():
+    found = {use for module in ALL for use in private_uses(module)}
+    assert found - set(ALLOWED_PRIVATE) == set()
+    assert set(ALLOWED_PRIVATE) - found == set()  # an exception no longer needed is removed
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("from wds_core.stages import _PerSample\n", ("wds_core.stages", "_PerSample")),
+        ("from ..io import storage\nstorage._private_table\n", ("wds_core.io.storage", "_private_table")),
+        ("import wds_core.io.storage as st\nst._private_table\n", ("wds_core.io.storage", "_private_table")),
+    ],
+)
+def test_the_private_check_sees_each_way_of_reaching_in(source, expected):
+    CORE["wds_core.dropin.fake"] = ALL["wds_core.dropin.fake"] = (ROOT / "wds_core/dropin/fake.py", ast.parse(source))
+    try:
+        assert [use[1:] for use in private_uses("wds_core.dropin.fake")] == [expected]
+    finally:
+        del CORE["wds_core.dropin.fake"], ALL["wds_core.dropin.fake"]
+
+
+def test_the_io_layer_imports_only_errors_and_itself():
+    graph = import_graph()
+    for module in (m for m in CORE if m.startswith("wds_core.io.")):
+        assert graph[module] <= {"wds_core.errors"} | {m for m in CORE if m.startswith("wds_core.io")}, module

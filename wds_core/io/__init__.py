@@ -1,0 +1,56 @@
+"""Bytes in and out: every shard is opened in :mod:`.storage` and written through :mod:`.sinks`.
+
+The layer below the tar reader; its modules import only :mod:`wds_core.errors`
+and each other.
+
+* :mod:`.urls` -- brace patterns, ``::`` lists and environment variables to URLs;
+* :mod:`.storage` -- local paths, ``pipe:``, ``-`` and fsspec URLs opened for
+  streaming (:func:`open_shard`) or random access;
+* :mod:`.storage_config` -- storage options and rewrites per URL prefix, from
+  code, the environment or the config file;
+* :mod:`.remote` -- ranged, retried, resuming reads of remote objects;
+* :mod:`.cache` -- the local shard cache;
+* :mod:`.decompress` -- gzip, bz2, xz and zstd shards by their magic bytes;
+* :mod:`.sinks` -- atomic shard creation, local and remote;
+* :mod:`.streams` -- the small stream base classes the others share.
+
+The names below are the expert interface (custom schemes, per-prefix options,
+opening a shard by hand); pipelines rarely need them.
+"""
+
+from .cache import ShardCache
+from .decompress import is_compressed
+from .remote import RetryPolicy
+from .sinks import create_shard
+from .storage import open_random_access, open_shard, read_bytes, register_opener, url_of
+from .storage_config import (
+    StorageOptions,
+    options_for,
+    register_rewrite,
+    register_storage,
+    rewrite_url,
+    unregister_rewrite,
+    unregister_storage,
+)
+from .urls import expand_urls, join_url
+
+__all__ = [
+    "RetryPolicy",
+    "ShardCache",
+    "StorageOptions",
+    "create_shard",
+    "expand_urls",
+    "is_compressed",
+    "join_url",
+    "open_random_access",
+    "open_shard",
+    "options_for",
+    "read_bytes",
+    "register_opener",
+    "register_rewrite",
+    "register_storage",
+    "rewrite_url",
+    "unregister_rewrite",
+    "unregister_storage",
+    "url_of",
+]

@@ -1,0 +1,37 @@
+"""Tar shards at the member level: reading with offsets, grouping, offset indexes, writing members.
+
+* :mod:`.headers` -- the fields of one 512-byte header (numbers, checksums,
+  names, pax records), shared by the reader and the indexer;
+* :mod:`.tario` -- the streaming reader: :func:`iter_members` yields
+  ``(name, data, offset)`` and reads compressed shards transparently;
+* :mod:`.tarindex` -- offset indexes of shards (``.idx`` sidecars), built by
+  walking headers with ranged reads: :func:`index_shard`;
+* :mod:`.tarwrite` -- members packed into tar bytes for the writers.
+
+Members become samples with webdataset's key rules in
+:mod:`wds_core.grouping` (:func:`group_members`, :func:`split_key`), also
+offered here.  These are the expert interface: ``WebDataset`` and the writers
+use them for you.
+"""
+
+from ..grouping import group_members, is_meta, split_key
+from .headers import BLOCK
+from .tarindex import INDEX_FORMAT, ShardIndex, index_shard, stored_index, walk_headers
+from .tario import iter_members, open_decompressed
+from .tarwrite import encode_member, end_of_archive
+
+__all__ = [
+    "BLOCK",
+    "INDEX_FORMAT",
+    "ShardIndex",
+    "encode_member",
+    "end_of_archive",
+    "group_members",
+    "index_shard",
+    "is_meta",
+    "iter_members",
+    "open_decompressed",
+    "split_key",
+    "stored_index",
+    "walk_headers",
+]
