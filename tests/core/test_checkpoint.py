@@ -1,45 +1,24 @@
-"""The shared checkpoint oracle: stop at every step k, restore into a fresh pipeline, compare the rest.
+"""The shared checkpoint oracle (wds_core.testing): stop at every step k, restore into a fresh pipeline, compare.
 
 Every stateful stage is listed in PIPELINES; a new stage joins by adding a factory here.
 """
 
-import json
 import random
 
-import numpy as np
 import pytest
 
 import wds_core as wds
 from wds_core import CheckpointError
-
-
-def key_of(item):
-    if isinstance(item, dict):
-        return item["__key__"]
-    if isinstance(item, tuple):
-        return repr([x.tolist() if isinstance(x, np.ndarray) else x for x in item])
-    return repr(item)
+from wds_core.testing import check_resume, item_key
 
 
 def run_all(make):
-    return [key_of(x) for x in make()]
+    return [item_key(x) for x in make()]
 
 
 def oracle(make, step=1):
     """For each k: take k items, checkpoint (through JSON), restore into a fresh pipeline, compare."""
-    expected = run_all(make)
-    assert expected, "the oracle needs a non-empty stream"
-    for k in range(0, len(expected) + 1, step):
-        ds = make()
-        it = iter(ds)
-        head = [key_of(next(it)) for _ in range(k)]
-        state = json.loads(json.dumps(ds.state_dict()))
-        assert len(json.dumps(state)) < 64 * 1024
-        fresh = make()
-        fresh.load_state_dict(state)
-        rest = [key_of(x) for x in fresh]
-        assert head + rest == expected, f"resume after {k} items differs"
-    return expected
+    return check_resume(make, step=step)
 
 
 def pipelines(spec):
