@@ -140,6 +140,7 @@ from .mixing import RandomMix, RoundRobin
 from .mock import MockDataset
 from .pairs import ImageTextPairs
 from .parallel import map_shards
+from .per_sample import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
 from .pipeline import DataPipeline, PipelineStage
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .sampling import RandomSample, Resample
@@ -155,7 +156,6 @@ from .shards import (
 )
 from .shardsources import DirectoryShardList, MultiShardSample
 from .specfile import load_spec
-from .stages import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
 from .tar.tarindex import ShardIndex as ShardIndex
 from .tar.tario import iter_members as iter_members
 from .tracing import Info, LogKeys

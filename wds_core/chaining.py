@@ -15,7 +15,7 @@ from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
 from .decode import decode
 from .handlers import Handler, reraise_exception
-from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple
+from .per_sample import Map, MapDict, MapTuple, Rename, Select, ToTuple
 
 __all__ = ["FluidInterface"]
 

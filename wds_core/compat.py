@@ -10,9 +10,9 @@ from typing import Any
 
 from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
+from .per_sample import Map, MapDict, MapTuple, Rename, Select, ToTuple
 from .shardreader import tarfile_to_samples
 from .shards import single_node_only, split_by_node, split_by_worker
-from .stages import Map, MapDict, MapTuple, Rename, Select, ToTuple
 
 __all__ = [
     "Processor",

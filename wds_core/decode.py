@@ -28,7 +28,7 @@ from .elastic import WindowProgress
 from .errors import CheckpointError, DecodingError, SampleShapeError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
 from .handlers import Handler, reraise_exception
-from .stages import PerSample
+from .per_sample import PerSample
 from .state import RunContext, StageIterator, state_of
 
 __all__ = ["Decode", "Decoder", "XDecode", "decode"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import MissingFieldError, SampleError, SampleShapeError
 from .handlers import Handler, reraise_exception
-from .stages import PerSample, sample_location
+from .per_sample import PerSample, sample_location
 
 __all__ = ["Associate", "ExtractKeys", "RenameKeys"]
 

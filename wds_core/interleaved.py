@@ -37,7 +37,7 @@ from typing import Any
 from .errors import SampleError, SpecError
 from .fieldcodecs.images import IMAGE_EXTENSIONS, ImageHandler
 from .handlers import Handler, reraise_exception
-from .stages import CountingStage
+from .per_sample import CountingStage
 
 __all__ = ["Interleaved", "LazyImage", "interleaved_sample"]
 

@@ -29,6 +29,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     **{f"wds_core.{name}": (f"wds_core.tar.{name}",) for name in _TAR},
     "wds_core.samples": ("wds_core.shardreader", "wds_core.grouping"),
     "wds_core.samplers": ("wds_core.index_samplers",),
+    "wds_core.stages": ("wds_core.per_sample",),
     "wds_core.cli.inspect": ("wds_core.cli.inspect_shards",),
 }
 

@@ -20,7 +20,7 @@ from typing import Any
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import ImageHandler
 from .handlers import Handler, reraise_exception
-from .stages import CountingStage
+from .per_sample import CountingStage
 
 __all__ = ["ImageTextPairs"]
 

@@ -42,10 +42,10 @@ from .handlers import Handler, reraise_exception
 from .io.storage import read_bytes
 from .io.storage_config import options_over
 from .io.urls import expand_urls, folder_of, join_url
+from .per_sample import PerSample
 from .rng import Rng, derive_seed
 from .shardreader import ShardReadOptions, TarfileToSamples
 from .shards import SimpleShardList
-from .stages import PerSample
 
 __all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec", "spec_mix"]
 

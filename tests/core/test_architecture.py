@@ -148,7 +148,7 @@ def private_uses(module: str) -> list[tuple[str, str, str]]:
         dest = owner(f"{target}.{name}" if name else target)
         if name and name.startswith("_") and not name.startswith("__") and dest and dest != module:
             uses.append((module, dest, name))
-    for node in ast.walk(tree):  # `from . import stages` / `import wds_core.stages as st`, then st._private
+    for node in ast.walk(tree):  # `from . import stages` / `import wds_core.per_sample as st`, then st._private
         if isinstance(node, ast.ImportFrom):
             base = resolve(module, path.name == "__init__.py", node.level, node.module) if node.level else node.module
             for alias in node.names:
@@ -176,7 +176,7 @@ def test_no_module_takes_another_modules_private_names():
 @pytest.mark.parametrize(
     "source, expected",
     [
-        ("from wds_core.stages import _PerSample\n", ("wds_core.stages", "_PerSample")),
+        ("from wds_core.per_sample import _PerSample\n", ("wds_core.per_sample", "_PerSample")),
         ("from ..io import storage\nstorage._private_table\n", ("wds_core.io.storage", "_private_table")),
         ("import wds_core.io.storage as st\nst._private_table\n", ("wds_core.io.storage", "_private_table")),
     ],

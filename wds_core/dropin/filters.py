@@ -25,9 +25,9 @@ from ..decode import XDECODE_DEFAULTS, XDecode, decode, decode_bin, decode_pickl
 from ..fieldstages import Associate, ExtractKeys, RenameKeys
 from ..handlers import reraise_exception
 from ..memo import MemoryCache
+from ..per_sample import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
 from ..rng import fresh_seed
 from ..sampling import RandomSample
-from ..stages import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
 from ..tracing import Info, LogKeys
 from ._refuse import refused_class
 

@@ -1,57 +1,23 @@
+"""Reading shards into samples: the tar reader stage, its error handling, and agreement with webdataset."""
+
 import os
 import tarfile
 import warnings
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tests.conftest import make_samples, tar_bytes, write_shard
 from wds_core import (
     DataPipeline,
-    SampleError,
     SimpleShardList,
     TruncatedShardError,
     WebDataset,
-    group_members,
     ignore_and_continue,
-    split_key,
     tarfile_to_samples,
     warn_and_continue,
 )
 
 webdataset = pytest.importorskip("webdataset")
-from webdataset.tariterators import base_plus_ext  # noqa: E402
-
-
-@given(st.text(st.sampled_from("ab./_X\n"), max_size=12))
-@settings(max_examples=500, deadline=None)
-def test_split_key_is_webdatasets_rule(name):
-    assert split_key(name) == base_plus_ext(name)
-
-
-def members(*names):
-    return iter([(n, n.encode(), i * 1024) for i, n in enumerate(names)])
-
-
-def test_grouping_rules():
-    got = list(
-        group_members(
-            members("__meta__", "a.jpg", "a.JSON", "a.seg.PNG", "noext", "b/c.d/e.txt", ".hidden", "__d__/x.txt"),
-            "u.tar",
-        )
-    )
-    assert got == [
-        {"__key__": "a", "__url__": "u.tar", "__local_path__": "u.tar", "jpg": b"a.jpg", "json": b"a.JSON",
-         "seg.png": b"a.seg.PNG"},
-        {"__key__": "b/c.d/e", "__url__": "u.tar", "__local_path__": "u.tar", "txt": b"b/c.d/e.txt"},
-    ]  # fmt: skip
-
-
-def test_duplicate_field_is_an_error_naming_member_and_offset():
-    with pytest.raises(SampleError, match="occurs twice") as info:
-        list(group_members(members("a.jpg", "a.JPG"), "u.tar"))
-    assert info.value.member == "a.JPG" and info.value.offset == 1024 and info.value.url == "u.tar"
 
 
 def test_samples_never_span_shards(tmp_path):
