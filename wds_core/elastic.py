@@ -37,7 +37,7 @@ import numpy as np
 
 from .errors import CheckpointError, NotElastic
 from .intervals import Intervals, decode, encode, normalize
-from .state import BalancedPart, ReportsDelivered, StageIterator, describe, upstream_of
+from .state import BalancedPart, ReportsDelivered, StageIterator, describe, implements, upstream_of
 
 __all__ = ["WindowProgress", "find_balanced", "is_merged", "merge_states", "reader_progress", "summary"]
 
@@ -48,7 +48,7 @@ __all__ = ["WindowProgress", "find_balanced", "is_merged", "merge_states", "read
 def find_balanced(it: Any) -> BalancedPart | None:
     """The balanced split upstream of ``it`` (walking declared ``src`` links), or ``None``."""
     while it is not None:
-        if isinstance(it, BalancedPart):
+        if implements(it, BalancedPart):
             return it
         it = upstream_of(it)
     return None
@@ -56,7 +56,7 @@ def find_balanced(it: Any) -> BalancedPart | None:
 
 def reader_progress(it: Any) -> tuple[int, Any]:
     """``(prefix, extra)``: the positions of the reader's part that ``it`` has delivered downstream."""
-    if isinstance(it, ReportsDelivered):
+    if implements(it, ReportsDelivered):
         return it.delivered_positions()
     if isinstance(it, StageIterator) and it.passes_order:
         return reader_progress(it.src)
@@ -76,8 +76,8 @@ class WindowProgress:
         if self.balanced is None:
             self.balanced = find_balanced(src) is not None
             it = src
-            while self.balanced and it is not None and not isinstance(it, BalancedPart):
-                if isinstance(it, ReportsDelivered) and not it.in_order:
+            while self.balanced and it is not None and not implements(it, BalancedPart):
+                if implements(it, ReportsDelivered) and not it.in_order:
                     self.nested = NotElastic(
                         f"{self.name} reads from {describe(it)}, which also holds samples back; "
                         "keep one buffering stage (shuffle or decode(num_threads=)) between reader and output"

@@ -24,7 +24,7 @@ from .io.cache import ShardCache
 from .io.remote import DEFAULT_RETRY, RetryPolicy
 from .io.storage import open_shard, url_of
 from .io.storage_config import StorageOptions, registered, restore_registered
-from .state import BalancedPart, Recipe, RunContext, StageIterator
+from .state import BalancedPart, Recipe, RunContext, StageIterator, implements
 from .tar.tario import iter_members, open_decompressed
 
 __all__ = [
@@ -190,7 +190,7 @@ class ShardReader(StageIterator):
 
     def delivered_positions(self) -> tuple[int, Any]:
         """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
-        if not isinstance(self.src, BalancedPart):
+        if not implements(self.src, BalancedPart):
             raise NotElastic("the shards are not split by balanced=")
         left = self.left if self.url is not None and self.offset >= 0 and self.left else 0
         return self.src.samples_handed() - left, []

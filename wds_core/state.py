@@ -45,6 +45,7 @@ __all__ = [
     "Stateless",
     "close_chain",
     "describe",
+    "implements",
     "load_state",
     "state_of",
     "upstream_of",
@@ -226,6 +227,24 @@ class BalancedPart(Protocol):
     def summarize(self, prefix: int, extra: Any) -> dict[str, Any]: ...
 
     def resume_elastic(self, elastic: dict[str, Any]) -> None: ...
+
+
+_IMPLEMENTS: dict[tuple[type, type], bool] = {}
+
+
+def implements(it: Any, protocol: type) -> bool:
+    """``isinstance(it, protocol)`` for the protocols above, decided once per class.
+
+    typing's runtime protocol check costs tens of microseconds a call, and
+    every ``state_dict()`` asks it of each iterator; the answer depends on the
+    class (the protocols' members are methods, and ``in_order`` is set by
+    ``__init__``), so it is remembered per class.
+    """
+    key = (type(it), protocol)
+    known = _IMPLEMENTS.get(key)
+    if known is None:
+        known = _IMPLEMENTS[key] = isinstance(it, protocol)
+    return known
 
 
 def upstream_of(it: Any) -> Any:

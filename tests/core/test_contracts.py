@@ -10,7 +10,7 @@ import pytest
 import wds_core
 from tests.conftest import counted_shards
 from wds_core import CheckpointError, merge_states
-from wds_core.state import BalancedPart, Recipe, ReportsDelivered, StageIterator
+from wds_core.state import BalancedPart, Recipe, ReportsDelivered, StageIterator, implements
 
 
 def _all_iterator_classes() -> list[type]:
@@ -94,3 +94,16 @@ def test_a_stage_declaring_passes_order_carries_the_position(tmp_path):
     rest = wds_core.WebDataset(spec, shardshuffle=True, seed=2, balanced="pad").compose(_DeclaredStage())
     rest.load_state_dict(merged)
     assert len(list(rest)) == 10 - 5
+
+
+def test_protocol_checks_are_decided_per_class_and_agree_with_isinstance():
+    class Reports:
+        in_order = True
+
+        def delivered_positions(self):
+            return 0, []
+
+    for obj in (Reports(), object(), _PassesOrder(None)):
+        for protocol in (ReportsDelivered, BalancedPart):
+            assert implements(obj, protocol) == isinstance(obj, protocol)
+    assert implements(Reports(), ReportsDelivered) and not implements(Reports(), BalancedPart)
