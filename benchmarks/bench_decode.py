@@ -7,7 +7,9 @@ then times, best of N repeats on a warm page cache:
 * bare Pillow on the already-extracted JPEG bytes (``Image.open`` + ``np.asarray``:
   decoding and one copy into an array, nothing else), on one thread and on two threads;
 * webdataset: ``WebDataset(spec).decode("rgb8").to_tuple("jpg", "cls")``;
-* wds: the same pipeline, inline and with ``decode(..., num_threads=2)``.
+* wds: the same pipeline, inline and with ``decode(..., num_threads=2)``, once with
+  Pillow decoding the JPEGs and once with libjpeg-turbo directly (the ``jpeg``
+  extra, simplejpeg), when installed.
 
     python benchmarks/bench_decode.py [--images 2000] [--repeats 3] [--dir /tmp/wds-bench]
 """
@@ -25,6 +27,7 @@ import numpy as np
 from PIL import Image
 
 import wds_core
+from wds_core.fieldcodecs.jpeg import set_jpeg_decoder
 
 
 def make_image(rng, size=256):
@@ -89,13 +92,20 @@ def main():
         "webdataset decode('rgb8')": best_of(
             args.repeats, count(webdataset.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls"))
         ),
-        "wds decode('rgb8')": best_of(
-            args.repeats, count(wds_core.WebDataset(spec).decode("rgb8").to_tuple("jpg", "cls"))
-        ),
-        "wds decode('rgb8', num_threads=2)": best_of(
-            args.repeats, count(wds_core.WebDataset(spec).decode("rgb8", num_threads=2).to_tuple("jpg", "cls"))
-        ),
     }
+    for choice in ("pillow", "simplejpeg"):
+        try:
+            set_jpeg_decoder(choice)
+        except wds_core.SpecError:
+            print(f"({choice} is not installed: pip install 'wds[jpeg]')")
+            continue
+        rates[f"wds decode('rgb8'), {choice}"] = best_of(
+            args.repeats, count(wds_core.WebDataset(spec).decode("rgb8").to_tuple("jpg", "cls"))
+        )
+        rates[f"wds decode('rgb8', num_threads=2), {choice}"] = best_of(
+            args.repeats, count(wds_core.WebDataset(spec).decode("rgb8", num_threads=2).to_tuple("jpg", "cls"))
+        )
+    set_jpeg_decoder("auto")
     theirs, pillow = rates["webdataset decode('rgb8')"], rates["Pillow alone, 1 thread"]
     print(f"{len(jpegs)} JPEGs of 256x256, {mean_kb:.1f} KB on average\n")
     print("| pipeline | images/s | vs webdataset | vs Pillow, 1 thread |\n|---|---|---|---|")

@@ -3,6 +3,7 @@
 * :mod:`.decoders` -- ``txt``/``cls``/``json``/``npy``/``npz``/``msgpack``/``cbor``/
   gzip/pickle (pickle only when allowed) and the handler helpers;
 * :mod:`.images` -- ``"pil"``, ``"rgb8"``, ``"rgb"``... specs and image encoding;
+* :mod:`.jpeg` -- JPEGs by libjpeg-turbo directly when the ``jpeg`` extra is installed;
 * :mod:`.encoders` -- the writer's side: every decodable extension can be written.
 """
 
@@ -26,6 +27,7 @@ from .images import (
     imagehandler,
     register_image_spec,
 )
+from .jpeg import jpeg_decoder, set_jpeg_decoder
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -42,7 +44,9 @@ __all__ = [
     "handle_extension",
     "image_spec",
     "imagehandler",
+    "jpeg_decoder",
     "register_decoder",
     "register_encoder",
     "register_image_spec",
+    "set_jpeg_decoder",
 ]

@@ -9,6 +9,8 @@ core itself never imports a framework.
 
 Pillow is imported on first use.  Decoding keeps to one copy of the pixels
 where it can: no conversion when the file is already in the wanted mode.
+JPEGs go through libjpeg-turbo directly when the ``jpeg`` extra is installed
+(:mod:`.jpeg`), with the same pixels as Pillow's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from .jpeg import decode_jpeg, is_jpeg
 from .plugins import load_provider
 
 __all__ = [
@@ -106,9 +109,19 @@ def image_spec(name: str) -> ImageSpec:
 
 
 def decode_image(data: bytes | bytearray | memoryview, spec: ImageSpec) -> Any:
+    if spec.array and is_jpeg(data):
+        pixels = decode_jpeg(data, spec.mode)  # libjpeg-turbo without the GIL, when installed
+        if pixels is not None:
+            return spec.convert(pixels)
     import PIL.Image
 
     with PIL.Image.open(io.BytesIO(data)) as opened:
+        if not spec.array and opened.format == "JPEG":
+            pixels = decode_jpeg(data, spec.mode)
+            if pixels is not None:
+                fast = PIL.Image.fromarray(pixels)  # L, RGB or RGBA by the array's shape
+                fast.info = dict(opened.info)  # EXIF, ICC profile, dpi... as Pillow's own decode keeps them
+                return spec.convert(fast)
         opened.load()
         img: PIL.Image.Image = opened
         if img.mode != spec.mode:

@@ -1,0 +1,102 @@
+"""JPEG decoding by libjpeg-turbo directly (the ``jpeg`` extra: simplejpeg) when installed, else by Pillow.
+
+Pillow decodes JPEGs with libjpeg-turbo too, but holds the GIL for part of
+each decode and goes through its own image object; simplejpeg calls
+libjpeg-turbo straight into a numpy array with the GIL released, which makes
+one thread faster and two threads nearly twice as fast
+(``benchmarks/bench_decode.py``).  The pixels are Pillow's: the same
+libjpeg-turbo settings (accurate DCT, smooth upsampling) give identical RGB
+and greyscale-JPEG results, and ``L`` from a colour JPEG is converted with
+Pillow's own integer formula (tests/core/fieldcodecs/test_jpeg.py compares
+both paths).
+
+The fast path is taken for baseline and progressive JPEGs in YCbCr or
+greyscale; anything else (CMYK, a recoverable libjpeg warning such as a
+truncated file, no simplejpeg installed) goes to Pillow, which decodes it or
+raises its own error, exactly as without the extra.  ``WDS_JPEG=pillow`` in
+the environment, or :func:`set_jpeg_decoder`, turns the fast path off.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = ["decode_jpeg", "is_jpeg", "jpeg_decoder", "set_jpeg_decoder"]
+
+_CHOICES = ("auto", "pillow", "simplejpeg")
+_choice: list[str] = []  # the decoder asked for, once read from the environment
+
+
+def is_jpeg(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` starts like a JPEG file (SOI marker and the next marker's 0xFF)."""
+    return bytes(data[:3]) == b"\xff\xd8\xff"
+
+
+@functools.cache
+def _simplejpeg() -> Any:
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    return simplejpeg
+
+
+def set_jpeg_decoder(name: str) -> None:
+    """``"auto"`` (simplejpeg when installed), ``"pillow"`` or ``"simplejpeg"`` (an error if missing).
+
+    Applies to this process; DataLoader and Loader workers started with
+    ``fork`` inherit it, others read ``WDS_JPEG`` from the environment.
+    """
+    if name not in _CHOICES:
+        raise SpecError(f"JPEG decoder must be one of {', '.join(_CHOICES)}, got {name!r}")
+    if name == "simplejpeg" and _simplejpeg() is None:
+        raise SpecError("the simplejpeg decoder is not installed: pip install 'wds[jpeg]'")
+    _choice[:] = [name]
+
+
+def jpeg_decoder() -> str:
+    """The decoder JPEG fields get: ``"simplejpeg"`` or ``"pillow"``."""
+    if not _choice:
+        set_jpeg_decoder(os.environ.get("WDS_JPEG", "auto").strip().lower() or "auto")
+    if _choice[0] == "pillow" or _simplejpeg() is None:
+        return "pillow"
+    return "simplejpeg"
+
+
+def decode_jpeg(data: bytes | bytearray | memoryview, mode: str) -> np.ndarray | None:
+    """The pixels of a JPEG as a fresh uint8 array in ``mode`` (``L``: HxW, ``RGB``/``RGBA``: HxWxC).
+
+    ``None`` when the fast path does not apply (see the module doc): the caller
+    decodes with Pillow then.
+    """
+    turbo = _simplejpeg() if jpeg_decoder() == "simplejpeg" else None
+    if turbo is None or not is_jpeg(data):
+        return None
+    try:
+        colorspace = turbo.decode_jpeg_header(data)[2]
+        if colorspace not in ("YCbCr", "Gray"):
+            return None  # CMYK, YCCK and RGB-coded JPEGs: Pillow's conversions differ
+        if mode == "L":
+            if colorspace == "Gray":
+                return turbo.decode_jpeg(data, colorspace="GRAY")[:, :, 0]
+            return _pillow_luma(turbo.decode_jpeg(data, colorspace="RGB"))
+        if mode in ("RGB", "RGBA"):
+            return turbo.decode_jpeg(data, colorspace=mode)
+    except ValueError:
+        return None  # corrupt or truncated: Pillow says what is wrong
+    return None
+
+
+def _pillow_luma(rgb: np.ndarray) -> np.ndarray:
+    """Pillow's RGB -> L: ``(R*19595 + G*38470 + B*7471 + 0x8000) >> 16`` (ITU-R 601-2 in 16-bit fixed point)."""
+    weights = np.array([19595, 38470, 7471], dtype=np.uint32)
+    luma = rgb.astype(np.uint32) @ weights
+    luma += 0x8000
+    luma >>= 16
+    return luma.astype(np.uint8)
