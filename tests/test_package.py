@@ -17,7 +17,7 @@ def test_core_imports_no_framework():
 # What a pipeline uses; the expert names are in wds_core.io, wds_core.tar and wds_core.fieldcodecs.
 PUBLIC = [
     "Associate", "Batch", "Cached", "CborsWriter", "CheckpointError", "ChunkedSampler", "Continue",
-    "DataPipeline", "Decode", "Decoder", "DecodingError", "DetShuffle", "DirectoryShardList",
+    "CropImages", "DataPipeline", "Decode", "Decoder", "DecodingError", "DetShuffle", "DirectoryShardList",
     "DistributedChunkedSampler", "EmptyDatasetError", "EncodingError", "ExtractKeys", "FieldError",
     "FluidInterface", "FluidWrapper", "ImageHandler", "ImageSpec", "ImageTextPairs", "Info", "Interleaved",
     "LMDBCached", "LRUCleanup", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple", "MemoryCache",
@@ -28,9 +28,9 @@ PUBLIC = [
     "Slice", "SpecError", "SplitByNode", "SplitByWorker", "StorageOptions", "TarFormatError", "TarWriter",
     "TarfileToSamples", "ToTuple", "TruncatedShardError", "Unbatch", "WdsError", "WebDataset", "XDecode",
     "__version__", "associate", "basichandlers", "batched", "cached_tarfile_samples",
-    "cached_tarfile_to_samples", "cbors2_to_samples", "cbors_to_samples", "decode", "default_collation_fn",
-    "detshuffle", "expand_urls", "extract_keys", "getfirst", "gopen", "gopen_schemes", "gzfilter",
-    "handle_extension", "ignore_and_continue", "ignore_and_stop", "imagehandler", "info",
+    "cached_tarfile_to_samples", "cbors2_to_samples", "cbors_to_samples", "crop_images", "decode",
+    "default_collation_fn", "detshuffle", "expand_urls", "extract_keys", "getfirst", "gopen", "gopen_schemes",
+    "gzfilter", "handle_extension", "ignore_and_continue", "ignore_and_stop", "imagehandler", "info",
     "install_as_webdataset", "interleaved_sample", "load_descriptor", "load_spec", "lru_cleanup", "map",
     "map_dict", "map_shards", "map_tuple", "maybe_cached_tarfile_to_samples", "merge_states",
     "msgpacks_to_samples", "non_empty", "numpy_dumps", "pipe_cleaner", "pipelinefilter", "register_rewrite",

@@ -35,7 +35,7 @@ from .compat import (
     to_tuple,
     unbatched,
 )
-from .decode import Decode, Decoder, XDecode, decode
+from .decode import CropImages, Decode, Decoder, XDecode, crop_images, decode
 from .descriptor import load_descriptor
 from .dropin import (
     Cached,
@@ -198,6 +198,7 @@ __all__ = [
     "CheckpointError",
     "ChunkedSampler",
     "Continue",
+    "CropImages",
     "DataPipeline",
     "Decode",
     "Decoder",
@@ -274,6 +275,7 @@ __all__ = [
     "cached_tarfile_to_samples",
     "cbors2_to_samples",
     "cbors_to_samples",
+    "crop_images",
     "decode",
     "default_collation_fn",
     "detshuffle",

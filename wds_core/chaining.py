@@ -13,7 +13,7 @@ from typing import Any
 
 from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
-from .decode import decode
+from .decode import crop_images, decode
 from .handlers import Handler, reraise_exception
 from .per_sample import Map, MapDict, MapTuple, Rename, Select, ToTuple
 
@@ -51,6 +51,26 @@ class FluidInterface:
         """Shuffle through a buffer of ``size`` items (see :class:`~wds_core.buffers.Shuffle`); ``size < 1``: none."""
         stage = Shuffle(max(size, 1), **kw)  # arguments are checked even when there is nothing to shuffle
         return self if size < 1 else self.compose(stage)
+
+    def crop_images(
+        self,
+        size: int | tuple[int, int],
+        policy: str = "random-resized",
+        *,
+        handler: Handler = reraise_exception,
+        num_threads: int = 0,
+        **options: Any,
+    ) -> Any:
+        """Cut each sample's image to ``size`` while decoding it: ``crop_images(224, flip=0.5)``.
+
+        ``policy`` ``"random-resized"`` (torchvision's RandomResizedCrop; ``scale``,
+        ``ratio``), ``"center"`` (``resize`` the shorter side, then the centre) or
+        ``"shorter"``; ``flip`` a probability; ``layout="chw"``; ``mean``/``std``
+        for normalised float32; ``fields`` (``"jpg;jpeg;png;webp"``).  JPEGs are
+        decoded at the smallest DCT scale that still covers the crop.  See
+        :mod:`wds_core.imageops`.
+        """
+        return self.compose(crop_images(size, policy, handler=handler, num_threads=num_threads, **options))
 
     def map(self, f: Callable, handler: Handler = reraise_exception) -> Any:
         """Replace each item by ``f(item)``; an exception goes to ``handler`` (raise by default)."""

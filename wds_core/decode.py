@@ -28,6 +28,7 @@ from .elastic import WindowProgress
 from .errors import CheckpointError, DecodingError, SampleShapeError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
 from .handlers import Handler, reraise_exception
+from .imageops import ImageCrop, image_crop
 from .per_sample import PerSample
 from .state import RunContext, StageIterator, state_of
 
@@ -243,6 +244,36 @@ def decode(
     """
     decoder = Decoder(*handlers, pre=pre, post=post, only=only, partial=partial, allow_pickle=allow_pickle)
     return Decode(decoder, handler=handler, num_threads=num_threads)
+
+
+class CropImages(Decode):
+    """Stage: cut each sample's image to training size (:mod:`wds_core.imageops`); threads as ``decode``."""
+
+    def __init__(self, crop: ImageCrop, handler: Handler = reraise_exception, num_threads: int = 0) -> None:
+        super().__init__(crop, handler, num_threads)  # type: ignore[arg-type]
+
+    def build(self, src: Any, ctx: RunContext) -> StageIterator:
+        bound = Decode(self.decoder.bind(ctx), self.handler, self.num_threads)  # type: ignore[attr-defined, arg-type]
+        return bound.build(src, ctx)
+
+
+def crop_images(
+    size: int | tuple[int, int],
+    policy: str = "random-resized",
+    *,
+    handler: Handler = reraise_exception,
+    num_threads: int = 0,
+    **options: Any,
+) -> CropImages:
+    """The stage behind ``.crop_images(...)``: ``crop_images(224, flip=0.5)``.
+
+    Options as :func:`~wds_core.imageops.image_crop`.
+
+    Each sample's first field among ``fields`` (``jpg;jpeg;png;webp``) becomes
+    a uint8 array of ``size`` (an int or ``(h, w)``); random choices follow the
+    pipeline seed, the epoch and the sample's key, so resuming repeats them.
+    """
+    return CropImages(image_crop(size, policy, **options), handler=handler, num_threads=num_threads)
 
 
 def decode_bin(stream: Any) -> bytes:

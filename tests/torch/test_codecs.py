@@ -96,3 +96,14 @@ def test_video_and_audio_handlers(monkeypatch):
     decoder = wds.Decoder(wds.torch_video, wds.torch_audio)
     with pytest.raises(DecodingError, match="torchaudio"):
         decoder({"__key__": "k", "wav": b"RIFF"})
+
+
+def test_crop_images_gives_tensors_with_the_torch_specs():
+    from wds_core.imageops import Uniform, image_crop
+
+    array = (np.arange(60 * 80 * 3) % 251).astype(np.uint8).reshape(60, 80, 3)
+    rgb = image_crop(32, "center").cut(array, Uniform(0))
+    as_uint8 = image_crop(32, "center", spec="torchrgb8").cut(array, Uniform(0))
+    as_float = image_crop(32, "center", spec="torchrgb").cut(array, Uniform(0))
+    assert as_uint8.dtype == torch.uint8 and torch.equal(as_uint8, torch.from_numpy(rgb).permute(2, 0, 1))
+    assert as_float.dtype == torch.float32 and torch.allclose(as_float, as_uint8.float() / 255)
