@@ -85,9 +85,11 @@ from .errors import (
     WdsError,
 )
 from .fieldcodecs import (
+    AudioHandler,
     Continue,
     ImageHandler,
     ImageSpec,
+    VideoHandler,
     basichandlers,
     gzfilter,
     handle_extension,
@@ -192,6 +194,7 @@ def install_as_webdataset(verbose: bool = True) -> Any:
 
 __all__ = [
     "Associate",
+    "AudioHandler",
     "Batch",
     "Cached",
     "CborsWriter",
@@ -264,6 +267,7 @@ __all__ = [
     "ToTuple",
     "TruncatedShardError",
     "Unbatch",
+    "VideoHandler",
     "WdsError",
     "WebDataset",
     "XDecode",

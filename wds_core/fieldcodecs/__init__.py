@@ -4,6 +4,7 @@
   gzip/pickle (pickle only when allowed) and the handler helpers;
 * :mod:`.images` -- ``"pil"``, ``"rgb8"``, ``"rgb"``... specs and image encoding;
 * :mod:`.jpeg` -- JPEGs by libjpeg-turbo directly when the ``jpeg`` extra is installed;
+* :mod:`.media` -- audio (soundfile) and video (PyAV) fields to arrays;
 * :mod:`.encoders` -- the writer's side: every decodable extension can be written.
 """
 
@@ -28,8 +29,10 @@ from .images import (
     register_image_spec,
 )
 from .jpeg import jpeg_decoder, set_jpeg_decoder
+from .media import AudioHandler, VideoHandler
 
 __all__ = [
+    "AudioHandler",
     "IMAGE_EXTENSIONS",
     "NULL",
     "Continue",
@@ -49,4 +52,5 @@ __all__ = [
     "register_encoder",
     "register_image_spec",
     "set_jpeg_decoder",
+    "VideoHandler",
 ]
