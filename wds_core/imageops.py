@@ -39,7 +39,7 @@ import numpy as np
 
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import image_spec
-from .fieldcodecs.jpeg import is_jpeg, jpeg_decoder
+from .fieldcodecs.jpeg import beyond_pillow_limit, is_jpeg, jpeg_decoder
 from .rng import Rng, derive_seed
 from .state import RunContext
 
@@ -116,7 +116,8 @@ def decode_at_scale(data: bytes, min_height: int, min_width: int) -> Any:
         import simplejpeg
 
         try:
-            if simplejpeg.decode_jpeg_header(data)[2] in ("YCbCr", "Gray"):
+            height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+            if colorspace in ("YCbCr", "Gray") and not beyond_pillow_limit(height, width):
                 pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", min_height=min_height, min_width=min_width)
                 height, width = pixels.shape[:2]
                 # a view of the array, not a copy: the resize that follows reads it once

@@ -222,3 +222,17 @@ def test_other_results_by_spec():
         image_crop(32, spec="pil", layout="chw")
     with pytest.raises(SpecError, match="unknown image spec"):
         image_crop(32, spec="nosuch")
+
+
+def test_pillows_decompression_bomb_limit_holds(monkeypatch):
+    data = encode(photo(0, 60, 80))
+    monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 2000)
+    for choice in ("pillow", "simplejpeg"):
+        set_jpeg_decoder(choice)
+        try:
+            with pytest.raises(PIL.Image.DecompressionBombError):
+                decode_at_scale(data, 10, 10)
+            with pytest.raises(PIL.Image.DecompressionBombError):
+                image_crop(16).cut(data, Uniform(0))
+        finally:
+            set_jpeg_decoder("auto")

@@ -12,7 +12,8 @@ both paths).
 
 The fast path is taken for baseline and progressive JPEGs in YCbCr or
 greyscale; anything else (CMYK, a recoverable libjpeg warning such as a
-truncated file, no simplejpeg installed) goes to Pillow, which decodes it or
+truncated file, more pixels than Pillow's decompression-bomb limit, no
+simplejpeg installed) goes to Pillow, which decodes it or
 raises its own error, exactly as without the extra.  ``WDS_JPEG=pillow`` in
 the environment, or :func:`set_jpeg_decoder`, turns the fast path off.
 """
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..errors import SpecError
 
-__all__ = ["decode_jpeg", "is_jpeg", "jpeg_decoder", "set_jpeg_decoder"]
+__all__ = ["beyond_pillow_limit", "decode_jpeg", "is_jpeg", "jpeg_decoder", "set_jpeg_decoder"]
 
 _CHOICES = ("auto", "pillow", "simplejpeg")
 _choice: list[str] = []  # the decoder asked for, once read from the environment
@@ -79,9 +80,9 @@ def decode_jpeg(data: bytes | bytearray | memoryview, mode: str) -> np.ndarray |
     if turbo is None or not is_jpeg(data):
         return None
     try:
-        colorspace = turbo.decode_jpeg_header(data)[2]
-        if colorspace not in ("YCbCr", "Gray"):
-            return None  # CMYK, YCCK and RGB-coded JPEGs: Pillow's conversions differ
+        height, width, colorspace, _ = turbo.decode_jpeg_header(data)
+        if colorspace not in ("YCbCr", "Gray") or beyond_pillow_limit(height, width):
+            return None  # CMYK, YCCK and RGB-coded JPEGs: Pillow's conversions differ; huge ones: Pillow's policy
         if mode == "L":
             if colorspace == "Gray":
                 return turbo.decode_jpeg(data, colorspace="GRAY")[:, :, 0]
@@ -91,6 +92,19 @@ def decode_jpeg(data: bytes | bytearray | memoryview, mode: str) -> np.ndarray |
     except ValueError:
         return None  # corrupt or truncated: Pillow says what is wrong
     return None
+
+
+def beyond_pillow_limit(height: int, width: int) -> bool:
+    """Whether Pillow would warn about (or refuse) an image this large as a possible decompression bomb.
+
+    Such images go to Pillow, so its ``MAX_IMAGE_PIXELS`` policy applies on
+    both paths: a warning above the limit, a ``DecompressionBombError`` above
+    twice the limit.
+    """
+    import PIL.Image
+
+    limit = PIL.Image.MAX_IMAGE_PIXELS
+    return limit is not None and height * width > limit
 
 
 def _pillow_luma(rgb: np.ndarray) -> np.ndarray:

@@ -129,3 +129,16 @@ def test_without_simplejpeg_or_with_wds_jpeg_pillow_decoding_uses_pillow():
     env = {**os.environ, "WDS_JPEG": "pillow"}
     out = subprocess.run([sys.executable, "-c", env_code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["pillow"]
+
+
+def test_pillows_decompression_bomb_limit_holds_on_the_fast_path(decoder_choice, monkeypatch):
+    data = jpeg(photo(np.random.default_rng(4), 60, 80))  # 4,800 pixels
+    monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 2000)  # so this image is "more than twice the limit"
+    for choice in ("pillow", "simplejpeg"):
+        set_jpeg_decoder(choice)
+        assert decode_jpeg(data, "RGB") is None  # the fast path leaves it to Pillow's policy
+        with pytest.raises(PIL.Image.DecompressionBombError):
+            ImageHandler("rgb8")(".jpg", data)
+    monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 4000)  # above the limit, below twice: a warning
+    with pytest.warns(PIL.Image.DecompressionBombWarning):
+        ImageHandler("rgb8")(".jpg", data)
