@@ -103,15 +103,16 @@ class Decoder:
                 if partial:
                     result[field] = value
                     continue
-                raise _error(f"the field holds a {type(value).__name__}, not bytes (pass partial=True)", sample, field)
+                message = f"the field holds a {type(value).__name__}, not bytes (pass partial=True)"
+                raise DecodingError.in_sample(message, sample, field)
             try:
                 result[field] = self.decode1(field, value)
             except DecodingError:
                 raise
             except PickleNotAllowed as exn:
-                raise _error(str(exn), sample, field) from None
+                raise DecodingError.in_sample(str(exn), sample, field) from None
             except Exception as exn:
-                raise _error(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
+                raise DecodingError.in_sample(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
         return result
 
     def __call__(self, sample_or_samples: Any) -> Any:
@@ -120,10 +121,6 @@ class Decoder:
         if hasattr(sample_or_samples, "compose"):  # a pipeline stays a pipeline (and a torch dataset)
             return sample_or_samples.compose(Decode(self))
         return Decode(self)(sample_or_samples)
-
-
-def _error(message: str, sample: dict[str, Any], field: str) -> DecodingError:
-    return DecodingError(message, url=sample.get("__url__"), key=sample.get("__key__"), field=field, sample=sample)
 
 
 class Decode(PerSample):
@@ -351,7 +348,7 @@ class XDecode(PerSample):
                 result[field] = data
             elif fn is None:
                 if self.must_decode:
-                    raise _error(
+                    raise DecodingError.in_sample(
                         "no xdecode decoder matches this field (pass must_decode=False to keep it)", sample, field
                     )
                 result[field] = data
@@ -359,5 +356,5 @@ class XDecode(PerSample):
                 try:
                     result[field] = fn(io.BytesIO(data) if isinstance(data, _BYTES) else data)
                 except Exception as exn:
-                    raise _error(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
+                    raise DecodingError.in_sample(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
         return result

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 import tarfile
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "CheckpointError",
@@ -189,6 +189,11 @@ class FieldError(SampleError):
         member = None if key is None or field is None else f"{key}.{field}"
         super().__init__(message, url=url, member=member)
 
+    @classmethod
+    def in_sample(cls: type[_Field], message: str, sample: dict[str, Any], field: str) -> _Field:
+        """The error about ``field`` of ``sample``: its shard and key come from ``__url__`` and ``__key__``."""
+        return cls(message, url=sample.get("__url__"), key=sample.get("__key__"), field=field, sample=sample)
+
     def _where(self) -> list[tuple[str, object]]:
         return [("shard", self.url), ("sample", self.key), ("field", self.field)]
 
@@ -198,6 +203,9 @@ class FieldError(SampleError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # the sample stays behind: it may be large or unpicklable
         return (_rebuild_field_error, (type(self), self.reason, self.url, self.key, self.field))
+
+
+_Field = TypeVar("_Field", bound=FieldError)
 
 
 def _rebuild_field_error(

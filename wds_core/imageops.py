@@ -39,7 +39,7 @@ import numpy as np
 
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import image_spec
-from .fieldcodecs.jpeg import beyond_pillow_limit, is_jpeg, jpeg_decoder
+from .fieldcodecs.jpeg import decode_jpeg
 from .rng import Rng, derive_seed
 from .state import RunContext
 
@@ -104,27 +104,21 @@ def center_crop_box(height: int, width: int, out_h: int, out_w: int, resize: int
     return top * sy, left * sx, out_h * sy, out_w * sx
 
 
-def decode_at_scale(data: bytes, min_height: int, min_width: int) -> Any:
+def decode_at_scale(data: bytes, min_height: int, min_width: int, opened: Any = None) -> Any:
     """A PIL image of ``data``, reduced in the DCT domain as far as keeps it at least ``min_height x min_width``.
 
     JPEGs only (libjpeg-turbo scales by 1/2, 1/4 or 1/8 while decoding); other
-    formats decode at full size.  Colour is RGB.
+    formats decode at full size.  Colour is RGB.  ``opened`` is ``data`` already
+    opened by ``PIL.Image.open`` (headers read, pixels not), to read it once.
     """
     import PIL.Image
 
-    if is_jpeg(data) and jpeg_decoder() == "simplejpeg":
-        import simplejpeg
-
-        try:
-            height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
-            if colorspace in ("YCbCr", "Gray") and not beyond_pillow_limit(height, width):
-                pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", min_height=min_height, min_width=min_width)
-                height, width = pixels.shape[:2]
-                # a view of the array, not a copy: the resize that follows reads it once
-                return PIL.Image.frombuffer("RGB", (width, height), pixels, "raw", "RGB", 0, 1)
-        except ValueError:
-            pass  # damaged: Pillow below says how
-    img = PIL.Image.open(io.BytesIO(data))
+    pixels = decode_jpeg(data, "RGB", min_height=min_height, min_width=min_width)
+    if pixels is not None:
+        height, width = pixels.shape[:2]
+        # a view of the array, not a copy: the resize that follows reads it once
+        return PIL.Image.frombuffer("RGB", (width, height), pixels, "raw", "RGB", 0, 1)
+    img = PIL.Image.open(io.BytesIO(data)) if opened is None else opened
     if img.format == "JPEG":
         img.draft("RGB", (min_width, min_height))  # picks a scale keeping the image at least this size
     img.load()
@@ -187,12 +181,12 @@ class ImageCrop:
 
         if isinstance(data, (bytes, bytearray, memoryview)):
             data = bytes(data)
-            with PIL.Image.open(io.BytesIO(data)) as header:
-                width, height = header.size
+            opened = PIL.Image.open(io.BytesIO(data))  # the header only: the size, and Pillow's bomb check
+            width, height = opened.size
             box, (out_h, out_w), flip = self.plan(height, width, rand)
             need_h = math.ceil(out_h * height / box[2])
             need_w = math.ceil(out_w * width / box[3])
-            img = decode_at_scale(data, min(need_h, height), min(need_w, width))
+            img = decode_at_scale(data, min(need_h, height), min(need_w, width), opened)
         else:
             img = data if isinstance(data, PIL.Image.Image) else PIL.Image.fromarray(np.asarray(data))
             img = img if img.mode == "RGB" else img.convert("RGB")
@@ -237,12 +231,8 @@ class BoundCrop:
         try:
             value = self.crop.cut(sample[field], rand)
         except Exception as exn:
-            raise DecodingError(
-                f"cannot crop image field {field!r}: {type(exn).__name__}: {exn}",
-                url=sample.get("__url__"),
-                key=sample.get("__key__"),
-                field=field,
-            ) from exn
+            message = f"cannot crop image field {field!r}: {type(exn).__name__}: {exn}"
+            raise DecodingError.in_sample(message, sample, field) from exn
         result = dict(sample)
         result[field] = value
         return result

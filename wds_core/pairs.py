@@ -102,12 +102,7 @@ class ImageTextPairs(CountingStage):
                 decoded = self._image(f"x.{image_field.rsplit('.', 1)[-1]}", image)
                 image = self._image("x.jpg", image) if decoded is None else decoded  # any field name: PIL sniffs
             except Exception as exn:
-                raise DecodingError(
-                    f"cannot decode the image: {exn}",
-                    url=sample.get("__url__"),
-                    key=sample.get("__key__"),
-                    field=image_field,
-                ) from exn
+                raise DecodingError.in_sample(f"cannot decode the image: {exn}", sample, image_field) from exn
             if self.min_size is not None and known is None:
                 size = _size_of(image)
                 if size is not None and not self._big_enough(size):

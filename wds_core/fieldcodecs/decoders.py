@@ -137,8 +137,8 @@ def _provided_decoder(extension: str) -> Any:
     An extension claimed by a package that does not load here (e.g. ``.pth``
     without PyTorch) stays bytes, as any extension without a decoder does.
     """
-    claimed, _ = load_provider("ext", extension)
-    return DECODERS.get(extension) if claimed else None
+    load_provider("ext", extension)  # registers the decoder when a package claims the extension and loads
+    return DECODERS.get(extension)
 
 
 def basic_decoders(allow_pickle: bool = False) -> Callable[[str, bytes], Any]:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from .jpeg import decode_jpeg, is_jpeg
+from .jpeg import decode_jpeg
 from .plugins import load_provider
 
 __all__ = [
@@ -109,8 +109,8 @@ def image_spec(name: str) -> ImageSpec:
 
 
 def decode_image(data: bytes | bytearray | memoryview, spec: ImageSpec) -> Any:
-    if spec.array and is_jpeg(data):
-        pixels = decode_jpeg(data, spec.mode)  # libjpeg-turbo without the GIL, when installed
+    if spec.array:
+        pixels = decode_jpeg(data, spec.mode)  # a JPEG, by libjpeg-turbo without the GIL, when installed
         if pixels is not None:
             return spec.convert(pixels)
     import PIL.Image

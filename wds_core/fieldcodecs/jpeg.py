@@ -70,9 +70,13 @@ def jpeg_decoder() -> str:
     return "simplejpeg"
 
 
-def decode_jpeg(data: bytes | bytearray | memoryview, mode: str) -> np.ndarray | None:
+def decode_jpeg(
+    data: bytes | bytearray | memoryview, mode: str, *, min_height: int = 0, min_width: int = 0
+) -> np.ndarray | None:
     """The pixels of a JPEG as a fresh uint8 array in ``mode`` (``L``: HxW, ``RGB``/``RGBA``: HxWxC).
 
+    With ``min_height``/``min_width`` the image is reduced while decoding (by
+    1/2, 1/4 or 1/8 in the DCT domain) as far as keeps it at least that size.
     ``None`` when the fast path does not apply (see the module doc): the caller
     decodes with Pillow then.
     """
@@ -83,12 +87,13 @@ def decode_jpeg(data: bytes | bytearray | memoryview, mode: str) -> np.ndarray |
         height, width, colorspace, _ = turbo.decode_jpeg_header(data)
         if colorspace not in ("YCbCr", "Gray") or beyond_pillow_limit(height, width):
             return None  # CMYK, YCCK and RGB-coded JPEGs: Pillow's conversions differ; huge ones: Pillow's policy
+        scale = {"min_height": min_height, "min_width": min_width}
         if mode == "L":
             if colorspace == "Gray":
-                return turbo.decode_jpeg(data, colorspace="GRAY")[:, :, 0]
-            return _pillow_luma(turbo.decode_jpeg(data, colorspace="RGB"))
+                return turbo.decode_jpeg(data, colorspace="GRAY", **scale)[:, :, 0]
+            return _pillow_luma(turbo.decode_jpeg(data, colorspace="RGB", **scale))
         if mode in ("RGB", "RGBA"):
-            return turbo.decode_jpeg(data, colorspace=mode)
+            return turbo.decode_jpeg(data, colorspace=mode, **scale)
     except ValueError:
         return None  # corrupt or truncated: Pillow says what is wrong
     return None

@@ -59,6 +59,11 @@ def decode_audio(data: bytes, *, dtype: str = "float32", mono: bool = False) -> 
     return samples, int(rate)
 
 
+def _check_frames(frames: int | None, stride: int, start: int) -> None:
+    if stride < 1 or start < 0 or (frames is not None and frames < 1):
+        raise SpecError(f"need frames >= 1, stride >= 1, start >= 0; got {frames}, {stride}, {start}")
+
+
 def _scaled_size(height: int, width: int, size: int | tuple[int, int] | None) -> tuple[int, int]:
     if size is None:
         return height, width
@@ -80,8 +85,7 @@ def decode_video(
 ) -> np.ndarray:
     """Frames of a video file's bytes as uint8 ``(n, h, w, 3)`` RGB; see :class:`VideoHandler`."""
     av = _require("av", "video", "video")
-    if stride < 1 or start < 0 or (frames is not None and frames < 1):
-        raise SpecError(f"need frames >= 1, stride >= 1, start >= 0; got {frames}, {stride}, {start}")
+    _check_frames(frames, stride, start)
     picked: list[np.ndarray] = []
     with av.open(io.BytesIO(data)) as container:
         stream = container.streams.video[0]
@@ -135,8 +139,7 @@ class VideoHandler:
         extensions: str | Iterable[str] | None = None,
     ) -> None:
         _require("av", "video", "video")
-        if stride < 1 or start < 0 or (frames is not None and frames < 1):
-            raise SpecError(f"need frames >= 1, stride >= 1, start >= 0; got {frames}, {stride}, {start}")
+        _check_frames(frames, stride, start)
         self.frames, self.stride, self.start, self.size, self.pad = frames, stride, start, size, pad
         self.extensions = _extensions(extensions, VIDEO_EXTENSIONS)
 
