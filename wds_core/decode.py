@@ -36,6 +36,9 @@ __all__ = ["Decode", "Decoder", "XDecode", "decode"]
 
 _BYTES = (bytes, bytearray, memoryview)
 _END = object()
+# Samples handed to a decoding thread at a time: one hand-over per sample costs more than a small
+# JPEG's decode holds the GIL, so two threads reached 1.4x of one; chunks of 4 reach ~1.9x.
+CHUNK = 4
 
 
 class Decoder:
@@ -149,7 +152,7 @@ class _ThreadedDecode(StageIterator):
     def __init__(self, src: Any, recipe: Decode) -> None:
         super().__init__(src)
         self.recipe = recipe
-        self.window = 4 * recipe.num_threads
+        self.window = 2 * CHUNK * recipe.num_threads
         self._skip = 0  # samples of the restored window that were delivered before the checkpoint
         # (samples pulled, upstream state before them, reader progress then)
         self._snapshots: deque[tuple[int, Any, Any]] = deque()
@@ -188,41 +191,55 @@ class _ThreadedDecode(StageIterator):
                 return
         decode, handler, window = self.recipe.decoder.decode, self.recipe.handler, self.window
         snapshots = self._snapshots
-        pending: deque[Any] = deque()
+        pending: deque[Any] = deque()  # futures of chunks of samples, in order
+        ahead = 0  # samples pulled and not yet delivered
         pulled = 0
         exhausted = False
         pool = ThreadPoolExecutor(self.recipe.num_threads, thread_name_prefix="wds-decode")
         try:
             while True:
-                while not exhausted and len(pending) < window:
-                    if pulled % window == 0:
-                        snapshots.append((pulled, self._snapshot(), self._progress.at_snapshot(self.src)))
-                    try:
-                        sample = next(src)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    pending.append(pool.submit(decode, sample))
-                    pulled += 1
-                    self._pulled = pulled
+                while not exhausted and ahead < window:
+                    chunk: list[Any] = []
+                    while len(chunk) < CHUNK:
+                        if pulled % window == 0:
+                            snapshots.append((pulled, self._snapshot(), self._progress.at_snapshot(self.src)))
+                        try:
+                            chunk.append(next(src))
+                        except StopIteration:
+                            exhausted = True
+                            break
+                        pulled += 1
+                        self._pulled = pulled
+                    if chunk:
+                        pending.append(pool.submit(_decode_chunk, decode, chunk))
+                        ahead += len(chunk)
                 if not pending:
                     return
-                future = pending.popleft()
-                self._delivered += 1
-                while len(snapshots) > 1 and snapshots[1][0] <= self._delivered:
-                    snapshots.popleft()
-                try:
-                    result = future.result()
-                except Exception as exn:
-                    if handler(exn):
-                        continue
-                    return
-                yield result
+                for ok, result in pending.popleft().result():
+                    ahead -= 1
+                    self._delivered += 1
+                    while len(snapshots) > 1 and snapshots[1][0] <= self._delivered:
+                        snapshots.popleft()
+                    if ok:
+                        yield result
+                    elif not handler(result):
+                        return
         finally:
             # Never wait here: an abandoned iterator is finalised by the garbage collector in whatever
             # thread happens to run it, even one starting up inside threading's own locks, where joining
             # threads deadlocks.  Cancelled futures never run; running ones finish and their workers exit.
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _decode_chunk(decode: Callable[[Any], Any], samples: list[Any]) -> list[tuple[bool, Any]]:
+    """``(True, decoded)`` or ``(False, exception)`` for each sample, in order."""
+    results: list[tuple[bool, Any]] = []
+    for sample in samples:
+        try:
+            results.append((True, decode(sample)))
+        except Exception as exn:
+            results.append((False, exn))
+    return results
 
 
 def decode(

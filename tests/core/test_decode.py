@@ -152,19 +152,22 @@ def test_closing_a_threaded_decode_never_waits_for_running_work():
     # closing must not join the pool's threads (that deadlocked a test run), so it returns at once.
     import threading
 
+    from wds_core.decode import CHUNK
+
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
+    slow_one = str(CHUNK + 1).encode()  # in the second chunk, which the second thread decodes
 
     def slow(key, data):
-        if key == ".bin" and data == b"1":
+        if key == ".bin" and data == slow_one:
             started.set()
             release.wait(10)
             finished.set()
         return None
 
-    samples = [{"__key__": f"k{i}", "bin": str(i).encode()} for i in range(8)]
+    samples = [{"__key__": f"k{i}", "bin": str(i).encode()} for i in range(3 * CHUNK)]
     it = iter(wds.DataPipeline(samples, wds.decode(slow, num_threads=2)))
     assert next(it)["__key__"] == "k0"
-    assert started.wait(10)  # k1 is being decoded now
+    assert started.wait(10)  # the slow one is being decoded now
     it.close()
     assert not finished.is_set()
     release.set()

@@ -106,10 +106,15 @@ def beyond_pillow_limit(height: int, width: int) -> bool:
     both paths: a warning above the limit, a ``DecompressionBombError`` above
     twice the limit.
     """
-    import PIL.Image
-
-    limit = PIL.Image.MAX_IMAGE_PIXELS
+    limit = _pil_image().MAX_IMAGE_PIXELS
     return limit is not None and height * width > limit
+
+
+@functools.cache
+def _pil_image() -> Any:
+    import PIL.Image  # once: an import statement per image takes the import machinery's locks in every thread
+
+    return PIL.Image
 
 
 def _pillow_luma(rgb: np.ndarray) -> np.ndarray:
