@@ -12,7 +12,8 @@ the workers, and the main process receives them (images/s = decoded images that 
 * webdataset 1.0.2 and wds_torch: ``DataLoader(dataset, num_workers=2, batch_size=None,
   persistent_workers=True)`` (fork, DataLoader's default here);
 * wds_core.Loader, wds_jax.BatchIterator, wds_tf.TFSource: ``num_workers=2,
-  persistent_workers=True`` (spawn, the Loader's default).
+  persistent_workers=True`` (spawn, the Loader's default); TFSource once with ``batch_size=64``
+  (batches made in the workers) and once handing one sample per element to ``.batch(64)``.
 
 Each reader runs two epochs: epoch 1 includes starting the workers, epoch 2 reuses them.
 
@@ -152,10 +153,22 @@ def run_jax(spec):
 def run_tf(spec):
     import wds_tf
 
-    source = wds_tf.TFSource(wds_pipeline(wds_tf, spec, partial=False), num_workers=2, persistent_workers=True)
+    pipeline = wds_tf.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+    source = wds_tf.TFSource(pipeline, batch_size=BATCH, num_workers=2, persistent_workers=True)
     try:
-        dataset = source.dataset()
-        return epochs(dataset)
+        return epochs(source.dataset())
+    finally:
+        source.loader.close()
+
+
+def run_tf_samples(spec):
+    """TFSource handing TensorFlow one sample at a time, batched by tf.data (the slow way in)."""
+    import wds_tf
+
+    pipeline = wds_tf.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+    source = wds_tf.TFSource(pipeline, num_workers=2, persistent_workers=True)
+    try:
+        return epochs(source.dataset().batch(BATCH))
     finally:
         source.loader.close()
 
@@ -180,7 +193,8 @@ def main():
         "wds_torch DataLoader(2)": run_torch,
         "wds_core.Loader(2)": run_loader,
         "wds_jax.BatchIterator(2)": run_jax,
-        "wds_tf.TFSource(2)": run_tf,
+        "wds_tf.TFSource(2, batch_size=64)": run_tf,
+        "wds_tf.TFSource(2) + .batch(64)": run_tf_samples,
     }
     best: dict[str, list[float]] = {}
     top = 0.0

@@ -21,8 +21,8 @@ def main() -> None:
         .to_tuple("jpg", "cls")
         .map_tuple(float_features, int)  # module-level functions: the workers get the pipeline pickled
     )
-    source = wds_tf.TFSource(pipeline, num_workers=args.workers)
-    dataset = source.dataset().batch(args.batch_size)
+    source = wds_tf.TFSource(pipeline, batch_size=args.batch_size, num_workers=args.workers)
+    dataset = source.dataset()  # batches, made in the workers
     model = keras.Sequential(
         [keras.Input((3,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(CLASSES)]
     )

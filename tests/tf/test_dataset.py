@@ -96,3 +96,84 @@ def test_state_after_the_last_element_handed_over(spec):
     # the state is after the last element TensorFlow pulled, which may be a few ahead of the consumer
     ahead = len(reference) - 13 - len(rest)
     assert 0 <= ahead <= 16 and rest == reference[13 + ahead :]
+
+
+def dict_pipeline(spec):
+    return wds_tf.WebDataset(spec, shardshuffle=False).decode().rename(x="npy", y="cls")
+
+
+def rows(elements):
+    """Batches as the samples in them, in order (bytes keys, float lists, ints)."""
+    out = []
+    for batch in elements:
+        for i in range(len(batch["y"])):
+            out.append((batch["__key__"][i], batch["x"][i].tolist(), int(batch["y"][i])))
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+def test_batch_size_stacks_samples_where_they_are_made(spec, workers):
+    one_by_one = [
+        (e["__key__"], e["x"].tolist(), int(e["y"]))
+        for e in wds_tf.TFSource(dict_pipeline(spec)).dataset().as_numpy_iterator()
+    ]
+    source = wds_tf.TFSource(dict_pipeline(spec), batch_size=5, num_workers=workers)
+    assert source.element_signature["x"] == tf.TensorSpec((None, 3), tf.float32)
+    assert source.element_signature["__key__"] == tf.TensorSpec((None,), tf.string)
+    batches = list(source.dataset().as_numpy_iterator())
+    if workers == 0:
+        assert [len(b["y"]) for b in batches] == [5] * 9 + [3] and rows(batches) == one_by_one
+    else:  # each worker's last batch is short; the samples are the same
+        assert sorted(rows(batches)) == sorted(one_by_one)
+    full = wds_tf.TFSource(dict_pipeline(spec), batch_size=5, drop_remainder=True, num_workers=workers)
+    assert full.element_signature["x"] == tf.TensorSpec((5, 3), tf.float32)
+    kept = list(full.dataset().as_numpy_iterator())
+    assert all(len(b["y"]) == 5 for b in kept) and len(kept) == (9 if workers == 0 else 8)
+    tuples = wds_tf.TFSource(make(spec), batch_size=4).dataset()
+    assert tuples.element_spec == (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None,), tf.int64))
+    assert sorted(int(v) for x, _ in tuples.as_numpy_iterator() for v in x[:, 0]) == EXPECTED
+
+
+def test_batch_size_refusals_and_errors(spec):
+    with pytest.raises(ValueError, match="batch_size"):
+        wds_tf.TFSource(make(spec), batch_size=0)
+    varying = (tf.TensorSpec((None,), tf.float32), tf.TensorSpec((), tf.int64))
+    with pytest.raises(wds_tf.SpecError, match="padded_batch"):
+        wds_tf.TFSource(make(spec), varying, batch_size=4)
+    with pytest.raises(wds_tf.SpecError, match="wds pipeline"):
+        wds_tf.TFSource([(np.zeros(3, np.float32), 1)] * 4, batch_size=2)
+    grows = wds_tf.TFSource(
+        make(spec).map(growing), (tf.TensorSpec((3,), tf.float32), tf.TensorSpec((), tf.int64)), batch_size=4
+    )
+    with pytest.raises(Exception, match="field #0 has shape"):
+        list(grows.dataset())
+
+
+def test_batch_size_state_resumes_after_the_last_batch(spec):
+    def firsts(dataset):
+        return [int(v) for x, _ in dataset for v in x[:, 0]]
+
+    reference = firsts(wds_tf.TFSource(make(spec), batch_size=4).dataset().as_numpy_iterator())
+    source = wds_tf.TFSource(make(spec), batch_size=4)
+    stream = source.dataset().as_numpy_iterator()
+    head = firsts([next(stream) for _ in range(3)])
+    state = json.loads(json.dumps(source.state_dict()))
+    resumed = wds_tf.TFSource(make(spec), batch_size=4)
+    resumed.load_state_dict(state)
+    rest = firsts(resumed.dataset().as_numpy_iterator())
+    taken = len(reference) - len(rest)
+    assert head == reference[:12] and rest == reference[taken:] and 12 <= taken <= 12 + 4 * 4
+
+
+@pytest.mark.slow
+def test_batches_from_shared_memory_stay_valid_while_held(tmp_path):
+    """Batches from the Loader's shared-memory slots reach TensorFlow without a copy (tf.data wraps an aligned
+    array); a tensor held past the epoch must keep its slot from being reused."""
+    spec = array_shards(tmp_path, "big", 2, 16, (64, 128), classes=3)
+    pipeline = wds_tf.WebDataset(spec, shardshuffle=False).decode().to_tuple("npy", "cls")
+    source = wds_tf.TFSource(pipeline, batch_size=4, num_workers=2)
+    held = list(source.dataset())  # every batch of the epoch at once: more than the workers have slots
+    firsts = sorted(int(v) for x, _ in held for v in x.numpy()[:, 0, 0])
+    assert firsts == sorted(s * 100 + i for s in range(2) for i in range(16))
+    for x, _ in held:
+        assert all(np.all(row == row[0, 0]) for row in x.numpy())  # no slot was reused under a held tensor
