@@ -96,15 +96,21 @@ def best_of(repeats, make):
     return count / best
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--images", type=int, default=1200)
+def arguments(doc, images):
+    """The command line shared with bench_pipeline.py: ``--images --repeats --dir --only``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--images", type=int, default=images)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", default="/tmp/wds-bench")
     parser.add_argument("--only", choices=["imagenet", "clip"], help="run one dataset")
     args = parser.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     warnings.filterwarnings("ignore")
+    return args
+
+
+def main():
+    args = arguments(__doc__, 1200)
     import webdataset
 
     cases = {
