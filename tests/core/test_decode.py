@@ -155,7 +155,9 @@ def test_closing_a_threaded_decode_never_waits_for_running_work():
     from wds_core.decode import CHUNK
 
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
-    slow_one = str(CHUNK + 1).encode()  # in the second chunk, which the second thread decodes
+    # chunks alternate between the pool's thread (even) and the consuming thread (odd): the slow
+    # sample sits in the third chunk, which the pool decodes while k0 is delivered
+    slow_one = str(2 * CHUNK + 1).encode()
 
     def slow(key, data):
         if key == ".bin" and data == slow_one:
@@ -164,7 +166,7 @@ def test_closing_a_threaded_decode_never_waits_for_running_work():
             finished.set()
         return None
 
-    samples = [{"__key__": f"k{i}", "bin": str(i).encode()} for i in range(3 * CHUNK)]
+    samples = [{"__key__": f"k{i}", "bin": str(i).encode()} for i in range(4 * CHUNK)]
     it = iter(wds.DataPipeline(samples, wds.decode(slow, num_threads=2)))
     assert next(it)["__key__"] == "k0"
     assert started.wait(10)  # the slow one is being decoded now
