@@ -132,6 +132,9 @@ def test_batch_size_stacks_samples_where_they_are_made(spec, workers):
     tuples = wds_tf.TFSource(make(spec), batch_size=4).dataset()
     assert tuples.element_spec == (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None,), tf.int64))
     assert sorted(int(v) for x, _ in tuples.as_numpy_iterator() for v in x[:, 0]) == EXPECTED
+    if workers == 0:  # interleaved copies in threads batch their own shares
+        threads = wds_tf.TFSource(make(spec), batch_size=4, num_parallel_calls=2).dataset()
+        assert sorted(int(v) for x, _ in threads.as_numpy_iterator() for v in x[:, 0]) == EXPECTED
 
 
 def test_batch_size_refusals_and_errors(spec):
