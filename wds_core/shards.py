@@ -9,15 +9,17 @@ multi-rank run falls back to seed 0 so that all ranks still agree.
 
 from __future__ import annotations
 
+import array
 import itertools
 import os
 import random
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .dist import agreed_seed, node_info, worker_info
 from .errors import CheckpointError, SpecError
+from .io.shardnames import PermutedNames, shard_names
 from .io.urls import expand_urls
 from .rng import Rng, derive_seed, fresh_seed
 from .state import Recipe, RunContext, StageIterator
@@ -48,7 +50,7 @@ class SimpleShardList(Recipe):
     """
 
     def __init__(self, urls: Any, seed: int | bool | None = None, shuffle: bool | None = None) -> None:
-        self.urls = expand_urls(urls)
+        self.urls = shard_names(urls)  # a brace range of many shards stays a range (io/shardnames.py)
         if seed is True:  # webdataset: a seed drawn from the clock, i.e. shuffled differently in every run
             seed, shuffle = None, True if shuffle is None else shuffle
         self.seed = seed
@@ -68,13 +70,19 @@ class SimpleShardList(Recipe):
     def __iter__(self) -> Iterator[dict[str, str]]:
         return iter(self.build(None, RunContext()))
 
-    def order(self, epoch: int) -> list[str]:
+    def order(self, epoch: int) -> Sequence[str]:
         shuffle = self.shuffle if self.shuffle is not None else self.seed is not None
-        urls = list(self.urls)
-        if shuffle:
-            seed = self.seed if self.seed is not None else agreed_seed(self._drawn_seed, False)
+        if not shuffle:
+            return self.urls
+        seed = self.seed if self.seed is not None else agreed_seed(self._drawn_seed, False)
+        if isinstance(self.urls, list):
+            urls = list(self.urls)
             random.Random(seed + epoch).shuffle(urls)
-        return urls
+            return urls
+        # the same permutation, of positions (8 bytes a shard) instead of names: shuffle() draws by length only
+        positions = array.array("q", range(len(self.urls)))
+        random.Random(seed + epoch).shuffle(positions)
+        return PermutedNames(self.urls, positions)
 
 
 class _ShardListIterator(StageIterator):

@@ -63,3 +63,27 @@ def test_split_by_worker_used_directly_on_a_list(monkeypatch):
     monkeypatch.setenv("WORKER", "1")
     monkeypatch.setenv("NUM_WORKERS", "3")
     assert list(wds.split_by_worker(list(range(10)))) == [1, 4, 7]
+
+
+def test_a_large_brace_range_is_shuffled_by_position_in_the_same_order(monkeypatch):
+    from wds_core.io import shardnames
+
+    spec = "s3://b/t-{00000..01999}.tar"
+    as_list = wds.SimpleShardList(spec, seed=3)
+    monkeypatch.setattr(shardnames, "LAZY_FROM", 0)
+    lazy = wds.SimpleShardList(spec, seed=3)
+    assert isinstance(as_list.urls, list) and isinstance(lazy.urls, shardnames.ShardNames)
+    for epoch in (0, 1):
+        assert list(lazy.order(epoch)) == as_list.order(epoch)  # random.shuffle draws by length only
+    assert lazy.order(0)[5:8] == as_list.order(0)[5:8]
+    assert [s["url"] for s in lazy] == as_list.order(0)
+    unshuffled = wds.SimpleShardList(spec)
+    monkeypatch.setattr(shardnames, "LAZY_FROM", 10**9)
+    assert list(wds.SimpleShardList(spec).order(0)) == list(unshuffled.order(0))
+
+
+def test_ten_million_shards_build_and_pickle_small():
+    import pickle
+
+    dataset = wds.WebDataset("s3://bucket/train-{0000000..9999999}.tar", shardshuffle=True, seed=1)
+    assert len(dataset.pipeline[0]) == 10_000_000 and len(pickle.dumps(dataset)) < 10_000

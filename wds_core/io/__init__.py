@@ -4,6 +4,8 @@ The layer below the tar reader; its modules import only :mod:`wds_core.errors`
 and each other.
 
 * :mod:`.urls` -- brace patterns, ``::`` lists and environment variables to URLs;
+* :mod:`.shardnames` -- the same URLs as a sequence computed on demand, for specs
+  naming many shards (a range stays a range);
 * :mod:`.storage` -- local paths, ``pipe:``, ``-`` and fsspec URLs opened for
   streaming (:func:`open_shard`) or random access;
 * :mod:`.storage_config` -- storage options and rewrites per URL prefix, from
