@@ -79,8 +79,9 @@ class SimpleShardList(Recipe):
             urls = list(self.urls)
             random.Random(seed + epoch).shuffle(urls)
             return urls
-        # the same permutation, of positions (8 bytes a shard) instead of names: shuffle() draws by length only
-        positions = array.array("q", range(len(self.urls)))
+        # the same permutation, of positions (4 bytes a shard) instead of names: shuffle() draws by length only
+        n = len(self.urls)
+        positions = array.array("i" if n < 2**31 else "q", range(n))
         random.Random(seed + epoch).shuffle(positions)
         return PermutedNames(self.urls, positions)
 
@@ -96,9 +97,19 @@ class _ShardListIterator(StageIterator):
 
     def _run(self) -> Iterator[dict[str, str]]:
         urls = self.recipe.order(self.epoch)
-        while self.index < len(urls):
+        while self.index < len(urls):  # self.index is read anew each time: skip() moves it
             self.index += 1
             yield {"url": urls[self.index - 1]}
+
+    def skip(self, count: int) -> int:
+        """Pass over the next ``count`` shards as if they had been yielded; how many there were.
+
+        Splits by node and worker call this, so a reader's share of a long list costs index arithmetic,
+        not a pass over every shard.
+        """
+        moved = max(0, min(count, len(self.recipe.urls) - self.index))
+        self.index += moved
+        return moved
 
     def _own_state(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "index": self.index, "nshards": len(self.recipe.urls)}
@@ -205,11 +216,37 @@ class _SplitIterator(StageIterator):
         self.seen = 0
 
     def _run(self) -> Iterator[Any]:
-        index, count = self.index, self.count
-        for item in self.src:
+        index, count, src = self.index, self.count, self.src
+        skips = callable(getattr(src, "skip", None))  # a shard list, or a split of one: jump to our next item
+        items = iter(src)
+        while True:
+            ahead = (index - self.seen) % count
+            if ahead and skips:
+                self.seen += src.skip(ahead)
+            try:
+                item = next(items)
+            except StopIteration:
+                return
             self.seen += 1
             if (self.seen - 1) % count == index:
                 yield item
+
+    def skip(self, count: int) -> int:
+        """Pass over the next ``count`` items this split would yield, as if they had been yielded; how many."""
+        if count <= 0:
+            return 0
+        wanted = self.seen + (self.index - self.seen) % self.count + (count - 1) * self.count + 1 - self.seen
+        if callable(getattr(self.src, "skip", None)):
+            passed = self.src.skip(wanted)
+        else:
+            passed = sum(1 for _ in itertools.islice(self.src, wanted))
+        before = self._mine_below(self.seen)
+        self.seen += passed
+        return self._mine_below(self.seen) - before
+
+    def _mine_below(self, seen: int) -> int:
+        """How many of the first ``seen`` items of the source are this split's."""
+        return 0 if seen <= self.index else (seen - self.index - 1) // self.count + 1
 
     def _own_state(self) -> dict[str, Any]:
         return {"seen": self.seen, "split": [self.index, self.count]}

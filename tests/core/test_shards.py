@@ -87,3 +87,69 @@ def test_ten_million_shards_build_and_pickle_small():
 
     dataset = wds.WebDataset("s3://bucket/train-{0000000..9999999}.tar", shardshuffle=True, seed=1)
     assert len(dataset.pipeline[0]) == 10_000_000 and len(pickle.dumps(dataset)) < 10_000
+
+
+def shard_urls(source, rank, world, worker, workers, monkeypatch, limit=None):
+    """The shard URLs one (rank, worker) reads from ``source`` (a shard list or a plain list of url dicts)."""
+    import itertools
+
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setenv("WORKER", str(worker))
+    monkeypatch.setenv("NUM_WORKERS", str(workers))
+    pipeline = wds.DataPipeline(source, wds.split_by_node, wds.split_by_worker)
+    return [s["url"] for s in itertools.islice(pipeline, limit)]
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_splits_jump_to_their_share_with_the_same_result(monkeypatch, seed):
+    spec = "s3://b/t-{000..102}.tar"
+    names = wds.SimpleShardList(spec, seed=seed).order(0)
+    plain = [{"url": url} for url in names]  # a list source: the split walks every item
+    everything = []
+    for rank in range(3):
+        for worker in range(2):
+            jumped = shard_urls(wds.SimpleShardList(spec, seed=seed), rank, 3, worker, 2, monkeypatch)
+            assert jumped == shard_urls(plain, rank, 3, worker, 2, monkeypatch)
+            everything += jumped
+    assert sorted(everything) == sorted(names)
+
+
+def test_split_states_and_resume_are_unchanged_by_jumping(monkeypatch):
+    from wds_core.testing import check_resume
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    monkeypatch.setenv("WORKER", "1")
+    monkeypatch.setenv("NUM_WORKERS", "2")
+    spec = "s3://b/t-{000..040}.tar"
+    names = list(wds.SimpleShardList(spec, seed=2).order(0))
+
+    def states(source):
+        pipeline = wds.DataPipeline(source, wds.split_by_node, wds.split_by_worker)
+        out = []
+        for item in pipeline:
+            worker = pipeline.state_dict()["chain"]
+            node = worker.pop("parent")
+            source = node.pop("parent")
+            out.append((item["url"], worker, node, source))
+        return out
+
+    jumped = states(wds.SimpleShardList(spec, seed=2))
+    walked = states([{"url": url} for url in names])
+    assert [row[:3] for row in jumped] == [row[:3] for row in walked]  # the splits' states as before
+    assert all(source["index"] == node["seen"] for _, _, node, source in jumped)
+    check_resume(lambda: wds.DataPipeline(wds.SimpleShardList(spec, seed=2), wds.split_by_node, wds.split_by_worker))
+
+
+def test_ten_million_shards_over_512_readers(monkeypatch):
+    names = wds.SimpleShardList("s3://bucket/train-{0000000..9999999}.tar").urls
+    for reader in (0, 1, 7, 8, 300, 511):
+        rank, worker = divmod(reader, 8)
+        got = shard_urls(wds.SimpleShardList(names), rank, 64, worker, 8, monkeypatch, limit=3)
+        first = rank + 64 * worker  # the node's share is every 64th shard, the worker's every 8th of those
+        assert got == [names[first], names[first + 512], names[first + 1024]]
+    # every shard once: the shares of 512 readers over a 100,000-shard range (a lazy list too)
+    spec = "s3://bucket/train-{000000..099999}.tar"
+    counts = [len(shard_urls(wds.SimpleShardList(spec), r // 8, 64, r % 8, 8, monkeypatch)) for r in range(512)]
+    assert sum(counts) == 100_000 and set(counts) == {195, 196}

@@ -169,7 +169,7 @@ class ShardNames(_Names):
 
 
 class PermutedNames(_Names):
-    """``names`` in the order of ``positions`` (an array of indices: 8 bytes a shard, not a name)."""
+    """``names`` in the order of ``positions`` (an array of indices: 4 or 8 bytes a shard, not a name)."""
 
     def __init__(self, names: Sequence[str], positions: Sequence[int]) -> None:
         self.names, self.positions = names, positions
