@@ -20,7 +20,6 @@ from typing import Any
 from .dist import agreed_seed, node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .io.shardnames import PermutedNames, shard_names
-from .io.urls import expand_urls
 from .rng import Rng, derive_seed, fresh_seed
 from .state import Recipe, RunContext, StageIterator
 
@@ -151,7 +150,7 @@ class ResampledShards(Recipe):
     ) -> None:
         if not isinstance(urls, (str, list, tuple, os.PathLike)) and isinstance(urls, Iterable):
             urls = list(itertools.islice(urls, max_urls))
-        self.urls = expand_urls(urls) if (urls or empty_check) else []
+        self.urls = shard_names(urls) if (urls or empty_check) else []
         if nshards < 1:
             raise SpecError(f"nshards must be >= 1, got {nshards}")
         if worker_seed is not None and not callable(worker_seed):
