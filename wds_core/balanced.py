@@ -20,10 +20,19 @@ at the end of an epoch for one that has more.
 A reader's part starts inside a shard at a sample boundary: the tar reader
 seeks to that sample's byte offset and stops after its count.  Checkpoints
 record the task being read, where in it, and how many samples are left.
+
+``sample_counts=`` (a wids descriptor's path or URL, whose ``shardlist`` gives
+each shard's ``nsamples``, or a dict ``{url: count}``) gives the counts
+without touching the shards: each reader then reads the descriptor once and
+the offset index of the shards in its own part only, instead of every
+shard's (with 100,000 shards and 512 readers, ~51 million requests before the
+first sample otherwise).  A shard the counts do not list, or whose index
+disagrees with them, is an error naming it.
 """
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_right
 from collections.abc import Iterator
 from typing import Any
@@ -37,9 +46,57 @@ from .shardreader import ShardReadOptions
 from .state import Recipe, RunContext, StageIterator, load_state
 from .tar.tarindex import index_shard
 
-__all__ = ["BalancedIterator", "BalancedSplit", "plan", "plan_parts"]
+__all__ = ["BalancedIterator", "BalancedSplit", "SampleCounts", "plan", "plan_parts"]
 
 _INDEXES: dict[str, Any] = {}  # url -> ShardIndex, per process
+
+
+def _same_shard(url: str) -> str:
+    """``url`` as counts are looked up by: local paths made absolute, URLs as they are."""
+    return url if "://" in url or url.startswith("pipe:") else os.path.abspath(url)
+
+
+class SampleCounts:
+    """Shards' sample counts from a wids descriptor (path or URL) or a dict, read once per process."""
+
+    def __init__(self, source: Any, storage_options: dict | None = None) -> None:
+        if not isinstance(source, (str, os.PathLike, dict)):
+            raise SpecError(f"sample_counts is a descriptor's path or URL or a dict, got {type(source).__name__}")
+        self.source = os.fspath(source) if isinstance(source, os.PathLike) else source
+        self.storage_options = storage_options
+        self._counts: dict[str, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_counts": None}  # workers read the descriptor themselves
+
+    def where(self) -> str:
+        return "the sample_counts dict" if isinstance(self.source, dict) else str(self.source)
+
+    def counts(self) -> dict[str, int]:
+        if self._counts is None:
+            if isinstance(self.source, dict):
+                entries = [(str(url), n) for url, n in self.source.items()]
+            else:
+                from .descriptor import load_descriptor
+
+                body = load_descriptor(self.source, self.storage_options)
+                entries = [(shard["url"], shard["nsamples"]) for shard in body["shardlist"]]
+            counts = {}
+            for url, n in entries:
+                if n is None or int(n) < 0:
+                    raise SpecError(f"{self.where()}: no sample count for {url}")
+                counts[_same_shard(url)] = int(n)
+            self._counts = counts
+        return self._counts
+
+    def of(self, urls: list[str]) -> list[int]:
+        known = self.counts()
+        missing = [url for url in urls if _same_shard(url) not in known]
+        if missing:
+            raise SpecError(
+                f"{self.where()} gives no sample count for {len(missing)} of the {len(urls)} shards, e.g. {missing[0]}"
+            )
+        return [known[_same_shard(url)] for url in urls]
 
 
 def _index(url: str, reading: ShardReadOptions) -> Any:
@@ -86,10 +143,17 @@ class BalancedSplit(Recipe):
 
     per_reader = True
 
-    def __init__(self, policy: str = "pad", reading: ShardReadOptions | None = None) -> None:
+    def __init__(self, policy: str = "pad", reading: ShardReadOptions | None = None, sample_counts: Any = None) -> None:
         if policy not in ("pad", "drop"):
             raise SpecError(f"balanced must be 'pad' or 'drop', got {policy!r}")
         self.policy, self.reading = policy, reading or ShardReadOptions()
+        self.counts: SampleCounts | None = None
+        if sample_counts is not None:
+            self.counts = (
+                sample_counts
+                if isinstance(sample_counts, SampleCounts)
+                else SampleCounts(sample_counts, self.reading.storage_options)
+            )
 
     def build(self, src: Any, ctx: RunContext) -> BalancedIterator:
         rank, world = node_info()
@@ -119,8 +183,11 @@ class BalancedIterator(StageIterator):
     def _planned(self) -> tuple[Intervals, list[dict[str, Any]]]:
         if self._plan is None:
             urls = [url_of(item) for item in self.src]
-            indexes = [_index(url, self.recipe.reading) for url in urls]
-            counts = [len(index) for index in indexes]
+            given = self.recipe.counts
+            if given is not None:
+                counts = given.of(urls)  # the offset indexes of this reader's shards only, below
+            else:
+                counts = [len(_index(url, self.recipe.reading)) for url in urls]
             self.total = sum(counts)
             sequence = [(0, self.total)]
             before: Intervals = []
@@ -136,7 +203,12 @@ class BalancedIterator(StageIterator):
             self.settled = normalize(before + excluded)
             tasks = []
             for shard, first, count in pieces(part, counts):
-                index = indexes[shard]
+                index = _index(urls[shard], self.recipe.reading)
+                if len(index) != counts[shard]:
+                    raise SpecError(
+                        f"{urls[shard]} holds {len(index)} samples; {given.where() if given else 'its index'} "
+                        f"says {counts[shard]} (rebuild the counts after changing shards)"
+                    )
                 offset = index.members[index.starts[first]][1]
                 tasks.append({"url": urls[shard], "offset": offset, "count": count, "sample": first})
             self._plan = (part, tasks)

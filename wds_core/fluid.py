@@ -33,7 +33,9 @@ class WebDataset(DataPipeline, FluidInterface):
     ``empty_check`` makes an epoch that yields nothing an error.
     ``balanced="pad"`` or ``"drop"`` splits the epoch's *samples* instead of
     its shards, so every rank and worker yields exactly as many samples
-    (:mod:`wds_core.balanced`: sample counts from each shard's offset index).
+    (:mod:`wds_core.balanced`: sample counts from each shard's offset index, or
+    from ``sample_counts=``, a wids descriptor or a dict ``{url: count}``, so
+    that each reader indexes only the shards it reads).
 
     ``storage_options`` (flat, or keyed by URL prefix) are merged over the
     options registered with :func:`register_storage` and the ``WDS_CONFIG``
@@ -78,6 +80,7 @@ class WebDataset(DataPipeline, FluidInterface):
         retry: RetryPolicy | None = None,
         balanced: str | None = None,
         allow_pipe: bool = False,
+        sample_counts: Any = None,
     ) -> None:
         if seed is None and os.environ.get("WDS_SEED", "") != "":
             seed = int(os.environ["WDS_SEED"])
@@ -108,11 +111,13 @@ class WebDataset(DataPipeline, FluidInterface):
         resampled = resampled or mode == "resampled"
         if balanced is not None and resampled:
             raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
+        if sample_counts is not None and balanced is None:
+            raise SpecError("sample_counts gives the counts a balanced epoch needs; pass balanced='pad' or 'drop'")
         shards: SimpleShardList | ResampledShards
         if balanced is not None:
             shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
             self.append(shards)
-            self.append(BalancedSplit(balanced, reading))
+            self.append(BalancedSplit(balanced, reading, sample_counts))
         elif resampled:
             shards = ResampledShards(urls, seed=seed)
             self.append(shards)

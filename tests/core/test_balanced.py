@@ -107,3 +107,64 @@ def test_order_is_a_function_of_seed_and_epoch_only(uneven):
     assert _order(spec, "7", 0, hashseed=2) == first  # hash randomisation and process do not matter
     assert _order(spec, "7", 1, hashseed=1) != first  # each epoch its own permutation
     assert _order(spec, "", 0, hashseed=1) != _order(spec, "", 0, hashseed=1)  # no seed: random, as expected
+
+
+def manifest(directory, counts, overrides=None):
+    """A wids descriptor next to the shards listing each one's sample count."""
+    import json
+
+    overrides = overrides or {}
+    entries = [{"url": f"u-{s}.tar", "nsamples": overrides.get(s, n)} for s, n in enumerate(counts)]
+    path = directory / "dataset.json"
+    path.write_text(json.dumps({"wids_version": 1, "shardlist": [e for e in entries if e["nsamples"] != -1]}))
+    return str(path)
+
+
+def test_counts_from_a_manifest_index_only_the_readers_own_shards(tmp_path, monkeypatch):
+    from wds_core import balanced
+
+    spec, keys = counted_shards(tmp_path, COUNTS)
+    path = manifest(tmp_path, COUNTS)
+    indexed = []
+    real = balanced.index_shard
+
+    def counting(url, *args, **kw):
+        indexed.append(url)
+        return real(url, *args, **kw)
+
+    monkeypatch.setattr(balanced, "index_shard", counting)
+    expected = parts(spec, "pad", 2, 2, monkeypatch=monkeypatch)
+    assert len(indexed) == 5  # without counts: every shard is indexed (once per process here)
+    got = []
+    for rank in range(2):
+        for worker in range(2):
+            balanced._INDEXES.clear()  # as in a reader of its own
+            indexed.clear()
+            monkeypatch.setenv("RANK", str(rank))
+            monkeypatch.setenv("WORKER", str(worker))
+            ds = wds.WebDataset(spec, shardshuffle=True, seed=3, balanced="pad", sample_counts=path)
+            got.append([s["__key__"] for s in ds])
+            split = ds.pipeline[1]
+            mine = {task["url"] for task in split.build(ds.pipeline[0](None), wds.state.RunContext())._planned()[1]}
+            assert set(indexed) == mine and len(mine) < 5  # its own shards, not all five
+    assert got == expected
+    with_dict = wds.WebDataset(
+        spec, shardshuffle=True, seed=3, balanced="pad", sample_counts=dict(zip(wds.SimpleShardList(spec).urls, COUNTS))
+    )
+    assert [s["__key__"] for s in with_dict] == expected[-1]
+
+
+def test_manifest_errors_name_the_shard(tmp_path, monkeypatch):
+    spec, keys = counted_shards(tmp_path, COUNTS)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("WORKER", "0")
+    monkeypatch.setenv("NUM_WORKERS", "1")
+    missing = manifest(tmp_path, COUNTS, overrides={3: -1})
+    with pytest.raises(wds.SpecError, match=r"no sample count for 1 of the 5 shards, e\.g\. .*u-3\.tar"):
+        list(wds.WebDataset(spec, balanced="pad", sample_counts=missing))
+    wrong = manifest(tmp_path, COUNTS, overrides={0: 8})
+    with pytest.raises(wds.SpecError, match=r"u-0\.tar holds 7 samples; .*dataset\.json says 8"):
+        list(wds.WebDataset(spec, balanced="pad", sample_counts=wrong))
+    with pytest.raises(wds.SpecError, match="balanced"):
+        wds.WebDataset(spec, sample_counts=wrong)
