@@ -24,8 +24,8 @@ record the task being read, where in it, and how many samples are left.
 ``sample_counts=`` (a wids descriptor's path or URL, whose ``shardlist`` gives
 each shard's ``nsamples``, or a dict ``{url: count}``) gives the counts
 without touching the shards: each reader then reads the descriptor once and
-the offset index of the shards in its own part only, instead of every
-shard's (with 100,000 shards and 512 readers, ~51 million requests before the
+the offset index of each shard of its own part when it reaches it, instead
+of every shard's before its first sample (with 100,000 shards and 512 readers, ~51 million requests before the
 first sample otherwise).  A shard the counts do not list, or whose index
 disagrees with them, is an error naming it.
 """
@@ -201,18 +201,24 @@ class BalancedIterator(StageIterator):
                 sequence = complement(before, self.total)
             part, excluded = plan(sequence, self.readers, self.reader, self.recipe.policy)
             self.settled = normalize(before + excluded)
-            tasks = []
-            for shard, first, count in pieces(part, counts):
-                index = _index(urls[shard], self.recipe.reading)
-                if len(index) != counts[shard]:
-                    raise SpecError(
-                        f"{urls[shard]} holds {len(index)} samples; {given.where() if given else 'its index'} "
-                        f"says {counts[shard]} (rebuild the counts after changing shards)"
-                    )
-                offset = index.members[index.starts[first]][1]
-                tasks.append({"url": urls[shard], "offset": offset, "count": count, "sample": first})
+            tasks = [
+                {"url": urls[shard], "count": count, "sample": first, "nsamples": counts[shard]}
+                for shard, first, count in pieces(part, counts)
+            ]
             self._plan = (part, tasks)
         return self._plan
+
+    def _located(self, task: dict[str, Any]) -> dict[str, Any]:
+        """``task`` with the byte offset of its first sample, from the shard's index (read when it is reached)."""
+        index = _index(task["url"], self.recipe.reading)
+        if len(index) != task["nsamples"]:
+            given = self.recipe.counts
+            raise SpecError(
+                f"{task['url']} holds {len(index)} samples; {given.where() if given else 'its index'} "
+                f"says {task['nsamples']} (rebuild the counts after changing shards)"
+            )
+        offset = index.members[index.starts[task["sample"]]][1]
+        return {"url": task["url"], "offset": offset, "count": task["count"], "sample": task["sample"]}
 
     def part(self) -> Intervals:
         """This reader's global positions, in reading order."""
@@ -247,9 +253,10 @@ class BalancedIterator(StageIterator):
 
     def _run(self) -> Iterator[dict[str, Any]]:
         for task in self._planned()[1][self.done :]:
+            located = self._located(task)
             self.done += 1
             self.handed += task["count"]
-            yield task
+            yield located
 
     def _own_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {"done": self.done, "handed": self.handed, "reader": [self.reader, self.readers]}

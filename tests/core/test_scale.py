@@ -1,0 +1,62 @@
+"""Many shards read from a store that counts requests (tests/synthstore.py)."""
+
+import itertools
+
+import pytest
+
+import wds_core as wds
+from tests import synthstore
+from wds_core import balanced
+
+NSHARDS, RANKS, WORKERS = 200, 4, 2
+SPEC = f"synth://bucket/shard-{{000000..{NSHARDS - 1:06d}}}.tar"
+
+
+@pytest.fixture
+def store():
+    yield synthstore.install(NSHARDS)
+    from fsspec.registry import _registry
+
+    _registry.pop("synth", None)
+
+
+def first_sample(monkeypatch, rank, worker, **kw):
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(RANKS))
+    monkeypatch.setenv("WORKER", str(worker))
+    monkeypatch.setenv("NUM_WORKERS", str(WORKERS))
+    balanced._INDEXES.clear()  # each reader is a process of its own
+    synthstore.SynthStore.requests.clear()
+    dataset = wds.WebDataset(SPEC, shardshuffle=True, seed=1, balanced="pad", **kw)
+    return next(iter(dataset)), dict(synthstore.SynthStore.requests)
+
+
+def test_balanced_readers_with_counts_touch_only_their_first_shard(store, monkeypatch):
+    for rank, worker in itertools.product(range(RANKS), range(WORKERS)):
+        sample, requests = first_sample(monkeypatch, rank, worker, sample_counts="synth://bucket/dataset.json")
+        touched = {path for _, path in requests}
+        shard = sample["__url__"].split("://", 1)[1]
+        assert touched == {"bucket/dataset.json", shard, shard + ".idx"}, touched
+        assert requests["cat_file", "bucket/dataset.json"] == 1
+        # the shard: its size, the missing sidecar, one ranged read for the header walk, one for the sample
+        assert sum(requests.values()) <= 6, requests
+
+
+def test_without_counts_every_reader_indexes_every_shard(store, monkeypatch):
+    sample, requests = first_sample(monkeypatch, 1, 1)
+    shards = {path for _, path in requests if path.endswith(".tar")}
+    assert len(shards) == NSHARDS and sum(requests.values()) >= 3 * NSHARDS
+
+
+def test_every_sample_once_across_readers_with_counts(store, monkeypatch):
+    keys = []
+    for rank, worker in itertools.product(range(RANKS), range(WORKERS)):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", str(RANKS))
+        monkeypatch.setenv("WORKER", str(worker))
+        monkeypatch.setenv("NUM_WORKERS", str(WORKERS))
+        dataset = wds.WebDataset(
+            SPEC, shardshuffle=True, seed=1, balanced="pad", sample_counts="synth://bucket/dataset.json"
+        )
+        keys += [s["__key__"] for s in dataset]
+    assert sorted(keys) == sorted(f"s{s:06d}-{i}" for s in range(NSHARDS) for i in range(synthstore.SAMPLES))

@@ -1,0 +1,64 @@
+"""A fake object store for scale tests: ``synth://`` shards made up on demand, every request counted.
+
+``synth://bucket/shard-000123.tar`` is a tar of ``SAMPLES`` samples (``txt`` + ``cls``) whose bytes
+are a function of the name; ``synth://bucket/dataset.json`` is a wids descriptor listing
+``SynthStore.nshards`` such shards with their counts.  Anything else (``.idx`` sidecars...) does not
+exist.  ``SynthStore.requests`` counts ``(method, path)`` for ``info`` and ``cat_file``, the two
+calls wds makes of a remote store.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import re
+
+import fsspec
+from fsspec.spec import AbstractFileSystem
+
+from wds_core.tar.tarwrite import encode_member, end_of_archive
+
+SAMPLES = 5
+_SHARD = re.compile(r"bucket/shard-(\d+)\.tar$")
+
+
+@functools.lru_cache(maxsize=256)
+def shard_bytes(number: int) -> bytes:
+    out = []
+    for i in range(SAMPLES):
+        key = f"s{number:06d}-{i}"
+        out.append(encode_member(f"{key}.txt", f"shard {number} sample {i}".encode()))
+        out.append(encode_member(f"{key}.cls", b"%d" % (i % 3)))
+    return b"".join(out) + end_of_archive()
+
+
+class SynthStore(AbstractFileSystem):
+    protocol = "synth"
+    nshards = 100
+    requests: collections.Counter = collections.Counter()
+
+    def _object(self, path: str) -> bytes:
+        path = self._strip_protocol(path)
+        matched = _SHARD.fullmatch(path)
+        if matched and int(matched.group(1)) < self.nshards:
+            return shard_bytes(int(matched.group(1)))
+        if path == "bucket/dataset.json":
+            shards = [{"url": f"shard-{s:06d}.tar", "nsamples": SAMPLES} for s in range(self.nshards)]
+            return json.dumps({"wids_version": 1, "shardlist": shards}).encode()
+        raise FileNotFoundError(path)
+
+    def info(self, path, **kwargs):
+        SynthStore.requests["info", self._strip_protocol(path)] += 1
+        return {"name": path, "size": len(self._object(path)), "type": "file"}
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        SynthStore.requests["cat_file", self._strip_protocol(path)] += 1
+        return self._object(path)[start:end]
+
+
+def install(nshards: int) -> type[SynthStore]:
+    SynthStore.nshards = nshards
+    SynthStore.requests.clear()
+    fsspec.register_implementation("synth", SynthStore, clobber=True)
+    return SynthStore
