@@ -10,7 +10,12 @@ each measurement in a fresh Python process so that its memory is its own:
   + ``split_by_worker``: seconds and memory until its first shard URL, unshuffled and shuffled
   (the shuffled order is webdataset's: ``random.Random(seed + epoch).shuffle``, of 4-byte positions).
 
-    python benchmarks/bench_scale.py [--sizes 1000000 10000000]
+* simulated balanced readers (``--simulate``): shards of a fake object store that makes them up
+  and counts requests (``tests/synthstore.py``), ``balanced="pad"`` over 64 ranks x 8 workers;
+  for a sample of the 512 readers, requests and seconds until the first sample, with
+  ``sample_counts=`` (a wids descriptor in the store) and without (every shard indexed).
+
+    python benchmarks/bench_scale.py [--sizes 1000000 10000000] [--simulate 100000]
 """
 
 from __future__ import annotations
@@ -57,11 +62,45 @@ def probe(what, library, n):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def simulate(nshards, readers=(0, 137, 300, 511), without_up_to=2_000):
+    """Requests and seconds to a balanced reader's first sample over ``nshards`` made-up shards."""
+    import os
+    import time
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import wds_core
+    from tests import synthstore
+    from wds_core import balanced
+
+    store = synthstore.install(nshards)
+    spec = f"synth://bucket/shard-{{000000..{nshards - 1:06d}}}.tar"
+    print(f"\n{nshards:,} shards of {synthstore.SAMPLES} samples, 64 ranks x 8 workers\n")
+    print("| reader | counts | requests to first sample | seconds |\n|---|---|---|---|")
+    for reader in readers:
+        rank, worker = divmod(reader, 8)
+        os.environ.update(RANK=str(rank), WORLD_SIZE="64", WORKER=str(worker), NUM_WORKERS="8")
+        for counts in ("synth://bucket/dataset.json", None):
+            if counts is None and nshards > without_up_to:
+                continue
+            balanced._INDEXES.clear()  # each reader is a process of its own
+            store.requests.clear()
+            start = time.perf_counter()
+            dataset = wds_core.WebDataset(spec, shardshuffle=True, seed=1, balanced="pad", sample_counts=counts)
+            next(iter(dataset))
+            seconds = time.perf_counter() - start
+            label = "descriptor" if counts else "none (indexes)"
+            print(f"| {reader} | {label} | {sum(store.requests.values()):,} | {seconds:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--simulate", type=int, nargs="*", default=[2_000, 100_000])
     args = parser.parse_args()
-    print("| shards | measurement | seconds | MB added | pickle KB |\n|---|---|---|---|---|")
+    for nshards in args.simulate:
+        simulate(nshards)
+    if args.sizes:
+        print("\n| shards | measurement | seconds | MB added | pickle KB |\n|---|---|---|---|---|")
     for n in args.sizes:
         rows = [("wds build", probe("build", "wds", n))]
         if n <= 1_000_000:
