@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import NotElastic, SampleError, WdsError
+from .errors import NotElastic, SampleError, TruncatedShardError, WdsError
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
@@ -229,8 +229,13 @@ class ShardReader(StageIterator):
                 items = self._items(stream, url, start)
                 while self.left > 0:
                     item = next(items, _END)
-                    if item is _END:
-                        break
+                    if item is _END:  # a task's count comes from the shard's index or a manifest: never cut short
+                        raise TruncatedShardError(
+                            f"the shard ended {self.left} samples before the count its reading task gives "
+                            "(did it change since it was indexed or counted?)",
+                            url=url,
+                            offset=start,
+                        )
                     self.left -= 1
                     yield item
         except Exception as exn:

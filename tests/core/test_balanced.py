@@ -168,3 +168,13 @@ def test_manifest_errors_name_the_shard(tmp_path, monkeypatch):
         list(wds.WebDataset(spec, balanced="pad", sample_counts=wrong))
     with pytest.raises(wds.SpecError, match="balanced"):
         wds.WebDataset(spec, sample_counts=wrong)
+
+
+def test_a_task_cut_short_by_its_shard_is_an_error(tmp_path):
+    spec, keys = counted_shards(tmp_path, [7])
+    shard = str(tmp_path / "u-0.tar")
+    exact = wds.DataPipeline([{"url": shard, "offset": 0, "count": 7}], wds.tarfile_to_samples())
+    assert [s["__key__"] for s in exact] == keys
+    short = wds.DataPipeline([{"url": shard, "offset": 0, "count": 10}], wds.tarfile_to_samples())
+    with pytest.raises(wds.TruncatedShardError, match=r"ended 3 samples before the count.*u-0\.tar"):
+        list(short)
