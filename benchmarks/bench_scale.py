@@ -92,6 +92,39 @@ def simulate(nshards, readers=(0, 137, 300, 511), without_up_to=2_000):
             print(f"| {reader} | {label} | {sum(store.requests.values()):,} | {seconds:.2f} |")
 
 
+def states(nshards, readers):
+    """Checkpoint sizes of balanced readers after their first sample, and merging 512 of them."""
+    import os
+    import time
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import wds_core
+    from tests import synthstore
+    from wds_core import balanced
+
+    synthstore.install(nshards)
+    spec = f"synth://bucket/shard-{{000000..{nshards - 1:06d}}}.tar"
+    taken = []
+    for reader in readers:
+        rank, worker = divmod(reader, 8)
+        os.environ.update(RANK=str(rank), WORLD_SIZE="64", WORKER=str(worker), NUM_WORKERS="8")
+        balanced._INDEXES.clear()
+        dataset = wds_core.WebDataset(
+            spec, shardshuffle=True, seed=1, balanced="pad", sample_counts="synth://bucket/dataset.json"
+        )
+        next(iter(dataset))
+        taken.append(dataset.state_dict())
+    sizes = [len(json.dumps(state)) for state in taken]
+    line = f"| {nshards:,} | {len(taken)} | {min(sizes)}–{max(sizes)} |"
+    if len(taken) == 512:
+        start = time.perf_counter()
+        merged = wds_core.merge_states(taken)
+        line += f" {time.perf_counter() - start:.3f} s ({len(json.dumps(merged))} bytes) |"
+    else:
+        line += " |"
+    print(line)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 10_000_000])
@@ -99,6 +132,10 @@ def main():
     args = parser.parse_args()
     for nshards in args.simulate:
         simulate(nshards)
+    if args.simulate:
+        print("\n| shards | readers | state bytes (JSON) | merge_states of 512 |\n|---|---|---|---|")
+        states(2_000, range(512))
+        states(max(args.simulate), (0, 511))
     if args.sizes:
         print("\n| shards | measurement | seconds | MB added | pickle KB |\n|---|---|---|---|---|")
     for n in args.sizes:
