@@ -175,3 +175,26 @@ def test_progress_on_a_terminal_and_quiet_when_piped(data):
     assert b"\rverified 3/3, 21 samples" in drawn and b"ETA" in drawn
     piped = wds_cli("verify", spec).stderr
     assert b"\r" not in piped and piped.startswith(b"OK: 3 shards, 21 samples read")
+
+
+def test_index_create_in_parallel_and_resumed(data, tmp_path):
+    spec, keys = data
+    wds_cli("index", "create", spec, "-o", tmp_path / "serial.json")
+    wds_cli("index", "create", spec, "-o", tmp_path / "parallel.json", "--workers", "2")
+    serial = json.loads((tmp_path / "serial.json").read_text())["shardlist"]
+    assert json.loads((tmp_path / "parallel.json").read_text())["shardlist"] == serial
+    assert [e["nsamples"] for e in serial] == [7, 7, 7]
+    for s in range(3):
+        (tmp_path / f"d-{s}.tar.idx").unlink()
+    good = (tmp_path / "d-1.tar").read_bytes()
+    (tmp_path / "d-1.tar").write_bytes(good[:700])  # cut inside a member
+    failed = wds_cli("index", "create", spec, "-o", tmp_path / "resumed.json", "--workers", "2", check=False)
+    assert failed.returncode == 1 and b"d-1.tar" in failed.stderr and b"1 of 3 shards" in failed.stderr
+    assert not (tmp_path / "resumed.json").exists()  # never a descriptor missing shards
+    kept = {s: (tmp_path / f"d-{s}.tar.idx").stat().st_mtime_ns for s in (0, 2)}
+    assert not (tmp_path / "d-1.tar.idx").exists()
+    (tmp_path / "d-1.tar").write_bytes(good)
+    wds_cli("index", "create", spec, "-o", tmp_path / "resumed.json", "--resume")
+    assert json.loads((tmp_path / "resumed.json").read_text())["shardlist"] == serial
+    assert {s: (tmp_path / f"d-{s}.tar.idx").stat().st_mtime_ns for s in (0, 2)} == kept  # taken, not rewritten
+    assert (tmp_path / "d-1.tar.idx").exists()

@@ -8,27 +8,71 @@
 samples, writes ``<shard>.idx`` next to each local shard (``--no-sidecar`` to
 skip) and a descriptor whose local URLs are relative to its folder, as
 ``widsindex create`` does; ``--md5`` also records each shard's md5sum (reads
-every byte).
+every byte).  ``--workers N`` indexes N shards at once in processes.  A shard
+that cannot be indexed is reported with its error and the others go on; the
+descriptor is written (atomically) only when every shard was indexed, and
+``--resume`` then takes the sidecars already written instead of walking those
+shards again.  The descriptor is what ``balanced=..., sample_counts=`` reads.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import functools
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ..descriptor import load_descriptor
 from ..indexed import ShardListDataset
 from ..io.storage import local_path
 from ..io.urls import expand_urls
-from ..tar.tarindex import index_shard
+from ..tar.tarindex import index_shard, stored_index
 from ..writer import write_descriptor
 from .common import md5_of
 from .progress import Progress, human_bytes
 
 __all__ = ["add_parser"]
+
+
+def index_entry(url: str, sidecar: bool = True, md5: bool = False, resume: bool = False) -> dict[str, Any]:
+    """One shard's descriptor entry; its ``<shard>.idx`` written (atomically) when it is local.
+
+    With ``resume``, an up-to-date sidecar (same size) is taken instead of walking the shard again.
+    """
+    path = local_path(url)
+    stored = None
+    if resume and path is not None:
+        stored = stored_index(url, os.path.getsize(path))
+    index = stored if stored is not None else index_shard(url, fresh=True)
+    if path is not None and sidecar and stored is None:
+        index.save(path + ".idx")
+    entry: dict[str, Any] = {"url": url, "nsamples": len(index), "filesize": index.size}
+    if md5:
+        entry["md5sum"] = md5_of(url)
+    return entry
+
+
+def _entries(urls: list[str], args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any] | Exception]]:
+    """``(url, entry or the error indexing it)`` for every shard, in any order, on ``args.workers`` processes."""
+    work = functools.partial(index_entry, sidecar=args.sidecar, md5=args.md5, resume=args.resume)
+    if args.workers <= 1:
+        for url in urls:
+            try:
+                yield url, work(url)
+            except Exception as exn:  # noqa: BLE001 - reported with its shard, the others go on
+                yield url, exn
+        return
+    with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
+        futures = {pool.submit(work, url): url for url in urls}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except Exception as exn:  # noqa: BLE001
+                yield futures[future], exn
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -37,19 +81,24 @@ def run_create(args: argparse.Namespace) -> int:
         urls = [line.strip() for line in sys.stdin if line.strip()]
     progress = Progress(len(urls), "indexed")
     entries: list[dict[str, Any]] = []
+    failed: list[tuple[str, Exception]] = []
     samples = nbytes = 0
-    for number, url in enumerate(urls):
-        index = index_shard(url, fresh=True)
-        path = local_path(url)
-        if path is not None and args.sidecar:
-            index.save(path + ".idx")
-        entry = {"url": url, "nsamples": len(index), "filesize": index.size}
-        if args.md5:
-            entry["md5sum"] = md5_of(url)
+    for url, entry in _entries(urls, args):
+        if isinstance(entry, Exception):
+            failed.append((url, entry))
+            print(f"wds index create: {url}: {type(entry).__name__}: {entry}", file=sys.stderr)
+            continue
         entries.append(entry)
-        samples, nbytes = samples + len(index), nbytes + index.size
-        progress.update(number + 1, samples, nbytes)
+        samples, nbytes = samples + entry["nsamples"], nbytes + entry["filesize"]
+        progress.update(len(entries) + len(failed), samples, nbytes)
     progress.update(len(urls), samples, nbytes, final=True)
+    if failed:
+        print(
+            f"wds index create: {len(failed)} of {len(urls)} shards could not be indexed; no descriptor written "
+            "(the sidecars of the others are; rerun with --resume to index only what is missing)",
+            file=sys.stderr,
+        )
+        return 1
     info = args.info
     if info is not None and info.startswith("@"):
         with open(info[1:]) as handle:
@@ -125,6 +174,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     create.add_argument("-b", "--base", default=None, help="base URL recorded in the descriptor")
     create.add_argument("--md5", action="store_true", help="record each shard's md5sum (reads every byte)")
     create.add_argument("--no-sidecar", dest="sidecar", action="store_false", help="do not write <shard>.idx files")
+    create.add_argument("-w", "--workers", type=int, default=1, help="index this many shards at once (processes)")
+    create.add_argument(
+        "--resume", action="store_true", help="take up-to-date <shard>.idx sidecars instead of walking those shards"
+    )
     create.set_defaults(run=run_create)
     info = verbs.add_parser("info", help="summarise descriptors")
     info.add_argument("descriptors", nargs="+")
