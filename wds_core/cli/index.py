@@ -37,6 +37,8 @@ from .progress import Progress, human_bytes
 
 __all__ = ["add_parser"]
 
+_CHUNK = 16  # shards per task: one hand-over per small shard cost more than indexing it
+
 
 def index_entry(url: str, sidecar: bool = True, md5: bool = False, resume: bool = False) -> dict[str, Any]:
     """One shard's descriptor entry; its ``<shard>.idx`` written (atomically) when it is local.
@@ -56,23 +58,28 @@ def index_entry(url: str, sidecar: bool = True, md5: bool = False, resume: bool 
     return entry
 
 
+def _index_chunk(urls: list[str], **options: Any) -> list[tuple[str, dict[str, Any] | Exception]]:
+    """``(url, entry or the error indexing it)`` for each of ``urls``."""
+    out: list[tuple[str, dict[str, Any] | Exception]] = []
+    for url in urls:
+        try:
+            out.append((url, index_entry(url, **options)))
+        except Exception as exn:  # noqa: BLE001 - reported with its shard, the others go on
+            out.append((url, exn))
+    return out
+
+
 def _entries(urls: list[str], args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any] | Exception]]:
-    """``(url, entry or the error indexing it)`` for every shard, in any order, on ``args.workers`` processes."""
-    work = functools.partial(index_entry, sidecar=args.sidecar, md5=args.md5, resume=args.resume)
+    """``(url, entry or error)`` for every shard, in order, on ``args.workers`` processes (chunks of shards)."""
+    work = functools.partial(_index_chunk, sidecar=args.sidecar, md5=args.md5, resume=args.resume)
+    chunks = [urls[i : i + _CHUNK] for i in range(0, len(urls), _CHUNK)]
     if args.workers <= 1:
-        for url in urls:
-            try:
-                yield url, work(url)
-            except Exception as exn:  # noqa: BLE001 - reported with its shard, the others go on
-                yield url, exn
+        for chunk in chunks:
+            yield from work(chunk)
         return
     with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
-        futures = {pool.submit(work, url): url for url in urls}
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                yield futures[future], future.result()
-            except Exception as exn:  # noqa: BLE001
-                yield futures[future], exn
+        for results in pool.map(work, chunks):
+            yield from results
 
 
 def run_create(args: argparse.Namespace) -> int:
