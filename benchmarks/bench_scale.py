@@ -15,6 +15,8 @@ each measurement in a fresh Python process so that its memory is its own:
   for a sample of the 512 readers, requests and seconds until the first sample, with
   ``sample_counts=`` (a wids descriptor in the store) and without (every shard indexed).
 
+* ``wds index create`` (with ``--simulate``): 2,000 local shards indexed on one and two processes.
+
     python benchmarks/bench_scale.py [--sizes 1000000 10000000] [--simulate 100000]
 """
 
@@ -125,6 +127,27 @@ def states(nshards, readers):
     print(line)
 
 
+def index_create(nshards=2_000, per_shard=50, repeats=2):
+    """``wds index create`` over ``nshards`` local shards on one process and on two (start-up included)."""
+    import os
+    import tempfile
+    import time
+
+    import wds_core
+
+    with tempfile.TemporaryDirectory() as root:
+        with wds_core.ShardWriter(f"{root}/s-%06d.tar", maxcount=per_shard) as sink:
+            for i in range(nshards * per_shard):
+                sink.write({"__key__": f"k{i:08d}", "txt": "x" * 200, "cls": i % 10})
+        spec = f"{root}/s-{{000000..{nshards - 1:06d}}}.tar"
+        print(f"\n| wds index create, {nshards:,} local shards of {per_shard} samples | seconds |\n|---|---|")
+        for workers in [1, 2] * repeats:
+            start = time.perf_counter()
+            command = ["wds", "index", "create", spec, "-o", f"{root}/d.json", "--workers", str(workers)]
+            subprocess.run(command, check=True, capture_output=True, env=os.environ)
+            print(f"| --workers {workers} | {time.perf_counter() - start:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 10_000_000])
@@ -136,6 +159,7 @@ def main():
         print("\n| shards | readers | state bytes (JSON) | merge_states of 512 |\n|---|---|---|---|")
         states(2_000, range(512))
         states(max(args.simulate), (0, 511))
+        index_create()
     if args.sizes:
         print("\n| shards | measurement | seconds | MB added | pickle KB |\n|---|---|---|---|---|")
     for n in args.sizes:
