@@ -61,11 +61,21 @@ class _Pattern:
         self.size = 1
         for factor in self.factors:
             self.size *= len(factor)
+        # the usual shape, text + one range + text: the name of index i is one formatting
+        varying = [k for k, f in enumerate(self.factors) if len(f) != 1]
+        self.single: tuple[str, range] | None = None
+        if len(varying) == 1 and isinstance(self.factors[varying[0]], _IntRange):
+            k = varying[0]
+            before = "".join(f[0] for f in self.factors[:k]).replace("%", "%%")
+            after = "".join(f[0] for f in self.factors[k + 1 :]).replace("%", "%%")
+            self.single = (before + self.factors[k].format + after, self.factors[k].values)
 
     def __len__(self) -> int:
         return self.size
 
     def __getitem__(self, i: int) -> str:
+        if self.single is not None:
+            return self.single[0] % self.single[1][i]
         pieces = []
         for factor in reversed(self.factors):  # the rightmost factor varies fastest
             i, digit = divmod(i, len(factor))

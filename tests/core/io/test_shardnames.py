@@ -29,6 +29,7 @@ SPECS = [
     ["a.tar", "b.tar", "c-{0..2}.tar", "d.tar", "e.tar"],
     "plain.tar",
     "unicodé-{0..2}.tar::ü.tar",
+    "100%-{0..3}-%d.tar",
 ]
 
 
