@@ -81,16 +81,18 @@ def simulate(nshards, readers=(0, 137, 300, 511), without_up_to=2_000):
     for reader in readers:
         rank, worker = divmod(reader, 8)
         os.environ.update(RANK=str(rank), WORLD_SIZE="64", WORKER=str(worker), NUM_WORKERS="8")
-        for counts in ("synth://bucket/dataset.json", None):
-            if counts is None and nshards > without_up_to:
-                continue
+        variants = [("descriptor", "synth://bucket/dataset.json", False)]
+        variants.append(("descriptor with filesizes", "synth://bucket/dataset.json", True))
+        if nshards <= without_up_to:
+            variants.append(("none (indexes)", None, False))
+        for label, counts, filesizes in variants:
+            store.filesizes = filesizes
             balanced._INDEXES.clear()  # each reader is a process of its own
             store.requests.clear()
             start = time.perf_counter()
             dataset = wds_core.WebDataset(spec, shardshuffle=True, seed=1, balanced="pad", sample_counts=counts)
             next(iter(dataset))
             seconds = time.perf_counter() - start
-            label = "descriptor" if counts else "none (indexes)"
             print(f"| {reader} | {label} | {sum(store.requests.values()):,} | {seconds:.2f} |")
 
 

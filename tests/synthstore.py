@@ -36,6 +36,7 @@ def shard_bytes(number: int) -> bytes:
 class SynthStore(AbstractFileSystem):
     protocol = "synth"
     nshards = 100
+    filesizes = False  # whether the descriptor lists each shard's size
     requests: collections.Counter = collections.Counter()
 
     def _object(self, path: str) -> bytes:
@@ -44,7 +45,11 @@ class SynthStore(AbstractFileSystem):
         if matched and int(matched.group(1)) < self.nshards:
             return shard_bytes(int(matched.group(1)))
         if path == "bucket/dataset.json":
+            size = len(shard_bytes(0))  # keys are fixed-width: every shard has this size
             shards = [{"url": f"shard-{s:06d}.tar", "nsamples": SAMPLES} for s in range(self.nshards)]
+            if self.filesizes:
+                for shard in shards:
+                    shard["filesize"] = size
             return json.dumps({"wids_version": 1, "shardlist": shards}).encode()
         raise FileNotFoundError(path)
 
@@ -57,8 +62,8 @@ class SynthStore(AbstractFileSystem):
         return self._object(path)[start:end]
 
 
-def install(nshards: int) -> type[SynthStore]:
-    SynthStore.nshards = nshards
+def install(nshards: int, filesizes: bool = False) -> type[SynthStore]:
+    SynthStore.nshards, SynthStore.filesizes = nshards, filesizes
     SynthStore.requests.clear()
     fsspec.register_implementation("synth", SynthStore, clobber=True)
     return SynthStore

@@ -65,9 +65,10 @@ class SampleCounts:
         self.source = os.fspath(source) if isinstance(source, os.PathLike) else source
         self.storage_options = storage_options
         self._counts: dict[str, int] | None = None
+        self._sizes: dict[str, int] = {}  # a descriptor's filesize entries: no size request per shard
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_counts": None}  # workers read the descriptor themselves
+        return {**self.__dict__, "_counts": None, "_sizes": {}}  # workers read the descriptor themselves
 
     def where(self) -> str:
         return "the sample_counts dict" if isinstance(self.source, dict) else str(self.source)
@@ -81,6 +82,9 @@ class SampleCounts:
 
                 body = load_descriptor(self.source, self.storage_options)
                 entries = [(shard["url"], shard["nsamples"]) for shard in body["shardlist"]]
+                for shard in body["shardlist"]:
+                    if isinstance(shard.get("filesize"), int) and shard["filesize"] > 0:
+                        self._sizes[_same_shard(shard["url"])] = shard["filesize"]
             counts = {}
             for url, n in entries:
                 if n is None or int(n) < 0:
@@ -98,12 +102,17 @@ class SampleCounts:
             )
         return [known[_same_shard(url)] for url in urls]
 
+    def size_of(self, url: str) -> int | None:
+        """The shard's size in bytes when the descriptor gives it."""
+        self.counts()
+        return self._sizes.get(_same_shard(url))
 
-def _index(url: str, reading: ShardReadOptions) -> Any:
+
+def _index(url: str, reading: ShardReadOptions, size: int | None = None) -> Any:
     index = _INDEXES.get(url)
     if index is None:
         retry = DEFAULT_RETRY if reading.retry is None else reading.retry
-        index = _INDEXES[url] = index_shard(url, reading.storage_options, retry=retry)
+        index = _INDEXES[url] = index_shard(url, reading.storage_options, retry=retry, size=size)
     return index
 
 
@@ -210,9 +219,10 @@ class BalancedIterator(StageIterator):
 
     def _located(self, task: dict[str, Any]) -> dict[str, Any]:
         """``task`` with the byte offset of its first sample, from the shard's index (read when it is reached)."""
-        index = _index(task["url"], self.recipe.reading)
+        given = self.recipe.counts
+        size = given.size_of(task["url"]) if given is not None else None
+        index = _index(task["url"], self.recipe.reading, size)
         if len(index) != task["nsamples"]:
-            given = self.recipe.counts
             raise SpecError(
                 f"{task['url']} holds {len(index)} samples; {given.where() if given else 'its index'} "
                 f"says {task['nsamples']} (rebuild the counts after changing shards)"

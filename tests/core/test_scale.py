@@ -42,6 +42,18 @@ def test_balanced_readers_with_counts_touch_only_their_first_shard(store, monkey
         assert sum(requests.values()) <= 6, requests
 
 
+def test_file_sizes_in_the_descriptor_save_the_size_requests(monkeypatch):
+    synthstore.install(NSHARDS, filesizes=True)
+    try:
+        for rank, worker in ((0, 0), (3, 1)):
+            sample, requests = first_sample(monkeypatch, rank, worker, sample_counts="synth://bucket/dataset.json")
+            assert not [key for key in requests if key[0] == "info"] and sum(requests.values()) == 4, requests
+    finally:
+        from fsspec.registry import _registry
+
+        _registry.pop("synth", None)
+
+
 def test_without_counts_every_reader_indexes_every_shard(store, monkeypatch):
     sample, requests = first_sample(monkeypatch, 1, 1)
     shards = {path for _, path in requests if path.endswith(".tar")}

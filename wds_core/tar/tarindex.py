@@ -208,10 +208,12 @@ def index_shard(
     shard: RandomAccess | None = None,
     cache_path: str | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
+    size: int | None = None,
 ) -> ShardIndex:
     """The offset index of one shard: an up-to-date stored one (see :func:`stored_index`), or built.
 
-    ``fresh`` always builds it.  ``shard`` is the shard already open for random
+    ``size``, when known (a descriptor's ``filesize``), saves asking a remote
+    store for it.  ``fresh`` always builds it.  ``shard`` is the shard already open for random
     access (:func:`~wds_core.io.storage.open_random_access`), else it is opened
     here, and a compressed shard is refused (it has no offsets to index).  A
     built index is saved at ``cache_path`` when given (an unwritable cache only
@@ -219,7 +221,7 @@ def index_shard(
     """
     opened = shard is None
     if shard is None:
-        shard = open_random_access(url, storage_options, retry)
+        shard = open_random_access(url, storage_options, retry, size=size)
     try:
         if opened and is_compressed(shard.walk(0, 6)):
             raise ShardOpenError("the shard is compressed: an offset index needs an uncompressed tar", url=url)
