@@ -24,8 +24,7 @@ from typing import Any, overload
 
 import braceexpand
 
-from ..errors import EmptyDatasetError, SpecError
-from .urls import expand_env
+from .urls import no_urls, spec_parts
 
 __all__ = ["LAZY_FROM", "PermutedNames", "ShardNames", "shard_names"]
 
@@ -193,26 +192,11 @@ class PermutedNames(_Names):
 
 def shard_names(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> Sequence[str]:
     """The URLs ``expand_urls(spec)`` gives, as a :class:`ShardNames` when there are many, else as a list."""
-    if isinstance(spec, os.PathLike):
-        spec = os.fspath(spec)
-    if isinstance(spec, str):
-        parts: list[Any] = spec.split("::")
-    elif isinstance(spec, ShardNames):
+    if isinstance(spec, ShardNames):
         return spec
-    elif isinstance(spec, Iterable) and not isinstance(spec, (bytes, dict)):
-        parts = list(spec)
-    else:
-        raise SpecError(f"a shard spec must be a string or a list of strings, got {type(spec).__name__}")
     patterns: list[_Pattern] = []
-    plain: list[str] = []  # consecutive names without braces or variables: one factor, not one pattern each
-    for part in parts:
-        if isinstance(part, os.PathLike):
-            part = os.fspath(part)
-        if not isinstance(part, str):
-            raise SpecError(f"shard URLs must be strings, got {type(part).__name__}: {part!r}")
-        if not part:
-            continue
-        part = expand_env(part)
+    plain: list[str] = []  # consecutive names without braces: one factor, not one pattern each
+    for part in spec_parts(spec):
         if "{" not in part and "}" not in part and "\\" not in part:
             plain.append(part)
             continue
@@ -224,5 +208,5 @@ def shard_names(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> Sequen
         patterns.append(_Pattern([plain]))
     names = ShardNames(patterns)
     if not len(names):
-        raise EmptyDatasetError(f"the shard spec {spec!r} expands to no URL")
+        raise no_urls(spec)
     return names if len(names) >= LAZY_FROM else list(names)

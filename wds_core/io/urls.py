@@ -16,7 +16,7 @@ import braceexpand
 
 from ..errors import EmptyDatasetError, SpecError
 
-__all__ = ["expand_env", "expand_urls", "folder_of", "join_url"]
+__all__ = ["expand_env", "expand_urls", "folder_of", "join_url", "no_urls", "spec_parts"]
 
 _VARIABLE = re.compile(r"\$\{(\w+)\}")
 _MAX_NESTING = 10
@@ -45,6 +45,33 @@ def expand_env(spec: str) -> str:
     return spec
 
 
+def spec_parts(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """The brace patterns a shard spec joins (``::`` parts of a string, or a list's elements), with
+    ``${NAME}`` variables expanded and empty parts left out; a spec of another type is a :class:`SpecError`."""
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if isinstance(spec, str):
+        given: Iterable[str | os.PathLike] = spec.split("::")
+    elif isinstance(spec, Iterable) and not isinstance(spec, (bytes, dict)):
+        given = spec
+    else:
+        raise SpecError(f"a shard spec must be a string or a list of strings, got {type(spec).__name__}")
+    parts = []
+    for part in given:
+        if isinstance(part, os.PathLike):
+            part = os.fspath(part)
+        if not isinstance(part, str):
+            raise SpecError(f"shard URLs must be strings, got {type(part).__name__}: {part!r}")
+        if part != "":
+            parts.append(expand_env(part))
+    return parts
+
+
+def no_urls(spec: object) -> EmptyDatasetError:
+    """The error for a shard spec that names no shard."""
+    return EmptyDatasetError(f"the shard spec {spec!r} expands to no URL")
+
+
 def expand_urls(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
     """Expand a shard spec into the list of shard URLs it names.
 
@@ -54,25 +81,9 @@ def expand_urls(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[s
     >>> expand_urls("data-{00..02}.tar::extra.tar")
     ['data-00.tar', 'data-01.tar', 'data-02.tar', 'extra.tar']
     """
-    if isinstance(spec, os.PathLike):
-        spec = os.fspath(spec)
-    if isinstance(spec, str):
-        parts: Iterable[str | os.PathLike] = spec.split("::")
-    elif isinstance(spec, Iterable) and not isinstance(spec, (bytes, dict)):
-        parts = spec
-    else:
-        raise SpecError(f"a shard spec must be a string or a list of strings, got {type(spec).__name__}")
-    urls: list[str] = []
-    for part in parts:
-        if isinstance(part, os.PathLike):
-            part = os.fspath(part)
-        if not isinstance(part, str):
-            raise SpecError(f"shard URLs must be strings, got {type(part).__name__}: {part!r}")
-        if part == "":
-            continue
-        urls.extend(braceexpand.braceexpand(expand_env(part)))
+    urls = [url for part in spec_parts(spec) for url in braceexpand.braceexpand(part)]
     if not urls:
-        raise EmptyDatasetError(f"the shard spec {spec!r} expands to no URL")
+        raise no_urls(spec)
     return urls
 
 
