@@ -76,31 +76,31 @@ class SampleCounts:
     def counts(self) -> dict[str, int]:
         if self._counts is None:
             if isinstance(self.source, dict):
-                entries = [(str(url), n) for url, n in self.source.items()]
+                rows = [{"url": str(url), "nsamples": n} for url, n in self.source.items()]
             else:
                 from .descriptor import load_descriptor
 
-                body = load_descriptor(self.source, self.storage_options)
-                entries = [(shard["url"], shard["nsamples"]) for shard in body["shardlist"]]
-                for shard in body["shardlist"]:
-                    if isinstance(shard.get("filesize"), int) and shard["filesize"] > 0:
-                        self._sizes[_same_shard(shard["url"])] = shard["filesize"]
+                rows = load_descriptor(self.source, self.storage_options)["shardlist"]
             counts = {}
-            for url, n in entries:
+            for row in rows:
+                key, n = _same_shard(row["url"]), row["nsamples"]
                 if n is None or int(n) < 0:
-                    raise SpecError(f"{self.where()}: no sample count for {url}")
-                counts[_same_shard(url)] = int(n)
+                    raise SpecError(f"{self.where()}: no sample count for {row['url']}")
+                counts[key] = int(n)
+                if isinstance(row.get("filesize"), int) and row["filesize"] > 0:
+                    self._sizes[key] = row["filesize"]
             self._counts = counts
         return self._counts
 
     def of(self, urls: list[str]) -> list[int]:
         known = self.counts()
-        missing = [url for url in urls if _same_shard(url) not in known]
+        keys = [_same_shard(url) for url in urls]
+        missing = [url for url, key in zip(urls, keys) if key not in known]
         if missing:
             raise SpecError(
                 f"{self.where()} gives no sample count for {len(missing)} of the {len(urls)} shards, e.g. {missing[0]}"
             )
-        return [known[_same_shard(url)] for url in urls]
+        return [known[key] for key in keys]
 
     def size_of(self, url: str) -> int | None:
         """The shard's size in bytes when the descriptor gives it."""
