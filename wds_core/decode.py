@@ -20,7 +20,7 @@ import pickle
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from fnmatch import fnmatch
 from typing import Any
 
@@ -216,7 +216,9 @@ class _ThreadedDecode(StageIterator):
                         self._pulled = pulled
                     if chunk:
                         if chunks % threads == threads - 1:
-                            pending.append(_Decoded(_decode_chunk(decode, chunk)))
+                            done: Future = Future()
+                            done.set_result(_decode_chunk(decode, chunk))
+                            pending.append(done)
                         else:
                             pending.append(pool.submit(_decode_chunk, decode, chunk))
                         chunks += 1
@@ -237,16 +239,6 @@ class _ThreadedDecode(StageIterator):
             # thread happens to run it, even one starting up inside threading's own locks, where joining
             # threads deadlocks.  Cancelled futures never run; running ones finish and their workers exit.
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-class _Decoded:
-    """A chunk this thread decoded, in the queue of futures."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def result(self) -> Any:
-        return self.value
 
 
 def _decode_chunk(decode: Callable[[Any], Any], samples: list[Any]) -> list[tuple[bool, Any]]:

@@ -216,7 +216,7 @@ class _SplitIterator(StageIterator):
 
     def _run(self) -> Iterator[Any]:
         index, count, src = self.index, self.count, self.src
-        skips = callable(getattr(src, "skip", None))  # a shard list, or a split of one: jump to our next item
+        skips = _skips(src)  # a shard list, or a split of one: jump to our next item
         items = iter(src)
         while True:
             ahead = (index - self.seen) % count
@@ -234,8 +234,8 @@ class _SplitIterator(StageIterator):
         """Pass over the next ``count`` items this split would yield, as if they had been yielded; how many."""
         if count <= 0:
             return 0
-        wanted = self.seen + (self.index - self.seen) % self.count + (count - 1) * self.count + 1 - self.seen
-        if callable(getattr(self.src, "skip", None)):
+        wanted = (self.index - self.seen) % self.count + (count - 1) * self.count + 1  # source items to pass
+        if _skips(self.src):
             passed = self.src.skip(wanted)
         else:
             passed = sum(1 for _ in itertools.islice(self.src, wanted))
@@ -252,6 +252,11 @@ class _SplitIterator(StageIterator):
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         self.seen = int(state["seen"])
+
+
+def _skips(src: Any) -> bool:
+    """Whether ``src`` can pass over items without producing them (a shard list, or a split of one)."""
+    return callable(getattr(src, "skip", None))
 
 
 def _group_node_info(group: Any) -> tuple[int, int]:

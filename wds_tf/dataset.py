@@ -157,6 +157,11 @@ class TFSource:
         self._worker_epochs: dict[int, int] = {}
         self._lock = threading.Lock()
 
+    @property
+    def _source(self) -> Any:
+        """What the elements come from: the workers' Loader, or the (batched) pipeline itself."""
+        return self.loader if self.loader is not None else self._source_pipeline
+
     def _handed(self, element: Any) -> Any:
         return element if self.batch_size is not None else self.format.check(element)
 
@@ -182,7 +187,7 @@ class TFSource:
         )
 
     def _elements(self) -> Iterator[Any]:
-        source = self.loader if self.loader is not None else self._source_pipeline
+        source = self._source
         pending, self._pending = self._pending, None
         if pending is not None:
             source.load_state_dict(pending["source"])
@@ -215,7 +220,7 @@ class TFSource:
             raise CheckpointError("state_dict() needs num_parallel_calls=None (use num_workers for parallelism)")
         if self._pending is not None:
             return self._pending
-        source = self.loader if self.loader is not None else self._source_pipeline
+        source = self._source
         with self._lock:
             return {"format": STATE_FORMAT, "source": source.state_dict()}
 
