@@ -43,16 +43,23 @@ def photo(rng, h, w):
     return (np.clip(0.5 + 0.4 * base + texture, 0, 1) * 255).astype(np.uint8)
 
 
-def make_dataset(root, name, n, h, w):
-    pattern = f"{root}/augment-{name}-%04d.tar"
-    if not os.path.exists(pattern % 1):
-        rng = np.random.default_rng(0)
-        with wds_core.ShardWriter(pattern, maxcount=(n + 1) // 2) as sink:
+def jpeg_shards(prefix, n, image, *, shards=2, quality=90, seed=0, fields=None):
+    """``n`` samples of a JPEG of ``image(rng)`` and a ``cls`` (and ``fields(rng, i)``) in ``shards`` shards
+    ``prefix-0000.tar``...: written once, then reused (the benchmarks share it); the brace spec."""
+    pattern = f"{prefix}-%04d.tar"
+    if not os.path.exists(pattern % (shards - 1)):
+        rng = np.random.default_rng(seed)
+        with wds_core.ShardWriter(pattern, maxcount=-(-n // shards)) as sink:
             for i in range(n):
                 out = io.BytesIO()
-                Image.fromarray(photo(rng, h, w)).save(out, format="JPEG", quality=90)
-                sink.write({"__key__": f"img{i:06d}", "jpg": out.getvalue(), "cls": i % 10})
-    return f"{root}/augment-{name}-{{0000..0001}}.tar"
+                Image.fromarray(image(rng)).save(out, format="JPEG", quality=quality)
+                sample = {"__key__": f"img{i:06d}", "jpg": out.getvalue(), "cls": i % 10}
+                sink.write({**sample, **(fields(rng, i) if fields else {})})
+    return f"{prefix}-{{0000..{shards - 1:04d}}}.tar"
+
+
+def make_dataset(root, name, n, h, w):
+    return jpeg_shards(f"{root}/augment-{name}", n, lambda rng: photo(rng, h, w))
 
 
 def rrc_flip_chw(img, size=224, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):

@@ -24,6 +24,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from bench_augment import jpeg_shards
 from PIL import Image
 
 import wds_core
@@ -38,15 +39,7 @@ def make_image(rng, size=256):
 
 
 def make_dataset(root, n):
-    pattern = f"{root}/decode-v2-%04d.tar"
-    if not os.path.exists(pattern % 1):
-        rng = np.random.default_rng(0)
-        with wds_core.ShardWriter(pattern, maxcount=(n + 1) // 2) as sink:
-            for i in range(n):
-                out = io.BytesIO()
-                Image.fromarray(make_image(rng)).save(out, format="JPEG", quality=85)
-                sink.write({"__key__": f"img{i:06d}", "jpg": out.getvalue(), "cls": i % 10})
-    return f"{root}/decode-v2-{{0000..0001}}.tar"
+    return jpeg_shards(f"{root}/decode-v2", n, make_image, quality=85)
 
 
 def best_of(repeats, fn):

@@ -24,18 +24,16 @@ Each pipeline is read in one process (``DataLoader(num_workers=0)``) and with tw
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 import time
 import zlib
 
 import numpy as np
-from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_augment import arguments, photo, resize_center_chw, rrc_flip_chw  # noqa: E402
+from bench_augment import arguments, jpeg_shards, photo, resize_center_chw, rrc_flip_chw  # noqa: E402
 
 import wds_core  # noqa: E402
 
@@ -53,16 +51,10 @@ def tokens(caption):
 
 
 def make_dataset(root, name, n, h, w):
-    pattern = f"{root}/pipeline-{name}-%04d.tar"
-    if not os.path.exists(pattern % 3):
-        rng = np.random.default_rng(1)
-        with wds_core.ShardWriter(pattern, maxcount=-(-n // 4)) as sink:
-            for i in range(n):
-                out = io.BytesIO()
-                Image.fromarray(photo(rng, h, w)).save(out, format="JPEG", quality=90)
-                caption = " ".join(rng.choice(WORDS, int(rng.integers(5, 30))))
-                sink.write({"__key__": f"img{i:06d}", "jpg": out.getvalue(), "cls": i % 1000, "txt": caption})
-    return f"{root}/pipeline-{name}-{{0000..0003}}.tar"
+    def fields(rng, i):
+        return {"cls": i % 1000, "txt": " ".join(rng.choice(WORDS, int(rng.integers(5, 30))))}
+
+    return jpeg_shards(f"{root}/pipeline-{name}", n, lambda rng: photo(rng, h, w), shards=4, seed=1, fields=fields)
 
 
 def label(value):
