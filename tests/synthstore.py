@@ -2,8 +2,9 @@
 
 ``synth://bucket/shard-000123.tar`` is a tar of ``SAMPLES`` samples (``txt`` + ``cls``) whose bytes
 are a function of the name; ``synth://bucket/dataset.json`` is a wids descriptor listing
-``SynthStore.nshards`` such shards with their counts.  Anything else (``.idx`` sidecars...) does not
-exist.  ``SynthStore.requests`` counts ``(method, path)`` for ``info`` and ``cat_file``, the two
+``SynthStore.nshards`` such shards with their counts (and sizes, with ``filesizes``); with
+``sidecars``, each shard has its ``.idx`` offset index beside it, as ``wds index create`` writes.
+Anything else does not exist.  ``SynthStore.requests`` counts ``(method, path)`` for ``info`` and ``cat_file``, the two
 calls wds makes of a remote store.
 """
 
@@ -17,10 +18,11 @@ import re
 import fsspec
 from fsspec.spec import AbstractFileSystem
 
+from wds_core.tar.tarindex import ShardIndex
 from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 SAMPLES = 5
-_SHARD = re.compile(r"bucket/shard-(\d+)\.tar$")
+_SHARD = re.compile(r"bucket/shard-(\d+)\.tar(\.idx)?$")
 
 
 @functools.lru_cache(maxsize=256)
@@ -33,17 +35,27 @@ def shard_bytes(number: int) -> bytes:
     return b"".join(out) + end_of_archive()
 
 
+@functools.lru_cache(maxsize=256)
+def sidecar_bytes(number: int) -> bytes:
+    data = shard_bytes(number)
+    return ShardIndex.build(lambda offset, n: data[offset : offset + n], len(data)).to_json().encode()
+
+
 class SynthStore(AbstractFileSystem):
     protocol = "synth"
     nshards = 100
     filesizes = False  # whether the descriptor lists each shard's size
+    sidecars = False  # whether shards have their .idx beside them
     requests: collections.Counter = collections.Counter()
 
     def _object(self, path: str) -> bytes:
         path = self._strip_protocol(path)
         matched = _SHARD.fullmatch(path)
         if matched and int(matched.group(1)) < self.nshards:
-            return shard_bytes(int(matched.group(1)))
+            if not matched.group(2):
+                return shard_bytes(int(matched.group(1)))
+            if self.sidecars:
+                return sidecar_bytes(int(matched.group(1)))
         if path == "bucket/dataset.json":
             size = len(shard_bytes(0))  # keys are fixed-width: every shard has this size
             shards = [{"url": f"shard-{s:06d}.tar", "nsamples": SAMPLES} for s in range(self.nshards)]
@@ -62,8 +74,8 @@ class SynthStore(AbstractFileSystem):
         return self._object(path)[start:end]
 
 
-def install(nshards: int, filesizes: bool = False) -> type[SynthStore]:
-    SynthStore.nshards, SynthStore.filesizes = nshards, filesizes
+def install(nshards: int, filesizes: bool = False, sidecars: bool = False) -> type[SynthStore]:
+    SynthStore.nshards, SynthStore.filesizes, SynthStore.sidecars = nshards, filesizes, sidecars
     SynthStore.requests.clear()
     fsspec.register_implementation("synth", SynthStore, clobber=True)
     return SynthStore

@@ -198,3 +198,25 @@ def test_index_create_in_parallel_and_resumed(data, tmp_path):
     assert json.loads((tmp_path / "resumed.json").read_text())["shardlist"] == serial
     assert {s: (tmp_path / f"d-{s}.tar.idx").stat().st_mtime_ns for s in (0, 2)} == kept  # taken, not rewritten
     assert (tmp_path / "d-1.tar.idx").exists()
+
+
+def test_index_create_writes_sidecars_beside_remote_shards(data, tmp_path, s3):
+    spec, keys = data
+    options = s3["team-a"].client_options("team-a")
+    config = tmp_path / "wds.json"
+    config.write_text(json.dumps({"storage": [{"prefix": "s3://team-a/", "options": options}]}))
+    env = {**os.environ, "WDS_CONFIG": str(config)}
+    wds_cli("cp", spec, "s3://team-a/indexed/", env=env)
+    remote = "s3://team-a/indexed/d-{0..2}.tar"
+    wds_cli("index", "create", remote, "-o", tmp_path / "remote.json", "--workers", "2", env=env)
+    wds_cli("index", "create", spec, "-o", tmp_path / "local.json")
+    local = json.loads((tmp_path / "local.json").read_text())["shardlist"]
+    described = json.loads((tmp_path / "remote.json").read_text())["shardlist"]
+    assert [(e["url"], e["nsamples"], e["filesize"]) for e in described] == [
+        (f"s3://team-a/indexed/d-{s}.tar", e["nsamples"], e["filesize"]) for s, e in enumerate(local)
+    ]
+    for s in range(3):  # the same index as the local shard's
+        remote_index = wds.io.read_bytes(f"s3://team-a/indexed/d-{s}.tar.idx", options)
+        assert json.loads(remote_index) == json.loads((tmp_path / f"d-{s}.tar.idx").read_text())
+    resumed = wds_cli("index", "create", remote, "-o", tmp_path / "again.json", "--resume", env=env)
+    assert json.loads((tmp_path / "again.json").read_text())["shardlist"] == described, resumed.stderr

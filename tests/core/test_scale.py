@@ -1,5 +1,6 @@
 """Many shards read from a store that counts requests (tests/synthstore.py)."""
 
+import contextlib
 import itertools
 
 import pytest
@@ -12,12 +13,20 @@ NSHARDS, RANKS, WORKERS = 200, 4, 2
 SPEC = f"synth://bucket/shard-{{000000..{NSHARDS - 1:06d}}}.tar"
 
 
+@contextlib.contextmanager
+def installed(**kw):
+    try:
+        yield synthstore.install(NSHARDS, **kw)
+    finally:
+        from fsspec.registry import _registry
+
+        _registry.pop("synth", None)
+
+
 @pytest.fixture
 def store():
-    yield synthstore.install(NSHARDS)
-    from fsspec.registry import _registry
-
-    _registry.pop("synth", None)
+    with installed() as fake:
+        yield fake
 
 
 def first_sample(monkeypatch, rank, worker, **kw):
@@ -43,15 +52,20 @@ def test_balanced_readers_with_counts_touch_only_their_first_shard(store, monkey
 
 
 def test_file_sizes_in_the_descriptor_save_the_size_requests(monkeypatch):
-    synthstore.install(NSHARDS, filesizes=True)
-    try:
+    with installed(filesizes=True):
         for rank, worker in ((0, 0), (3, 1)):
             sample, requests = first_sample(monkeypatch, rank, worker, sample_counts="synth://bucket/dataset.json")
             assert not [key for key in requests if key[0] == "info"] and sum(requests.values()) == 4, requests
-    finally:
-        from fsspec.registry import _registry
 
-        _registry.pop("synth", None)
+
+def test_with_sidecars_and_sizes_a_reader_makes_three_requests_before_its_first_sample(monkeypatch):
+    """Issue 20's target, 2 + the shards of the first piece: the descriptor, the shard's sidecar, its sample."""
+    with installed(filesizes=True, sidecars=True):
+        for rank, worker in itertools.product(range(RANKS), range(WORKERS)):
+            sample, requests = first_sample(monkeypatch, rank, worker, sample_counts="synth://bucket/dataset.json")
+            shard = sample["__url__"].split("://", 1)[1]
+            expected = {("cat_file", "bucket/dataset.json"), ("cat_file", shard + ".idx"), ("cat_file", shard)}
+            assert set(requests) == expected and sum(requests.values()) == 3, requests
 
 
 def test_without_counts_every_reader_indexes_every_shard(store, monkeypatch):

@@ -5,8 +5,9 @@
     wds index sample data/dataset.json 1234 [--field jpg > x.jpg]
 
 ``create`` walks each shard's headers (no member data is read), counts its
-samples, writes ``<shard>.idx`` next to each local shard (``--no-sidecar`` to
-skip) and a descriptor whose local URLs are relative to its folder, as
+samples, writes ``<shard>.idx`` next to each shard, local or remote
+(``--no-sidecar`` to skip; a balanced reader then needs one request for a
+shard's offsets) and a descriptor whose local URLs are relative to its folder, as
 ``widsindex create`` does; ``--md5`` also records each shard's md5sum (reads
 every byte).  ``--workers N`` indexes N shards at once in processes.  A shard
 that cannot be indexed is reported with its error and the others go on; the
@@ -27,8 +28,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..descriptor import load_descriptor
+from ..errors import ShardOpenError, WdsError
 from ..indexed import ShardListDataset
-from ..io.storage import local_path
+from ..io.storage import local_path, open_random_access
 from ..io.urls import expand_urls
 from ..tar.tarindex import index_shard, stored_index
 from ..writer import write_descriptor
@@ -40,18 +42,33 @@ __all__ = ["add_parser"]
 _CHUNK = 16  # shards per task: one hand-over per small shard cost more than indexing it
 
 
-def index_entry(url: str, sidecar: bool = True, md5: bool = False, resume: bool = False) -> dict[str, Any]:
-    """One shard's descriptor entry; its ``<shard>.idx`` written (atomically) when it is local.
+def _size(url: str, storage_options: dict | None) -> int:
+    path = local_path(url)
+    if path is not None:
+        return os.path.getsize(path)
+    shard = open_random_access(url, storage_options)
+    shard.close()
+    return shard.size
+
+
+def index_entry(
+    url: str, sidecar: bool = True, md5: bool = False, resume: bool = False, storage_options: dict | None = None
+) -> dict[str, Any]:
+    """One shard's descriptor entry; its ``<shard>.idx`` sidecar written (atomically) beside it, local or remote.
 
     With ``resume``, an up-to-date sidecar (same size) is taken instead of walking the shard again.
     """
-    path = local_path(url)
     stored = None
-    if resume and path is not None:
-        stored = stored_index(url, os.path.getsize(path))
-    index = stored if stored is not None else index_shard(url, fresh=True)
-    if path is not None and sidecar and stored is None:
-        index.save(path + ".idx")
+    if resume:
+        stored = stored_index(url, _size(url, storage_options), storage_options)
+    index = stored if stored is not None else index_shard(url, storage_options, fresh=True)
+    if sidecar and stored is None:
+        try:
+            index.save(url + ".idx", storage_options)
+        except (OSError, WdsError) as exn:
+            raise ShardOpenError(
+                f"cannot write its sidecar {url}.idx (--no-sidecar writes none): {exn}", url=url
+            ) from None
     entry: dict[str, Any] = {"url": url, "nsamples": len(index), "filesize": index.size}
     if md5:
         entry["md5sum"] = md5_of(url)

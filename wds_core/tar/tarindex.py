@@ -33,7 +33,8 @@ from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, Truncat
 from ..grouping import is_meta, split_key
 from ..io.decompress import is_compressed
 from ..io.remote import DEFAULT_RETRY, RetryPolicy
-from ..io.storage import RandomAccess, open_random_access, read_bytes
+from ..io.sinks import create_shard
+from ..io.storage import RandomAccess, local_path, open_random_access, read_bytes
 from .headers import (
     BLOCK,
     GNU_LONGLINK,
@@ -163,12 +164,22 @@ class ShardIndex:
         except (ValueError, KeyError, TypeError, AttributeError) as exn:
             raise TarFormatError(f"not a usable shard index: {exn}", url=where) from None
 
-    def save(self, path: str) -> None:
-        """Write atomically (a reader never sees half an index)."""
-        partial = f"{path}.{os.getpid()}.partial"
+    def save(self, path: str, storage_options: dict | None = None) -> None:
+        """Write to a local path or any URL the storage layer writes, atomically (never half an index)."""
+        local = local_path(path)
+        if local is None:
+            sink = create_shard(path, storage_options)
+            try:
+                sink.write(self.to_json().encode())
+            except BaseException:
+                sink.abort()
+                raise
+            sink.commit()
+            return
+        partial = f"{local}.{os.getpid()}.partial"
         with open(partial, "w") as out:
             out.write(self.to_json())
-        os.replace(partial, path)
+        os.replace(partial, local)
 
 
 def _sample_starts(members: list[tuple[str, int, int, int]]) -> list[int]:
@@ -213,12 +224,18 @@ def index_shard(
     """The offset index of one shard: an up-to-date stored one (see :func:`stored_index`), or built.
 
     ``size``, when known (a descriptor's ``filesize``), saves asking a remote
-    store for it.  ``fresh`` always builds it.  ``shard`` is the shard already open for random
+    store for it, and an up-to-date sidecar is then all that is read (one request).
+    ``fresh`` always builds it.  ``shard`` is the shard already open for random
     access (:func:`~wds_core.io.storage.open_random_access`), else it is opened
     here, and a compressed shard is refused (it has no offsets to index).  A
     built index is saved at ``cache_path`` when given (an unwritable cache only
     costs building it again).
     """
+    if size is not None and shard is None and not fresh:
+        index = stored_index(url, size, storage_options, cache_path)
+        if index is not None:  # built from this very shard, so not a compressed one
+            return index
+        fresh = True  # nothing stored: not asked for twice
     opened = shard is None
     if shard is None:
         shard = open_random_access(url, storage_options, retry, size=size)
