@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import SpecError
 from .io.storage import read_bytes
-from .io.urls import folder_of, join_url
+from .io.urls import folder_of, join_url, url_joiner
 
 __all__ = ["load_descriptor", "resolve_descriptor"]
 
@@ -37,11 +37,12 @@ def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[s
     if base is not None:
         folder = _asfolder_of(join_url(folder, str(base)))
     shards = []
+    join = url_joiner(folder)
     for entry in body.get("shardlist", []):
         if not isinstance(entry, dict) or "url" not in entry:
             raise SpecError(f"{where}: every shardlist entry needs a url, got {entry!r}")
         shard = dict(entry)
-        shard["url"] = join_url(folder, str(entry["url"]))
+        shard["url"] = join(str(entry["url"]))
         nsamples = shard.get("nsamples")
         shard["nsamples"] = None if nsamples is None else int(nsamples)
         shards.append(shard)

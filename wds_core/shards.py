@@ -55,6 +55,11 @@ class SimpleShardList(Recipe):
         self.seed = seed
         self.shuffle = shuffle
         self._drawn_seed = fresh_seed()
+        # the last epoch's order of a long list
+        self._permuted: tuple[tuple[int, int, int], PermutedNames] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_permuted": None}  # workers compute it (the same) when they need it
 
     @property
     def seed_given(self) -> bool:
@@ -63,8 +68,8 @@ class SimpleShardList(Recipe):
     def __len__(self) -> int:
         return len(self.urls)
 
-    def build(self, src: Any, ctx: RunContext) -> _ShardListIterator:
-        return _ShardListIterator(self, ctx.epoch)
+    def build(self, src: Any, ctx: RunContext) -> ShardListIterator:
+        return ShardListIterator(self, ctx.epoch)
 
     def __iter__(self) -> Iterator[dict[str, str]]:
         return iter(self.build(None, RunContext()))
@@ -78,14 +83,18 @@ class SimpleShardList(Recipe):
             urls = list(self.urls)
             random.Random(seed + epoch).shuffle(urls)
             return urls
-        # the same permutation, of positions (4 bytes a shard) instead of names: shuffle() draws by length only
-        n = len(self.urls)
-        positions = array.array("i" if n < 2**31 else "q", range(n))
-        random.Random(seed + epoch).shuffle(positions)
-        return PermutedNames(self.urls, positions)
+        # the same permutation, of positions (4 bytes a shard) instead of names: shuffle() draws by length only;
+        # kept for the epoch (10M shards: 5 s to draw), as every iterator of this list in the epoch uses it
+        key = (seed, epoch, id(self.urls))  # the list the cached order permutes is alive: its id is not reused
+        if self._permuted is None or self._permuted[0] != key:
+            n = len(self.urls)
+            positions = array.array("i" if n < 2**31 else "q", range(n))
+            random.Random(seed + epoch).shuffle(positions)
+            self._permuted = (key, PermutedNames(self.urls, positions))
+        return self._permuted[1]
 
 
-class _ShardListIterator(StageIterator):
+class ShardListIterator(StageIterator):
     passes_order = False  # a shard source
 
     def __init__(self, recipe: SimpleShardList, epoch: int) -> None:
@@ -99,6 +108,13 @@ class _ShardListIterator(StageIterator):
         while self.index < len(urls):  # self.index is read anew each time: skip() moves it
             self.index += 1
             yield {"url": urls[self.index - 1]}
+
+    def rest(self) -> list[str]:
+        """The URLs of the shards not yielded yet, as if they all were now (one list, named in bulk)."""
+        urls = self.recipe.order(self.epoch)
+        left = urls[self.index :]
+        self.index = len(urls)
+        return list(left)
 
     def skip(self, count: int) -> int:
         """Pass over the next ``count`` shards as if they had been yielded; how many there were.

@@ -130,6 +130,10 @@ class _Names(Sequence[str]):
     def _name(self, i: int) -> str:  # pragma: no cover - subclasses define it
         raise NotImplementedError
 
+    def pick(self, positions: Iterable[int]) -> list[str]:
+        """The names at ``positions`` (valid, non-negative indices), in that order."""
+        return [self._name(p) for p in positions]
+
     @overload
     def __getitem__(self, i: int) -> str: ...
 
@@ -139,7 +143,7 @@ class _Names(Sequence[str]):
     def __getitem__(self, i: int | slice) -> str | list[str]:
         n = len(self)
         if isinstance(i, slice):
-            return [self._name(j) for j in range(*i.indices(n))]
+            return self.pick(range(*i.indices(n)))
         if i < 0:
             i += n
         if not 0 <= i < n:
@@ -165,6 +169,12 @@ class ShardNames(_Names):
     def __iter__(self) -> Iterator[str]:
         return itertools.chain.from_iterable(self.patterns)
 
+    def pick(self, positions: Iterable[int]) -> list[str]:
+        if len(self.patterns) == 1 and self.patterns[0].single is not None:  # one formatting per name
+            form, values = self.patterns[0].single
+            return [form % values[p] for p in positions]
+        return super().pick(positions)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
             return NotImplemented
@@ -188,6 +198,10 @@ class PermutedNames(_Names):
 
     def _name(self, i: int) -> str:
         return self.names[self.positions[i]]
+
+    def pick(self, positions: Iterable[int]) -> list[str]:
+        inner = [self.positions[p] for p in positions]
+        return self.names.pick(inner) if isinstance(self.names, _Names) else [self.names[p] for p in inner]
 
 
 def shard_names(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> Sequence[str]:

@@ -7,10 +7,11 @@ may itself contain ``${...}``; a missing variable is an error naming it.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import braceexpand
 
@@ -92,6 +93,25 @@ def folder_of(url: str) -> str:
     if "://" in url:
         return url.rsplit("/", 1)[0] + "/"
     return os.path.dirname(os.path.abspath(url)) + os.sep
+
+
+_PLAIN_RELATIVE = re.compile(r"(?:[^/]*[^/.][^/]*/)*[^/]*[^/.][^/]*")  # no empty, "." or ".." segment
+
+
+def url_joiner(base: str | None) -> Callable[[str], str]:
+    """``join_url`` with ``base`` fixed, quicker for the plain relative names of a long shard list."""
+    if base is None:
+        return lambda url: url
+    if os.sep != "/" and "://" not in base:
+        return functools.partial(join_url, base)
+    prefix = join_url(base, "x")[:-1]
+
+    def join(url: str) -> str:
+        if _PLAIN_RELATIVE.fullmatch(url) and "://" not in url and not url.startswith("pipe:") and url != "-":
+            return prefix + url  # what normalising base/url gives: url has nothing to normalise
+        return join_url(base, url)
+
+    return join
 
 
 def join_url(base: str | None, url: str) -> str:

@@ -1,11 +1,13 @@
+import array
 import pickle
+import random
 
 import braceexpand
 import pytest
 
 from wds_core.errors import EmptyDatasetError, SpecError
 from wds_core.io import shardnames
-from wds_core.io.shardnames import ShardNames, shard_names
+from wds_core.io.shardnames import PermutedNames, ShardNames, shard_names
 from wds_core.io.urls import expand_urls
 
 SPECS = [
@@ -49,6 +51,10 @@ def test_the_names_and_order_are_expand_urls(lazy, spec):
     assert [names[-i] for i in range(1, len(expected) + 1)] == expected[::-1]
     assert names[1:4] == expected[1:4] and names[::-2] == expected[::-2]
     assert list(pickle.loads(pickle.dumps(names))) == expected
+    order = random.Random(5).sample(range(len(expected)), len(expected))
+    assert names.pick(order) == [expected[i] for i in order]
+    permuted = PermutedNames(names, array.array("i", order))
+    assert permuted[:] == [expected[i] for i in order] and permuted[1::2] == [expected[i] for i in order[1::2]]
     with pytest.raises(IndexError):
         names[len(expected)]
 

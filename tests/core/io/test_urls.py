@@ -3,6 +3,7 @@ import pathlib
 import pytest
 
 from wds_core import EmptyDatasetError, SpecError, expand_urls
+from wds_core.io.urls import join_url, url_joiner
 
 
 def test_braces_lists_and_double_colon():
@@ -31,3 +32,13 @@ def test_wds_environment_variables_in_specs(monkeypatch):
     monkeypatch.delenv("WDS_BUCKET")
     with pytest.raises(SpecError, match="WDS_BUCKET"):
         expand_urls("${BUCKET}/x.tar")
+
+
+@pytest.mark.parametrize(
+    "base", [None, "s3://b/", "s3://b/x/", "s3://b/x/../y/", "s3://b", "/data/", "/", "//", "/a/./b/", "rel/dir/"]
+)
+def test_url_joiner_gives_join_url(base):
+    names = ["a.tar", "d/a.tar", "../a.tar", "./a.tar", "a//b.tar", "/abs.tar", "s3://o/x.tar", "pipe:cat x", "-"]
+    names += ["...", ".hidden", "a/./b", "a/../b", "x/", "a.b/c.d", "%41", "{}", " sp", "..a/b"]
+    join = url_joiner(base)
+    assert [join(name) for name in names] == [join_url(base, name) for name in names]
