@@ -28,12 +28,15 @@ so that worker processes can find it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import glob
+import json
 import multiprocessing
 import os
+import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -42,7 +45,7 @@ from typing import Any
 from .errors import SpecError
 from .io.urls import expand_urls
 
-__all__ = ["ShardJobSummary", "map_shards", "output_names"]
+__all__ = ["JobLog", "ShardJobSummary", "dask_client", "map_shards", "output_names", "run_jobs"]
 
 
 @dataclass
@@ -101,8 +104,9 @@ def _complete(url: str, storage_options: dict | None) -> bool:
     return bool(fs.exists(fspath))
 
 
-def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: dict | None) -> tuple[int, int]:
-    """Read ``src``, apply ``fn``, write ``dst`` atomically: ``(samples in, samples out)``."""
+def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: dict | None) -> tuple[int, int, float]:
+    """Read ``src``, apply ``fn``, write ``dst`` atomically: ``(samples in, samples out, seconds)``."""
+    started = time.perf_counter()
     from .fluid import WebDataset
     from .io.storage import local_path
     from .writer import TarWriter
@@ -138,7 +142,54 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: d
         for sample in results():
             sink.write({k: v for k, v in sample.items() if k == "__key__" or not k.startswith("__")})
             counts[1] += 1
-    return counts[0], counts[1]
+    return counts[0], counts[1], round(time.perf_counter() - started, 3)
+
+
+class JobLog:
+    """A job's record, one JSON line per shard that ended: what is done, what failed and with what error.
+
+    Each line is ``{"input", "output", "status": "done" | "failed", "attempts", "time", ...}`` plus
+    ``samples_in``/``samples_out``/``seconds`` when done and ``error`` when failed.  Lines are appended
+    (and flushed) as shards end, so the log of a job that was killed says what it had finished; a line
+    cut short by the kill is ignored.  A rerun with the same log skips the shards it records as done
+    (without asking the store whether each output exists) and tries the others again.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        self.entries: dict[str, dict[str, Any]] = {}  # input -> its last line
+        cut = False
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as handle:
+                for line in handle:
+                    cut = not line.endswith("\n")
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue  # the last line of a killed driver
+                    if isinstance(entry, dict) and "input" in entry:
+                        self.entries[entry["input"]] = entry
+        self._out = open(self.path, "a", encoding="utf-8")
+        if cut:  # what follows starts on a line of its own
+            self._out.write("\n")
+
+    def done(self, src: str, dst: str) -> bool:
+        entry = self.entries.get(src)
+        return entry is not None and entry.get("status") == "done" and entry.get("output") == dst
+
+    def failures(self) -> dict[str, str]:
+        """Inputs whose last line is a failure, with its error."""
+        return {src: e.get("error", "") for src, e in self.entries.items() if e.get("status") == "failed"}
+
+    def record(self, src: str, dst: str, status: str, attempts: int, **fields: Any) -> None:
+        entry = {"input": src, "output": dst, "status": status, "attempts": attempts, **fields}
+        entry["time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.entries[src] = entry
+        self._out.write(json.dumps(entry) + "\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        self._out.close()
 
 
 def map_shards(
@@ -154,90 +205,172 @@ def map_shards(
     overwrite: bool = False,
     storage_options: dict | None = None,
     progress: Callable[[ShardJobSummary], None] | None = None,
+    log: str | os.PathLike | None = None,
+    memory_limit: int | None = None,
 ) -> ShardJobSummary:
-    """Apply ``fn`` to every shard of ``inputs`` and write ``outputs`` (see the module doc)."""
+    """Apply ``fn`` to every shard of ``inputs`` and write ``outputs`` (see the module doc).
+
+    ``log``: a local file, the job's record (:class:`JobLog`); ``memory_limit``: bytes a worker may
+    allocate for a shard (see :func:`run_jobs`); ``progress(summary)`` is called as each shard ends.
+    """
     if per not in ("sample", "shard"):
         raise SpecError(f"per must be 'sample' or 'shard', got {per!r}")
-    if engine not in ("process", "dask", "serial"):
-        raise SpecError(f"engine must be 'process', 'dask' or 'serial', got {engine!r}")
-    if retries < 0:
-        raise SpecError(f"retries must be >= 0, got {retries}")
     urls = expand_urls(inputs) if isinstance(inputs, str) else [os.fspath(u) for u in inputs]
     names = output_names(urls, outputs)
     summary = ShardJobSummary(inputs=len(urls))
-    jobs = []
-    for src, dst in zip(urls, names):
-        if not overwrite and _complete(dst, storage_options):
-            summary.skipped.append(dst)
-        else:
-            jobs.append((src, dst))
-    run = {"process": _run_pool, "dask": _run_dask, "serial": _run_serial}[engine]
-    work = functools.partial(process_shard, fn, per, storage_options=storage_options)  # work(src, dst), picklable
-    run(jobs, work, summary, retries, workers, scheduler, progress)
+    record = JobLog(log) if log is not None else None
+    try:
+        jobs = []
+        for src, dst in zip(urls, names):
+            if not overwrite and (record.done(src, dst) if record else _complete(dst, storage_options)):
+                summary.skipped.append(dst)
+            else:
+                jobs.append((src, dst))
+
+        def done(job: tuple, result: tuple[int, int, float], attempts: int) -> None:
+            summary.written.append(job[1])
+            summary.samples_in += result[0]
+            summary.samples_out += result[1]
+            if record is not None:
+                record.record(
+                    job[0], job[1], "done", attempts, samples_in=result[0], samples_out=result[1], seconds=result[2]
+                )
+            if progress is not None:
+                progress(summary)
+
+        def failed(job: tuple, error: str, attempts: int) -> None:
+            summary.failures.append((job[0], error))
+            if record is not None:
+                record.record(job[0], job[1], "failed", attempts, error=error)
+            if progress is not None:
+                progress(summary)
+
+        work = functools.partial(process_shard, fn, per, storage_options=storage_options)  # work(src, dst)
+        run_jobs(
+            jobs,
+            work,
+            done,
+            failed,
+            engine=engine,
+            workers=workers,
+            scheduler=scheduler,
+            retries=retries,
+            memory_limit=memory_limit,
+        )
+    finally:
+        if record is not None:
+            record.close()
     return summary
-
-
-def _record(summary: ShardJobSummary, dst: str, result: tuple[int, int], progress: Any) -> None:
-    summary.written.append(dst)
-    summary.samples_in += result[0]
-    summary.samples_out += result[1]
-    if progress is not None:
-        progress(summary)
 
 
 def _error_text(exn: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exn), exn)).strip()
 
 
-def _retry(attempts: collections.Counter[tuple[str, str]], job: tuple[str, str], retries: int) -> bool:
-    """Count a failed attempt of ``job``; whether it gets another."""
-    attempts[job] += 1
-    return attempts[job] <= retries
+def _limit_memory(nbytes: int) -> None:
+    """In a worker process: allocations beyond ``nbytes`` more than it holds now raise MemoryError (Linux)."""
+    import resource
+
+    with open("/proc/self/statm") as statm:
+        now = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = now + nbytes if hard == resource.RLIM_INFINITY else min(hard, now + nbytes)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _run_serial(
-    jobs: list, work: Callable, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
+def run_jobs(
+    jobs: Iterable[tuple],
+    work: Callable,
+    done: Callable[[tuple, Any, int], None],
+    failed: Callable[[tuple, str, int], None],
+    *,
+    engine: str = "process",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    retries: int = 0,
+    memory_limit: int | None = None,
 ) -> None:
-    for src, dst in jobs:
-        for attempt in range(retries + 1):
+    """Call ``work(*job)`` for every job on ``engine``; ``done(job, result, attempts)`` or
+    ``failed(job, error text, attempts)`` as each ends.
+
+    The callbacks run in this process (the driver), in the order jobs end.  A
+    job that raises (or whose worker dies) is tried again up to ``retries``
+    times.  ``memory_limit`` (bytes) bounds what a worker process may allocate
+    for its jobs: a process-pool job going beyond raises MemoryError (Linux:
+    the address-space limit), a Dask ``LocalCluster`` worker going beyond is
+    restarted and its job fails; a cluster given by ``scheduler`` has its own
+    workers' limits.
+    """
+    if engine not in ("process", "dask", "serial"):
+        raise SpecError(f"engine must be 'process', 'dask' or 'serial', got {engine!r}")
+    if retries < 0:
+        raise SpecError(f"retries must be >= 0, got {retries}")
+    run = {"process": _run_pool, "dask": _run_dask, "serial": _run_serial}[engine]
+    run(list(jobs), work, _Ends(done, failed, retries), workers, scheduler, memory_limit)
+
+
+class _Ends:
+    """What to do when a job ends: hand its result on, or count the failure and say whether to try again."""
+
+    def __init__(self, done: Callable[..., None], failed: Callable[..., None], retries: int) -> None:
+        self.on_done, self.on_failed, self.retries = done, failed, retries
+        self.attempts: collections.Counter[tuple] = collections.Counter()
+
+    def done(self, job: tuple, result: Any) -> None:
+        self.on_done(job, result, self.attempts.pop(job, 0) + 1)
+
+    def again(self, job: tuple, exn: BaseException, died: bool = False) -> bool:
+        """Whether ``job`` (which raised ``exn``) gets another try; if not, it is reported failed."""
+        self.attempts[job] += 1
+        if self.attempts[job] <= self.retries:
+            return True
+        self.on_failed(job, "a worker process died" if died else _error_text(exn), self.attempts.pop(job))
+        return False
+
+
+def _run_serial(jobs: list, work: Callable, ends: _Ends, workers: Any, scheduler: Any, memory_limit: Any) -> None:
+    for job in jobs:
+        while True:
             try:
-                _record(summary, dst, work(src, dst), progress)
+                result = work(*job)
+            except Exception as exn:  # noqa: BLE001 - retried, then reported
+                if ends.again(job, exn):
+                    continue
                 break
-            except Exception as exn:  # noqa: BLE001 - reported in the summary
-                if attempt == retries:
-                    summary.failures.append((src, _error_text(exn)))
+            ends.done(job, result)
+            break
 
 
-def _run_pool(
-    jobs: list, work: Callable, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
-) -> None:
-    attempts: collections.Counter[tuple[str, str]] = collections.Counter()
+def _run_pool(jobs: list, work: Callable, ends: _Ends, workers: Any, scheduler: Any, memory_limit: Any) -> None:
     pending = list(jobs)
     context = multiprocessing.get_context("spawn")
+    initializer = functools.partial(_limit_memory, memory_limit) if memory_limit else None
     while pending:
-        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=context) as pool:
-            futures = {pool.submit(work, src, dst): (src, dst) for src, dst in pending}
+        n = workers or os.cpu_count() or 1
+        with ProcessPoolExecutor(n, mp_context=context, initializer=initializer) as pool:
+            futures = {pool.submit(work, *job): job for job in pending}
             pending = []
             for future in as_completed(futures):
                 job = futures[future]
                 try:
                     result = future.result()
                 except Exception as exn:  # noqa: BLE001 - retried, then reported
-                    if _retry(attempts, job, retries):
-                        pending.append(job)
-                    else:
-                        reason = "a worker process died" if isinstance(exn, BrokenProcessPool) else _error_text(exn)
-                        summary.failures.append((job[0], reason))
+                    if ends.again(job, exn, died=isinstance(exn, BrokenProcessPool)):
+                        pending.append(job)  # in a new pool: a broken one takes no more work
                     continue
-                _record(summary, job[1], result, progress)
+                ends.done(job, result)
 
 
-def _run_dask(
-    jobs: list, work: Callable, summary: ShardJobSummary, retries: int, workers: Any, scheduler: Any, progress: Any
-) -> None:
+@contextlib.contextmanager
+def dask_client(
+    workers: int | None = None, scheduler: str | None = None, memory_limit: int | None = None
+) -> Iterator[Any]:
+    """A ``dask.distributed`` client of the cluster at ``scheduler``, else of a ``LocalCluster`` made (and closed) here.
+
+    The local cluster has ``workers`` single-threaded worker processes (one per CPU by default).
+    """
     try:
         from dask.distributed import Client, LocalCluster
-        from dask.distributed import as_completed as dask_completed
     except ImportError:
         raise SpecError("engine='dask' needs dask.distributed: pip install 'wds[dask]'") from None
     cluster = None
@@ -245,30 +378,41 @@ def _run_dask(
         client = Client(scheduler)
     else:
         n = workers or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        limit = memory_limit if memory_limit else "auto"
+        cluster = LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=limit
+        )
         client = Client(cluster)
     try:
-        attempts: collections.Counter[tuple[str, str]] = collections.Counter()
-        futures, submitted = {}, []
-        for src, dst in jobs:
-            future = client.submit(work, src, dst, pure=False)
-            futures[future.key] = (src, dst)
-            submitted.append(future)
-        queue = dask_completed(submitted)
-        for future in queue:
-            job = futures[future.key]
-            try:
-                result = future.result()
-            except Exception as exn:  # noqa: BLE001 - retried, then reported (KilledWorker included)
-                if _retry(attempts, job, retries):
-                    again = client.submit(work, *job, pure=False)
-                    futures[again.key] = job
-                    queue.add(again)
-                else:
-                    summary.failures.append((job[0], _error_text(exn)))
-                continue
-            _record(summary, job[1], result, progress)
+        yield client
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _run_dask(jobs: list, work: Callable, ends: _Ends, workers: Any, scheduler: Any, memory_limit: Any) -> None:
+    from dask.distributed import as_completed as dask_completed
+
+    with dask_client(workers, scheduler, memory_limit) as client:
+        owner: dict[Any, tuple] = {}
+        submitted = []
+        for job in jobs:
+            future = client.submit(work, *job, pure=False)
+            owner[future.key] = job
+            submitted.append(future)
+        queue = dask_completed(submitted)
+        del submitted  # the queue holds them; each is released when it has ended
+        for future in queue:
+            job = owner.pop(future.key)
+            try:
+                result = future.result()
+            except Exception as exn:  # noqa: BLE001 - retried, then reported (KilledWorker included)
+                if ends.again(job, exn):
+                    again = client.submit(work, *job, pure=False)
+                    owner[again.key] = job
+                    queue.add(again)
+                continue
+            finally:
+                future.release()
+            ends.done(job, result)

@@ -36,3 +36,10 @@ def fails_on_shard_2(sample):
     if sample["__key__"].startswith("s2-") and not os.path.exists(os.environ["WDS_TEST_MARKER"]):
         raise ValueError("shard 2 is not ready")
     return shout(sample)
+
+
+def hungry_on_shard_1(sample):
+    """Asks for 2 GB on shard 1 (a memory limit turns it into that shard's failure)."""
+    if sample["__key__"].startswith("s1-"):
+        sample["blob"] = bytearray(2_000_000_000)
+    return shout(sample)

@@ -1,5 +1,6 @@
 """Scale-out processing: the process pool, Dask and serial engines write the same shards, and survive failures."""
 
+import json
 import os
 import subprocess
 import sys
@@ -98,3 +99,54 @@ def test_transform_command_on_a_dask_cluster(inputs, tmp_path):
     env["WDS_TEST_MARKER"] = str(tmp_path / "never")
     result = subprocess.run([*failing, "--retries", "0", "--engine", "serial"], capture_output=True, env=env)
     assert result.returncode == 1 and b"FAILED" in result.stderr and b"shard 2 is not ready" in result.stderr
+
+
+def test_the_job_log_records_each_shard_and_a_rerun_takes_it(inputs, tmp_path, monkeypatch):
+    monkeypatch.setenv("WDS_TEST_MARKER", str(tmp_path / "ready"))
+    log = tmp_path / "job.jsonl"
+    first = run(inputs, tmp_path / "out", fn=fns.fails_on_shard_2, engine="serial", retries=1, log=log)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    by_input = {line["input"]: line for line in lines}
+    assert len(lines) == 4 and not first.ok
+    failed = by_input[inputs.replace("{0..3}", "2")]
+    assert failed["status"] == "failed" and failed["attempts"] == 2 and "shard 2 is not ready" in failed["error"]
+    done = by_input[inputs.replace("{0..3}", "0")]
+    assert done["status"] == "done" and done["samples_in"] == done["samples_out"] == 6 and done["attempts"] == 1
+    assert done["output"] == str(tmp_path / "out" / "out-00.tar") and done["seconds"] >= 0
+    with open(log, "a") as cut:
+        cut.write('{"input": "cut short by a kill')  # a driver killed mid-line
+    (tmp_path / "ready").touch()
+    (tmp_path / "out" / "out-01.tar").unlink()  # the log, not the store, says what is done
+    second = run(inputs, tmp_path / "out", fn=fns.fails_on_shard_2, engine="serial", log=log)
+    assert second.ok and second.written == [str(tmp_path / "out" / "out-02.tar")] and len(second.skipped) == 3
+    assert wds.parallel.JobLog(log).failures() == {}
+    assert not (tmp_path / "out" / "out-01.tar").exists()
+    third = run(inputs, tmp_path / "out", engine="serial", log=log, overwrite=True)
+    assert len(third.written) == 4
+
+
+def test_a_memory_limit_fails_the_shard_that_exceeds_it(inputs, tmp_path):
+    summary = run(
+        inputs, tmp_path / "out", fn=fns.hungry_on_shard_1, engine="process", retries=0, memory_limit=500_000_000
+    )
+    assert [url for url, _ in summary.failures] == [inputs.replace("{0..3}", "1")]
+    assert "MemoryError" in summary.failures[0][1] and len(summary.written) == 3
+
+
+def test_jobs_on_a_cluster_given_by_address(inputs, tmp_path):
+    """The recipe of docs/guides/processing.md: a cluster started apart (here a LocalCluster), its address."""
+    distributed = pytest.importorskip("dask.distributed")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        args = ["wds", "transform", "tests.core.shard_functions:shout", inputs, "-o", str(tmp_path / "t") + "/"]
+        args += ["--engine", "dask", "--scheduler", address, "--log", str(tmp_path / "job.jsonl")]
+        done = subprocess.run([*args, "--progress-every", "0"], capture_output=True, env=env, check=True)
+        assert b"4 inputs: 4 shards written" in done.stderr and b"shards 4/4" in done.stderr
+        assert len((tmp_path / "job.jsonl").read_text().splitlines()) == 4
+        index = ["wds", "index", "create", str(tmp_path / "t" / "in-{0..3}.tar"), "-o", str(tmp_path / "d.json")]
+        subprocess.run([*index, "--engine", "dask", "--scheduler", address], capture_output=True, env=env, check=True)
+    subprocess.run([*index[:-1], str(tmp_path / "serial.json")], capture_output=True, env=env, check=True)
+    described = json.loads((tmp_path / "d.json").read_text())
+    assert described["shardlist"] == json.loads((tmp_path / "serial.json").read_text())["shardlist"]
+    assert [entry["nsamples"] for entry in described["shardlist"]] == [6, 6, 6, 6]

@@ -19,12 +19,10 @@ shards again.  The descriptor is what ``balanced=..., sample_counts=`` reads.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import functools
 import json
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from ..descriptor import load_descriptor
@@ -32,6 +30,7 @@ from ..errors import ShardOpenError, WdsError
 from ..indexed import ShardListDataset
 from ..io.storage import local_path, open_random_access
 from ..io.urls import expand_urls
+from ..parallel import run_jobs
 from ..tar.tarindex import index_shard, stored_index
 from ..writer import write_descriptor
 from .common import md5_of
@@ -86,35 +85,54 @@ def _index_chunk(urls: list[str], **options: Any) -> list[tuple[str, dict[str, A
     return out
 
 
-def _entries(urls: list[str], args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any] | Exception]]:
-    """``(url, entry or error)`` for every shard, in order, on ``args.workers`` processes (chunks of shards)."""
-    work = functools.partial(_index_chunk, sidecar=args.sidecar, md5=args.md5, resume=args.resume)
-    chunks = [urls[i : i + _CHUNK] for i in range(0, len(urls), _CHUNK)]
-    if args.workers <= 1:
-        for chunk in chunks:
-            yield from work(chunk)
-        return
-    with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
-        for results in pool.map(work, chunks):
-            yield from results
+def _chunks(urls: list[str], workers: int) -> list[list[str]]:
+    """Shards per task: 16 or more (one hand-over per small shard cost more than indexing it), ~32 tasks a worker."""
+    size = min(1_000, max(_CHUNK, len(urls) // (32 * max(workers, 1))))
+    return [urls[i : i + size] for i in range(0, len(urls), size)]
 
 
 def run_create(args: argparse.Namespace) -> int:
     urls = [url for spec in args.shards for url in expand_urls(spec)]
     if args.shards == ["-"]:
         urls = [line.strip() for line in sys.stdin if line.strip()]
-    progress = Progress(len(urls), "indexed")
+    progress = Progress(len(urls), "indexed", every=args.progress_every)
     entries: list[dict[str, Any]] = []
-    failed: list[tuple[str, Exception]] = []
-    samples = nbytes = 0
-    for url, entry in _entries(urls, args):
-        if isinstance(entry, Exception):
-            failed.append((url, entry))
-            print(f"wds index create: {url}: {type(entry).__name__}: {entry}", file=sys.stderr)
-            continue
-        entries.append(entry)
-        samples, nbytes = samples + entry["nsamples"], nbytes + entry["filesize"]
-        progress.update(len(entries) + len(failed), samples, nbytes)
+    failed: list[tuple[str, str]] = []
+    totals = [0, 0]  # samples, bytes
+
+    def report(url: str, error: str) -> None:
+        failed.append((url, error))
+        print(f"wds index create: {url}: {error}", file=sys.stderr)
+
+    def done(job: tuple, results: list[tuple[str, dict[str, Any] | Exception]], attempts: int) -> None:
+        for url, entry in results:
+            if isinstance(entry, Exception):
+                report(url, f"{type(entry).__name__}: {entry}")
+                continue
+            entries.append(entry)
+            totals[0] += entry["nsamples"]
+            totals[1] += entry["filesize"]
+        progress.update(len(entries) + len(failed), totals[0], totals[1])
+
+    def lost(job: tuple, error: str, attempts: int) -> None:  # the task itself failed: its worker died
+        for url in job[0]:
+            report(url, error)
+
+    engine = args.engine or ("process" if args.workers > 1 else "serial")
+    workers = args.workers if args.workers > 1 or args.engine is None else None
+    work = functools.partial(_index_chunk, sidecar=args.sidecar, md5=args.md5, resume=args.resume)
+    chunks = _chunks(urls, 1 if engine == "serial" else workers or os.cpu_count() or 1)
+    run_jobs(
+        [(chunk,) for chunk in chunks],
+        work,
+        done,
+        lost,
+        engine=engine,
+        workers=workers,
+        scheduler=args.scheduler,
+        retries=1,
+    )
+    samples, nbytes = totals
     progress.update(len(urls), samples, nbytes, final=True)
     if failed:
         print(
@@ -199,6 +217,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--md5", action="store_true", help="record each shard's md5sum (reads every byte)")
     create.add_argument("--no-sidecar", dest="sidecar", action="store_false", help="do not write <shard>.idx files")
     create.add_argument("-w", "--workers", type=int, default=1, help="index this many shards at once (processes)")
+    create.add_argument(
+        "--engine",
+        choices=["serial", "process", "dask"],
+        default=None,
+        help="where: this process, a local process pool (the default with --workers > 1) or Dask",
+    )
+    create.add_argument("--scheduler", default=None, help="a Dask scheduler's address (default: a LocalCluster)")
+    create.add_argument(
+        "--progress-every", type=float, default=None, help="when stderr is not a terminal, a progress line every N s"
+    )
     create.add_argument(
         "--resume", action="store_true", help="take up-to-date <shard>.idx sidecars instead of walking those shards"
     )

@@ -24,7 +24,7 @@ from ..parallel import map_shards
 from ..shardreader import TarfileToSamples
 from ..shards import SimpleShardList
 from ..writer import ShardWriter
-from .common import subcommand
+from .common import byte_size, subcommand
 from .inspect_shards import shard_list
 from .progress import Progress
 
@@ -67,10 +67,15 @@ def run_reshard(args: argparse.Namespace) -> int:
 def run_transform(args: argparse.Namespace) -> int:
     fn = load_function(args.function)
     urls, _ = shard_list(args.spec)
-    progress = Progress(len(urls), "shards")
+    progress = Progress(len(urls), "shards", every=args.progress_every)
+    failures = 0
 
     def report(summary: Any) -> None:
-        progress.update(len(summary.written) + len(summary.skipped), summary.samples_out, 0)
+        nonlocal failures
+        for url, error in summary.failures[failures:]:  # said as they happen, not only at the end
+            print(f"{chr(10) if progress.redraw else ''}FAILED {url}: {error}", file=sys.stderr)
+        failures = len(summary.failures)
+        progress.update(len(summary.written) + len(summary.skipped) + failures, summary.samples_out, 0)
 
     summary = map_shards(
         fn,
@@ -83,6 +88,8 @@ def run_transform(args: argparse.Namespace) -> int:
         retries=args.retries,
         overwrite=args.overwrite,
         progress=report,
+        log=args.log,
+        memory_limit=args.memory_limit,
     )
     progress.update(len(urls), summary.samples_out, 0, final=True)
     print(summary, file=sys.stderr)
@@ -113,3 +120,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     transform.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU)")
     transform.add_argument("--retries", type=int, default=2, help="tries again for a failing shard")
     transform.add_argument("--overwrite", action="store_true", help="redo outputs that exist")
+    transform.add_argument(
+        "--log", default=None, help="the job's record (JSON lines): a rerun skips what it lists as done"
+    )
+    transform.add_argument(
+        "--memory-limit", type=byte_size, default=None, help="what a worker may allocate for a shard, e.g. 4GB"
+    )
+    transform.add_argument(
+        "--progress-every", type=float, default=None, help="when stderr is not a terminal, a progress line every N s"
+    )
