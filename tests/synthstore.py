@@ -2,7 +2,8 @@
 
 ``synth://bucket/shard-000123.tar`` is a tar of ``SAMPLES`` samples (``txt`` + ``cls``) whose bytes
 are a function of the name; ``synth://bucket/dataset.json`` is a wids descriptor listing
-``SynthStore.nshards`` such shards with their counts (and sizes, with ``filesizes``); with
+``SynthStore.nshards`` such shards with their counts (and sizes, with ``filesizes``), and
+``synth://bucket/dataset.counts.npz`` the same as a counts file (:mod:`wds_core.counts`); with
 ``sidecars``, each shard has its ``.idx`` offset index beside it, as ``wds index create`` writes.
 Anything else does not exist.  ``SynthStore.requests`` counts ``(method, path)`` for ``info`` and ``cat_file``, the two
 calls wds makes of a remote store.
@@ -16,8 +17,11 @@ import json
 import re
 
 import fsspec
+import numpy as np
 from fsspec.spec import AbstractFileSystem
 
+from wds_core.counts import counts_bytes
+from wds_core.io.shardnames import shard_names
 from wds_core.tar.tarindex import ShardIndex
 from wds_core.tar.tarwrite import encode_member, end_of_archive
 
@@ -39,6 +43,13 @@ def shard_bytes(number: int) -> bytes:
 def sidecar_bytes(number: int) -> bytes:
     data = shard_bytes(number)
     return ShardIndex.build(lambda offset, n: data[offset : offset + n], len(data)).to_json().encode()
+
+
+@functools.lru_cache(maxsize=4)
+def counts_file(nshards: int, filesizes: bool) -> bytes:
+    names = shard_names(f"synth://bucket/shard-{{000000..{nshards - 1:06d}}}.tar")
+    sizes = np.full(nshards, len(shard_bytes(0))) if filesizes else None
+    return counts_bytes(names, np.full(nshards, SAMPLES), sizes)
 
 
 class SynthStore(AbstractFileSystem):
@@ -63,6 +74,8 @@ class SynthStore(AbstractFileSystem):
                 for shard in shards:
                     shard["filesize"] = size
             return json.dumps({"wids_version": 1, "shardlist": shards}).encode()
+        if path == "bucket/dataset.counts.npz":
+            return counts_file(self.nshards, self.filesizes)
         raise FileNotFoundError(path)
 
     def info(self, path, **kwargs):

@@ -22,8 +22,9 @@ seeks to that sample's byte offset and stops after its count.  Checkpoints
 record the task being read, where in it, and how many samples are left.
 
 ``sample_counts=`` (a wids descriptor's path or URL, whose ``shardlist`` gives
-each shard's ``nsamples``, or a dict ``{url: count}``) gives the counts
-without touching the shards: each reader then reads the descriptor once and
+each shard's ``nsamples``; a ``wds-counts-1`` counts file, ``*.counts.npz``,
+which gives them by position in the spec, :mod:`wds_core.counts`; or a dict
+``{url: count}``) gives the counts without touching the shards: each reader then reads the descriptor once and
 the offset index of each shard of its own part when it reaches it, instead
 of every shard's before its first sample (with 100,000 shards and 512 readers, ~51 million requests before the
 first sample otherwise).  A shard the counts do not list, or whose index
@@ -33,10 +34,12 @@ disagrees with them, is an error naming it.
 from __future__ import annotations
 
 import os
-from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
+from .counts import ShardCounts
 from .dist import node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .intervals import Intervals, complement, decode, encode, length, local_to_global, normalize, runs, take
@@ -58,7 +61,7 @@ def _same_shard(url: str) -> str:
 
 
 class SampleCounts:
-    """Shards' sample counts from a wids descriptor (path or URL) or a dict, read once per process."""
+    """Shards' sample counts from a wids descriptor (path or URL), a counts file or a dict, read once per process."""
 
     def __init__(self, source: Any, storage_options: dict | None = None) -> None:
         if not isinstance(source, (str, os.PathLike, dict)):
@@ -67,9 +70,18 @@ class SampleCounts:
         self.storage_options = storage_options
         self._counts: dict[str, int] | None = None
         self._sizes: dict[str, int] = {}  # a descriptor's filesize entries: no size request per shard
+        self._by_position: ShardCounts | None = None
+        self.positional = isinstance(self.source, str) and self.source.endswith(".npz")
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_counts": None, "_sizes": {}}  # workers read the descriptor themselves
+    def __getstate__(self) -> dict[str, Any]:  # workers read the descriptor themselves
+        return {**self.__dict__, "_counts": None, "_sizes": {}, "_by_position": None}
+
+    def by_position(self, names: Sequence[str]) -> ShardCounts:
+        """The counts file, checked to describe ``names`` (the shard list in its spec order)."""
+        if self._by_position is None:
+            self._by_position = ShardCounts(str(self.source), self.storage_options)
+        self._by_position.check(names)
+        return self._by_position
 
     def where(self) -> str:
         return "the sample_counts dict" if isinstance(self.source, dict) else str(self.source)
@@ -133,17 +145,16 @@ def plan_parts(counts: list[int], readers: int, reader: int, policy: str) -> lis
     return pieces(plan([(0, sum(counts))], readers, reader, policy)[0], counts)
 
 
-def pieces(part: Intervals, counts: list[int]) -> list[tuple[int, int, int]]:
+def pieces(part: Intervals, counts: Sequence[int] | np.ndarray) -> list[tuple[int, int, int]]:
     """Global position intervals as ``(shard position, first sample, count)`` pieces, in order."""
-    starts = [0]
-    for count in counts:
-        starts.append(starts[-1] + count)
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
     out = []
     for a, b in part:
         while a < b:
-            shard = bisect_right(starts, a) - 1
-            n = min(b, starts[shard + 1]) - a
-            out.append((shard, a - starts[shard], n))
+            shard = int(np.searchsorted(starts, a, side="right")) - 1
+            n = min(b, int(starts[shard + 1])) - a
+            out.append((shard, a - int(starts[shard]), n))
             a += n
     return out
 
@@ -192,14 +203,8 @@ class BalancedIterator(StageIterator):
 
     def _planned(self) -> tuple[Intervals, list[dict[str, Any]]]:
         if self._plan is None:
-            # the whole epoch's shards: named in bulk when the source is a shard list (100,000 names: ~0.1 s)
-            urls = self.src.rest() if isinstance(self.src, ShardListIterator) else [url_of(i) for i in self.src]
-            given = self.recipe.counts
-            if given is not None:
-                counts = given.of(urls)  # the offset indexes of this reader's shards only, below
-            else:
-                counts = [len(_index(url, self.recipe.reading)) for url in urls]
-            self.total = sum(counts)
+            counts, url_at, sizes = self._epoch_counts()
+            self.total = int(np.sum(counts))
             sequence = [(0, self.total)]
             before: Intervals = []
             if self.elastic is not None:
@@ -212,17 +217,41 @@ class BalancedIterator(StageIterator):
                 sequence = complement(before, self.total)
             part, excluded = plan(sequence, self.readers, self.reader, self.recipe.policy)
             self.settled = normalize(before + excluded)
-            tasks = [
-                {"url": urls[shard], "count": count, "sample": first, "nsamples": counts[shard]}
-                for shard, first, count in pieces(part, counts)
-            ]
+            tasks = []
+            for shard, first, count in pieces(part, counts):
+                tasks.append({"url": url_at(shard), "count": count, "sample": first, "nsamples": int(counts[shard])})
+                if sizes is not None:
+                    tasks[-1]["size"] = int(sizes[shard])
             self._plan = (part, tasks)
         return self._plan
+
+    def _epoch_counts(self) -> tuple[Any, Callable[[int], str], Any]:
+        """The sample counts of the epoch's shards in its order, the URL of the i-th, their sizes (or None)."""
+        given = self.recipe.counts
+        if given is not None and given.positional:  # counts by spec position: no shard is named but ours
+            names, positions = self._epoch_positions()
+            stored = given.by_position(names)
+            sizes = None if stored.sizes is None else stored.sizes[positions]
+            return stored.counts[positions], lambda shard: names[int(positions[shard])], sizes
+        # the whole epoch's shards: named in bulk when the source is a shard list (100,000: ~0.1 s)
+        urls = self.src.rest() if isinstance(self.src, ShardListIterator) else [url_of(i) for i in self.src]
+        if given is not None:
+            counts = given.of(urls)  # the offset indexes of this reader's shards only, when reached
+        else:
+            counts = [len(_index(url, self.recipe.reading)) for url in urls]
+        return counts, urls.__getitem__, None
+
+    def _epoch_positions(self) -> tuple[Sequence[str], np.ndarray]:
+        """The shard list in spec order and the spec positions of this epoch's shards, in the epoch's order."""
+        if isinstance(self.src, ShardListIterator):
+            return self.src.rest_positions()
+        urls = [url_of(item) for item in self.src]  # another source: its order must be the spec's
+        return urls, np.arange(len(urls))
 
     def _located(self, task: dict[str, Any]) -> dict[str, Any]:
         """``task`` with the byte offset of its first sample, from the shard's index (read when it is reached)."""
         given = self.recipe.counts
-        size = given.size_of(task["url"]) if given is not None else None
+        size = task.get("size") or (given.size_of(task["url"]) if given is not None else None)
         index = _index(task["url"], self.recipe.reading, size)
         if len(index) != task["nsamples"]:
             raise SpecError(

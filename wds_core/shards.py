@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from .dist import agreed_seed, node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .io.shardnames import PermutedNames, shard_names
@@ -115,6 +117,21 @@ class ShardListIterator(StageIterator):
         left = urls[self.index :]
         self.index = len(urls)
         return list(left)
+
+    def rest_positions(self) -> tuple[Sequence[str], np.ndarray]:
+        """The list's names in spec order and the spec positions of the shards not yielded yet, in the epoch's
+        order, as if they all were yielded now (no name is computed)."""
+        urls = self.recipe.urls
+        order = self.recipe.order(self.epoch)
+        if isinstance(order, PermutedNames):
+            positions = np.asarray(order.positions)[self.index :]
+        elif order is urls:  # not shuffled
+            positions = np.arange(self.index, len(urls))
+        else:  # a shuffled list of names: where each is in the spec (a name listed twice is the same shard)
+            where = {name: i for i, name in enumerate(urls)}
+            positions = np.array([where[name] for name in order[self.index :]], dtype=np.int64)
+        self.index = len(urls)
+        return urls, positions
 
     def skip(self, count: int) -> int:
         """Pass over the next ``count`` shards as if they had been yielded; how many there were.

@@ -2,6 +2,7 @@
 
 import contextlib
 import itertools
+import re
 
 import pytest
 
@@ -86,3 +87,36 @@ def test_every_sample_once_across_readers_with_counts(store, monkeypatch):
         )
         keys += [s["__key__"] for s in dataset]
     assert sorted(keys) == sorted(f"s{s:06d}-{i}" for s in range(NSHARDS) for i in range(synthstore.SAMPLES))
+
+
+def test_a_counts_file_gives_the_same_epoch_with_three_requests(monkeypatch):
+    """Counts by spec position (wds_core.counts): the same samples as the descriptor, no shard named but ours."""
+    with installed(filesizes=True, sidecars=True):
+        for rank, worker in itertools.product(range(RANKS), range(WORKERS)):
+            by_name, _ = first_sample(monkeypatch, rank, worker, sample_counts="synth://bucket/dataset.json")
+            sample, requests = first_sample(
+                monkeypatch, rank, worker, sample_counts="synth://bucket/dataset.counts.npz"
+            )
+            shard = sample["__url__"].split("://", 1)[1]
+            expected = {("cat_file", "bucket/dataset.counts.npz"), ("cat_file", shard + ".idx"), ("cat_file", shard)}
+            assert set(requests) == expected and sum(requests.values()) == 3, requests
+            assert sample["__key__"] == by_name["__key__"]
+        monkeypatch.setenv("RANK", "1")
+        keys = {}
+        for counts in ("synth://bucket/dataset.json", "synth://bucket/dataset.counts.npz"):
+            dataset = wds.WebDataset(SPEC, shardshuffle=True, seed=3, balanced="drop", sample_counts=counts)
+            keys[counts] = [s["__key__"] for s in dataset]
+        assert keys["synth://bucket/dataset.json"] == keys["synth://bucket/dataset.counts.npz"]
+
+
+def test_a_counts_file_refuses_another_spec(store, monkeypatch):
+    from wds_core.errors import SpecError
+
+    monkeypatch.setenv("RANK", "0")
+    shorter = f"synth://bucket/shard-{{000000..{NSHARDS - 2:06d}}}.tar"
+    reordered = f"synth://bucket/shard-{{{NSHARDS - 1:06d}..000000}}.tar"
+    for spec, message in ((shorter, f"counts {NSHARDS} shards; this dataset names {NSHARDS - 1}"),
+                          (reordered, "has shard 0 as synth://bucket/shard-000000.tar")):  # fmt: skip
+        dataset = wds.WebDataset(spec, balanced="pad", sample_counts="synth://bucket/dataset.counts.npz")
+        with pytest.raises(SpecError, match=re.escape(message)):
+            next(iter(dataset))
