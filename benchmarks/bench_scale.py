@@ -17,7 +17,11 @@ each measurement in a fresh Python process so that its memory is its own:
 
 * ``wds index create`` (with ``--simulate``): 2,000 local shards indexed on one and two processes.
 
-    python benchmarks/bench_scale.py [--sizes 1000000 10000000] [--simulate 100000]
+* ``wds index create`` at scale (``--index 100000``): that many local shards (and their sidecars)
+  indexed by one process, by two independent processes taking half each (what this machine gives
+  for "one process x 2"), by a 2-process pool and by a 2-worker Dask ``LocalCluster``, in turns.
+
+    python benchmarks/bench_scale.py [--sizes 1000000 10000000] [--simulate 100000] [--index 100000]
 """
 
 from __future__ import annotations
@@ -150,11 +154,82 @@ def index_create(nshards=2_000, per_shard=50, repeats=2):
             print(f"| --workers {workers} | {time.perf_counter() - start:.2f} |")
 
 
+def index_at_scale(nshards, per_shard=5, rounds=1):
+    """``wds index create`` over ``nshards`` local shards on each engine (see the module doc)."""
+    import os
+    import tempfile
+    import time
+
+    from wds_core.tar.tarwrite import encode_member, end_of_archive
+
+    with tempfile.TemporaryDirectory(dir=os.environ.get("WDS_BENCH_DIR")) as root:
+        start = time.perf_counter()
+        for s in range(nshards):  # small shards written directly: the indexing is what is timed
+            members = []
+            for i in range(per_shard):
+                key = f"s{s:06d}-{i}"
+                members += [encode_member(f"{key}.txt", b"caption %d" % i), encode_member(f"{key}.cls", b"3")]
+            with open(f"{root}/s-{s:06d}.tar", "wb") as out:
+                out.write(b"".join(members) + end_of_archive())
+        print(f"\n{nshards:,} shards written in {time.perf_counter() - start:.0f} s")
+        spec = f"{root}/s-{{000000..{nshards - 1:06d}}}.tar"
+        half = nshards // 2
+        halves = [f"{root}/s-{{000000..{half - 1:06d}}}.tar", f"{root}/s-{{{half:06d}..{nshards - 1:06d}}}.tar"]
+        configurations = {
+            "one process (--engine serial)": [["--engine", "serial"]],
+            "two independent processes, half each": [["--engine", "serial"]] * 2,
+            "process pool, 2 workers": [["--engine", "process", "--workers", "2"]],
+            "Dask LocalCluster, 2 workers": [["--engine", "dask", "--workers", "2"]],
+        }
+        for sidecars in ([], ["--no-sidecar"]):
+            _index_engines(root, spec, halves, configurations, sidecars, nshards, rounds)
+
+
+def _index_engines(root, spec, halves, configurations, sidecars, nshards, rounds):
+    """Each configuration ``rounds`` times, in turns; a table of the best of each."""
+    import time
+
+    results: dict[str, list[tuple[float, float]]] = {label: [] for label in configurations}
+    for _ in range(rounds):  # configurations in turns: this VM drifts within minutes
+        for label, runs in configurations.items():
+            specs = [spec] if len(runs) == 1 else halves
+            start = time.perf_counter()
+            children = [
+                subprocess.Popen(
+                    ["wds", "index", "create", one, "-o", f"{root}/d{i}.json", *options, *sidecars],
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for i, (one, options) in enumerate(zip(specs, runs))
+            ]
+            rates = []
+            for child in children:
+                _, err = child.communicate()
+                if child.returncode:
+                    raise RuntimeError(err)
+                rates.append(float(err.rsplit(", ", 1)[1].split()[0].replace(",", "")))
+            results[label].append((time.perf_counter() - start, sum(rates)))
+            print(f"  {label}: {results[label][-1][0]:.1f} s, {sum(rates):,.0f} shards/s", flush=True)
+    serial = max(rate for _, rate in results["one process (--engine serial)"])
+    print(
+        f"\n| wds index create {' '.join(sidecars)}, {nshards:,} local shards, best of {rounds} "
+        "| seconds, start-up included "
+        "| shards/s after the first task | vs one process x 2 |\n|---|---|---|---|"
+    )
+    for label, measured in results.items():
+        seconds, rate = min(t for t, _ in measured), max(r for _, r in measured)
+        print(f"| {label} | {seconds:.1f} | {rate:,.0f} | {rate / (2 * serial):.0%} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 10_000_000])
     parser.add_argument("--simulate", type=int, nargs="*", default=[2_000, 100_000])
+    parser.add_argument("--index", type=int, nargs="*", default=[], help="wds index create over this many shards")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the --index configurations")
     args = parser.parse_args()
+    for nshards in args.index:
+        index_at_scale(nshards, rounds=args.rounds)
     for nshards in args.simulate:
         simulate(nshards)
     if args.simulate:

@@ -3,7 +3,7 @@
 Each block is executed as written, in a folder holding small shards under the names the examples use
 (``data/train-{000000..000099}.tar``, ``data/dataset.json``, ``mix.yaml``...), with the names a
 block takes from its context (``urls``, ``model``, ``loader``...) defined by the setup below.
-``s3://bucket/`` is rewritten to a local folder. A block that needs a framework is skipped when the
+``s3://bucket/`` is rewritten to a local folder. A block that needs a framework (or dask-jobqueue) is skipped when the
 framework is not installed. A block whose first line is ``# NAME.py`` is a module the next blocks
 import: it is written to the folder instead of run. The documentation pages that include README
 sections (``--8<--``) are covered by the README's own blocks. A new block needs no setup unless it
@@ -45,6 +45,7 @@ BLOCKS = _blocks("python")
 MODULE = re.compile(r"^# (\w+\.py)\n")
 FRAMEWORKS = {
     "wds_torch": "torch", "torch": "torch", "torchdata": "torchdata", "wds_jax": "jax", "wds_tf": "tensorflow",
+    "dask_jobqueue": "dask_jobqueue",  # a batch system's cluster: skipped here
 }  # fmt: skip
 
 

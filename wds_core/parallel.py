@@ -377,11 +377,18 @@ def dask_client(
     if scheduler:
         client = Client(scheduler)
     else:
+        import dask
+
         n = workers or os.cpu_count() or 1
         limit = memory_limit if memory_limit else "auto"
-        cluster = LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=limit
-        )
+        # the workers' statistical profiler samples the running task every 10 ms: a third of the rate of
+        # short Python tasks (indexing 100,000 small shards: 5,600 shards/s with it, 8,000 without); and
+        # every task goes to a worker at once instead of one when the last ends (no round trip between tasks)
+        settings = {"distributed.worker.profile.enabled": False, "distributed.scheduler.worker-saturation": "inf"}
+        with dask.config.set(settings):
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=limit
+            )
         client = Client(cluster)
     try:
         yield client

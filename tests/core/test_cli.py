@@ -220,3 +220,36 @@ def test_index_create_writes_sidecars_beside_remote_shards(data, tmp_path, s3):
         assert json.loads(remote_index) == json.loads((tmp_path / f"d-{s}.tar.idx").read_text())
     resumed = wds_cli("index", "create", remote, "-o", tmp_path / "again.json", "--resume", env=env)
     assert json.loads((tmp_path / "again.json").read_text())["shardlist"] == described, resumed.stderr
+
+
+def test_byte_sizes_of_the_command_line():
+    import argparse
+
+    from wds_core.cli.common import byte_size
+
+    assert [byte_size(t) for t in ("4GB", "512MiB", "1e9", "100", "2k", "1.5 GiB")] == [
+        4 * 10**9, 512 * 2**20, 10**9, 100, 2000, int(1.5 * 2**30)
+    ]  # fmt: skip
+    with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
+        byte_size("lots")
+
+
+def test_index_create_writes_a_counts_file_that_balanced_readers_take(data, tmp_path, monkeypatch):
+    spec, keys = data
+    wds_cli("index", "create", spec, "-o", tmp_path / "d.json")
+    from wds_core.counts import ShardCounts
+
+    stored = ShardCounts(str(tmp_path / "d.counts.npz"))
+    described = json.loads((tmp_path / "d.json").read_text())["shardlist"]
+    assert stored.counts.tolist() == [e["nsamples"] for e in described] == [7, 7, 7]
+    assert stored.sizes.tolist() == [e["filesize"] for e in described]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        read = {}
+        for counts in ("d.json", "d.counts.npz"):
+            dataset = wds.WebDataset(spec, shardshuffle=True, seed=1, balanced="pad", sample_counts=tmp_path / counts)
+            read[counts] = [s["__key__"] for s in dataset]
+        assert read["d.json"] == read["d.counts.npz"] and len(read["d.json"]) == 11
+    wds_cli("index", "create", spec, "-o", tmp_path / "e.json", "--no-counts")
+    assert not (tmp_path / "e.counts.npz").exists()

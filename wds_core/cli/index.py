@@ -7,13 +7,18 @@
 ``create`` walks each shard's headers (no member data is read), counts its
 samples, writes ``<shard>.idx`` next to each shard, local or remote
 (``--no-sidecar`` to skip; a balanced reader then needs one request for a
-shard's offsets) and a descriptor whose local URLs are relative to its folder, as
-``widsindex create`` does; ``--md5`` also records each shard's md5sum (reads
-every byte).  ``--workers N`` indexes N shards at once in processes.  A shard
-that cannot be indexed is reported with its error and the others go on; the
-descriptor is written (atomically) only when every shard was indexed, and
-``--resume`` then takes the sidecars already written instead of walking those
-shards again.  The descriptor is what ``balanced=..., sample_counts=`` reads.
+shard's offsets), a descriptor whose local URLs are relative to its folder, as
+``widsindex create`` does, and beside it ``<descriptor>.counts.npz``: the same
+counts and sizes by position in the spec, 12 bytes a shard, which a balanced
+reader of a million shards reads instead of the descriptor's JSON
+(:mod:`wds_core.counts`; ``--no-counts`` to skip).  ``--md5`` also records
+each shard's md5sum (reads every byte).  ``--workers N`` indexes N shards at
+once in processes, ``--engine dask [--scheduler ADDRESS]`` on a Dask cluster.
+A shard that cannot be indexed is reported with its error and the others go
+on; the descriptor is written (atomically) only when every shard was indexed,
+and ``--resume`` then takes the sidecars already written instead of walking
+those shards again.  The descriptor (or the counts file) is what
+``balanced=..., sample_counts=`` reads.
 """
 
 from __future__ import annotations
@@ -23,11 +28,17 @@ import functools
 import json
 import os
 import sys
+import time
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from ..counts import write_counts
 from ..descriptor import load_descriptor
 from ..errors import ShardOpenError, WdsError
 from ..indexed import ShardListDataset
+from ..io.shardnames import shard_names
 from ..io.storage import local_path, open_random_access
 from ..io.urls import expand_urls
 from ..parallel import run_jobs
@@ -85,26 +96,30 @@ def _index_chunk(urls: list[str], **options: Any) -> list[tuple[str, dict[str, A
     return out
 
 
-def _chunks(urls: list[str], workers: int) -> list[list[str]]:
+def _chunks(urls: Sequence[str], workers: int) -> list[list[str]]:
     """Shards per task: 16 or more (one hand-over per small shard cost more than indexing it), ~32 tasks a worker."""
     size = min(1_000, max(_CHUNK, len(urls) // (32 * max(workers, 1))))
-    return [urls[i : i + size] for i in range(0, len(urls), size)]
+    return [list(urls[i : i + size]) for i in range(0, len(urls), size)]
 
 
 def run_create(args: argparse.Namespace) -> int:
-    urls = [url for spec in args.shards for url in expand_urls(spec)]
     if args.shards == ["-"]:
-        urls = [line.strip() for line in sys.stdin if line.strip()]
+        urls: Sequence[str] = [line.strip() for line in sys.stdin if line.strip()]
+    else:
+        urls = shard_names(args.shards)  # a range of a million shards stays a range
     progress = Progress(len(urls), "indexed", every=args.progress_every)
     entries: list[dict[str, Any]] = []
     failed: list[tuple[str, str]] = []
     totals = [0, 0]  # samples, bytes
+    first: list[float] = []  # when the first task ended, and its shards: the rate after it leaves start-up out
 
     def report(url: str, error: str) -> None:
         failed.append((url, error))
         print(f"wds index create: {url}: {error}", file=sys.stderr)
 
     def done(job: tuple, results: list[tuple[str, dict[str, Any] | Exception]], attempts: int) -> None:
+        if not first:
+            first.extend((time.perf_counter(), len(results)))
         for url, entry in results:
             if isinstance(entry, Exception):
                 report(url, f"{type(entry).__name__}: {entry}")
@@ -122,6 +137,7 @@ def run_create(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers > 1 or args.engine is None else None
     work = functools.partial(_index_chunk, sidecar=args.sidecar, md5=args.md5, resume=args.resume)
     chunks = _chunks(urls, 1 if engine == "serial" else workers or os.cpu_count() or 1)
+    started = time.perf_counter()
     run_jobs(
         [(chunk,) for chunk in chunks],
         work,
@@ -132,6 +148,7 @@ def run_create(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         retries=1,
     )
+    seconds = time.perf_counter() - started
     samples, nbytes = totals
     progress.update(len(urls), samples, nbytes, final=True)
     if failed:
@@ -147,7 +164,18 @@ def run_create(args: argparse.Namespace) -> int:
             info = handle.read()
     name = args.name if args.name is not None else os.path.splitext(os.path.basename(urls[0]))[0]
     write_descriptor(args.output, sorted(entries, key=lambda e: e["url"]), name=name, base=args.base, info=info)
-    print(f"{args.output}: {len(entries)} shards, {samples:,} samples, {human_bytes(nbytes)}", file=sys.stderr)
+    if args.counts:
+        by_url = {entry["url"]: entry for entry in entries}
+        counts = np.fromiter((by_url[url]["nsamples"] for url in urls), np.int64, len(urls))
+        sizes = np.fromiter((by_url[url]["filesize"] for url in urls), np.int64, len(urls))
+        path = args.counts_path or os.path.splitext(args.output)[0] + ".counts.npz"
+        write_counts(path, urls, counts, sizes)
+        print(f"{path}: the counts by position in {' '.join(args.shards)}", file=sys.stderr)
+    rate = f"indexed in {seconds:.1f} s"
+    if first and len(urls) > first[1]:
+        steady = (len(urls) - first[1]) / max(started + seconds - first[0], 1e-9)
+        rate += f", {steady:,.0f} shards/s after the first task"
+    print(f"{args.output}: {len(entries)} shards, {samples:,} samples, {human_bytes(nbytes)}; {rate}", file=sys.stderr)
     return 0
 
 
@@ -226,6 +254,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--scheduler", default=None, help="a Dask scheduler's address (default: a LocalCluster)")
     create.add_argument(
         "--progress-every", type=float, default=None, help="when stderr is not a terminal, a progress line every N s"
+    )
+    create.add_argument(
+        "--counts",
+        dest="counts_path",
+        default=None,
+        help="the counts file to write (default: the descriptor's name with .counts.npz)",
+    )
+    create.add_argument(
+        "--no-counts", dest="counts", action="store_false", help="write no counts file beside the descriptor"
     )
     create.add_argument(
         "--resume", action="store_true", help="take up-to-date <shard>.idx sidecars instead of walking those shards"

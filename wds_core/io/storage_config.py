@@ -180,11 +180,13 @@ def rewrite_url(url: str) -> str:
             return _checked(match.expand(replacement) + url[match.end() :], name)
     with _lock:
         rules = dict(_rewrites)
-    for table, source in ((rules, None), (_config_file()["rewrite"], config_path())):
-        prefix = _longest(table, url)
-        if prefix is not None:
-            rewritten = table[prefix] + url[len(prefix) :]
-            return rewritten if source is None else _checked(rewritten, source)
+    prefix = _longest(rules, url)
+    if prefix is not None:
+        return rules[prefix] + url[len(prefix) :]
+    table = _config_file()["rewrite"]
+    prefix = _longest(table, url)
+    if prefix is not None:
+        return _checked(table[prefix] + url[len(prefix) :], config_path())
     return url
 
 
