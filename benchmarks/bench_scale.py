@@ -13,7 +13,8 @@ each measurement in a fresh Python process so that its memory is its own:
 * simulated balanced readers (``--simulate``): shards of a fake object store that makes them up
   and counts requests (``tests/synthstore.py``), ``balanced="pad"`` over 64 ranks x 8 workers;
   for a sample of the 512 readers, requests and seconds until the first sample, with
-  ``sample_counts=`` (a wids descriptor in the store) and without (every shard indexed).
+  ``sample_counts=`` (a wids descriptor in the store, with and without file sizes and ``.idx``
+  sidecars, or a counts file) and without (every shard indexed).
 
 * ``wds index create`` (with ``--simulate``): 2,000 local shards indexed on one and two processes.
 
@@ -85,12 +86,14 @@ def simulate(nshards, readers=(0, 137, 300, 511), without_up_to=2_000):
     for reader in readers:
         rank, worker = divmod(reader, 8)
         os.environ.update(RANK=str(rank), WORLD_SIZE="64", WORKER=str(worker), NUM_WORKERS="8")
-        variants = [("descriptor", "synth://bucket/dataset.json", False)]
-        variants.append(("descriptor with filesizes", "synth://bucket/dataset.json", True))
+        variants = [("descriptor", "synth://bucket/dataset.json", False, False)]
+        variants.append(("descriptor with filesizes", "synth://bucket/dataset.json", True, False))
+        variants.append(("descriptor with filesizes, sidecars", "synth://bucket/dataset.json", True, True))
+        variants.append(("counts file, sidecars", "synth://bucket/dataset.counts.npz", True, True))
         if nshards <= without_up_to:
-            variants.append(("none (indexes)", None, False))
-        for label, counts, filesizes in variants:
-            store.filesizes = filesizes
+            variants.append(("none (indexes)", None, False, False))
+        for label, counts, filesizes, sidecars in variants:
+            store.filesizes, store.sidecars = filesizes, sidecars
             balanced._INDEXES.clear()  # each reader is a process of its own
             store.requests.clear()
             start = time.perf_counter()
@@ -110,16 +113,16 @@ def states(nshards, readers):
     from tests import synthstore
     from wds_core import balanced
 
-    synthstore.install(nshards)
-    spec = f"synth://bucket/shard-{{000000..{nshards - 1:06d}}}.tar"
+    synthstore.install(nshards, filesizes=True, sidecars=True)
+    width = max(6, len(str(nshards - 1)))
+    spec = f"synth://bucket/shard-{{{0:0{width}d}..{nshards - 1:0{width}d}}}.tar"
     taken = []
     for reader in readers:
         rank, worker = divmod(reader, 8)
         os.environ.update(RANK=str(rank), WORLD_SIZE="64", WORKER=str(worker), NUM_WORKERS="8")
         balanced._INDEXES.clear()
-        dataset = wds_core.WebDataset(
-            spec, shardshuffle=True, seed=1, balanced="pad", sample_counts="synth://bucket/dataset.json"
-        )
+        counts = "synth://bucket/dataset.json" if nshards <= 100_000 else "synth://bucket/dataset.counts.npz"
+        dataset = wds_core.WebDataset(spec, shardshuffle=True, seed=1, balanced="pad", sample_counts=counts)
         next(iter(dataset))
         taken.append(dataset.state_dict())
     sizes = [len(json.dumps(state)) for state in taken]
@@ -236,6 +239,7 @@ def main():
         print("\n| shards | readers | state bytes (JSON) | merge_states of 512 |\n|---|---|---|---|")
         states(2_000, range(512))
         states(max(args.simulate), (0, 511))
+        states(10_000_000, (0, 511))  # from the counts file: a descriptor of 10M shards is ~500 MB of JSON
         index_create()
     if args.sizes:
         print("\n| shards | measurement | seconds | MB added | pickle KB |\n|---|---|---|---|---|")

@@ -8,12 +8,12 @@ Measures, each point in a fresh process (``bench_scale.py``'s probes and fake st
 * resident memory added by a shuffled shard list until the first shard of reader 511 of 512
   (wds: positions of a lazy list; webdataset 1.x: the list of names, up to 1M shards);
 
-fits each series with a line in the number of shards, and writes ``benchmarks/scale.svg``
+fits each series with a line in the number of shards, and writes ``docs/images/scale.svg``
 (three log-log panels: requests of all 512 readers before their first samples, seconds to a
 reader's first sample, memory per process) with the measured points and the fits out to 10M.
 No plotting library is needed: the SVG is written here.
 
-    python benchmarks/plot_scale.py [--out benchmarks/scale.svg]
+    python benchmarks/plot_scale.py [--out docs/images/scale.svg]
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class Panel:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.join(HERE, "scale.svg"))
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "docs", "images", "scale.svg"))
     args = parser.parse_args()
     readers, compact = {}, {}
     for n in (10_000, 30_000, 100_000, 300_000):
