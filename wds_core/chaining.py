@@ -167,6 +167,7 @@ class FluidInterface:
         handler: Handler = reraise_exception,
         allow_pickle: bool = False,
         num_threads: int = 0,
+        limits: Any = None,
     ) -> Any:
         """Decode fields by extension; strings are image specs (``"rgb8"``, ``"pil"``...); see :class:`Decoder`."""
         return self.compose(
@@ -179,5 +180,6 @@ class FluidInterface:
                 handler=handler,
                 allow_pickle=allow_pickle,
                 num_threads=num_threads,
+                limits=limits,
             )
         )

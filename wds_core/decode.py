@@ -27,6 +27,7 @@ from typing import Any
 from .elastic import WindowProgress
 from .errors import CheckpointError, DecodingError, SampleShapeError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
+from .fieldcodecs.limits import DecodeLimitError, DecodeLimits, decoded_size, reset_limits, use_limits
 from .handlers import Handler, reraise_exception
 from .imageops import ImageCrop, image_crop
 from .per_sample import PerSample
@@ -50,6 +51,10 @@ class Decoder:
     instead of failing on them; ``allow_pickle=True`` lets the built-in
     decoders load ``.pyd``/``.pickle``/``.pkl`` fields (never do it for data you
     do not trust: loading a pickle runs code of the writer's choosing).
+    ``limits`` bounds what a field and a sample may decode to
+    (:class:`~wds_core.fieldcodecs.limits.DecodeLimits` or a dict of some of
+    them, over the configuration file's ``decode_limits``, over the defaults:
+    1 GiB a field, 4 GiB a sample).
     """
 
     def __init__(
@@ -60,6 +65,7 @@ class Decoder:
         only: str | Iterable[str] | None = None,
         partial: bool = False,
         allow_pickle: bool = False,
+        limits: Any = None,
     ) -> None:
         if len(handlers) == 1 and isinstance(handlers[0], (list, tuple)):
             handlers = tuple(handlers[0])
@@ -73,9 +79,10 @@ class Decoder:
         self.only = None if only is None else frozenset(only.split() if isinstance(only, str) else only)
         self.partial = partial
         self.allow_pickle = allow_pickle
+        self.limits = DecodeLimits.of(limits)
 
-    def decode1(self, field: str, data: Any) -> Any:
-        """The decoded value of one field (``field`` without a leading dot)."""
+    def decode1(self, field: str, data: Any, sizes: list[int] | None = None) -> Any:
+        """The decoded value of one field (``field`` without a leading dot); ``sizes`` gets what it expanded to."""
         key = "." + field
         for handler in self.handlers:
             result = handler(key, data)
@@ -85,6 +92,8 @@ class Decoder:
                 return None
             if isinstance(result, Continue):
                 key, data = result.key, result.data
+                if sizes is not None:
+                    sizes.append(len(data))
                 continue
             return result
         return data
@@ -93,8 +102,16 @@ class Decoder:
         if not isinstance(sample, dict):
             kind = type(sample).__name__
             raise SampleShapeError(f"decode expects samples as dicts, got {kind}; decode before to_tuple")
+        token = use_limits(self.limits)
+        try:
+            return self._decode(sample)
+        finally:
+            reset_limits(token)
+
+    def _decode(self, sample: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = {}
-        only, partial = self.only, self.partial
+        only, partial, limits = self.only, self.partial, self.limits
+        expanded: list[int] = []  # bytes the fields decoded to (inflated data, arrays)
         for field, value in sample.items():
             if field[:2] == "__":
                 result[field] = bytes(value).decode("utf-8", "replace") if isinstance(value, _BYTES) else value
@@ -109,13 +126,17 @@ class Decoder:
                 message = f"the field holds a {type(value).__name__}, not bytes (pass partial=True)"
                 raise DecodingError.in_sample(message, sample, field)
             try:
-                result[field] = self.decode1(field, value)
+                result[field] = decoded = self.decode1(field, value, expanded)
             except DecodingError:
                 raise
-            except PickleNotAllowed as exn:
+            except (PickleNotAllowed, DecodeLimitError) as exn:
                 raise DecodingError.in_sample(str(exn), sample, field) from None
             except Exception as exn:
                 raise DecodingError.in_sample(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
+            expanded.append(decoded_size(decoded))
+            if sum(expanded) > limits.sample_bytes:
+                message = str(limits.refuse("the sample's fields decode to", sum(expanded), "sample_bytes"))
+                raise DecodingError.in_sample(message, sample, field)
         return result
 
     def __call__(self, sample_or_samples: Any) -> Any:
@@ -261,12 +282,16 @@ def decode(
     partial: bool = False,
     allow_pickle: bool = False,
     num_threads: int = 0,
+    limits: Any = None,
 ) -> Decode:
     """webdataset's ``decode(...)`` stage: ``decode("rgb8")``, ``decode(my_handler, "pil")``.
 
-    ``num_threads`` > 1 decodes that many samples at once and keeps their order.
+    ``num_threads`` > 1 decodes that many samples at once and keeps their order; ``limits``: see
+    :class:`Decoder`.
     """
-    decoder = Decoder(*handlers, pre=pre, post=post, only=only, partial=partial, allow_pickle=allow_pickle)
+    decoder = Decoder(
+        *handlers, pre=pre, post=post, only=only, partial=partial, allow_pickle=allow_pickle, limits=limits
+    )
     return Decode(decoder, handler=handler, num_threads=num_threads)
 
 

@@ -13,7 +13,6 @@ Pickle is never loaded unless the decoder was built with ``allow_pickle=True``.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .limits import bounded_gunzip, check_npy, check_npz
 from .plugins import load_provider
 
 __all__ = [
@@ -74,10 +74,12 @@ def _json(data: bytes) -> Any:
 
 
 def _npy(data: bytes) -> np.ndarray:
+    check_npy(data)  # before numpy allocates what the header claims
     return np.load(io.BytesIO(data), allow_pickle=False)
 
 
 def _npz(data: bytes) -> dict[str, np.ndarray]:
+    check_npz(data)
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
         return {name: archive[name] for name in archive.files}
 
@@ -174,10 +176,10 @@ basichandlers = basic_decoders(allow_pickle=False)
 
 
 def gzfilter(key: str, data: bytes) -> Continue | None:
-    """Gunzip ``*.gz`` fields and continue decoding them by their inner extension."""
+    """Gunzip ``*.gz`` fields (within the decode limits, :mod:`.limits`) and continue by their inner extension."""
     if not key.lower().endswith(".gz"):
         return None
-    return Continue(key[:-3], gzip.decompress(data))
+    return Continue(key[:-3], bounded_gunzip(data))
 
 
 class _ExtensionHandler:

@@ -246,7 +246,15 @@ def _parse_config(path: str) -> dict[str, Any]:
         if not isinstance(entry, dict) or "prefix" not in entry or "replacement" not in entry:
             raise SpecError(f"{path}: rewrite entry {i} needs 'prefix' and 'replacement'")
         rewrite[_check_prefix(entry["prefix"])] = str(entry["replacement"])
-    return {"storage": storage, "rewrite": rewrite}
+    limits = data.get("decode_limits") or {}
+    if not isinstance(limits, dict) or not all(isinstance(v, int) and v > 0 for v in limits.values()):
+        raise SpecError(f"{path}: decode_limits is a mapping of limit names to positive byte counts")
+    return {"storage": storage, "rewrite": rewrite, "decode_limits": dict(limits)}
+
+
+def configured(name: str) -> Any:
+    """An entry of the configuration file other than storage and rewrites (``decode_limits``), or None."""
+    return _config_file().get(name)
 
 
 def _longest(table: dict[str, Any], url: str) -> str | None:
