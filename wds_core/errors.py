@@ -6,7 +6,7 @@ also from the builtin a caller would naturally catch::
     WdsError
      ├── SpecError (ValueError)             a shard spec or argument that cannot work
      │    └── EmptyDatasetError             a spec or a whole epoch with nothing in it
-     ├── ShardOpenError (OSError)           a shard that cannot be opened or read
+     ├── ShardOpenError (OSError)           a shard that cannot be opened, read or written
      │    ├── ShardNotFoundError            ... because it does not exist (FileNotFoundError)
      │    └── PipeError                     a ``pipe:`` command that failed
      ├── TarFormatError (ValueError,        bytes that are not a valid tar stream
@@ -125,7 +125,7 @@ class EmptyDatasetError(SpecError):
 
 
 class ShardOpenError(WdsError, OSError):
-    """A shard that cannot be opened or read."""
+    """A shard that cannot be opened, read or written (``errno`` is the system's when there is one)."""
 
 
 class ShardNotFoundError(ShardOpenError, FileNotFoundError):

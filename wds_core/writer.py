@@ -23,7 +23,7 @@ import tarfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import EncodingError, SpecError
+from .errors import EncodingError, ShardOpenError, SpecError
 from .fieldcodecs import FieldEncoder
 from .io.sinks import CommitOnExit, ShardSink, create_shard
 from .tar.tarindex import ShardIndex
@@ -161,6 +161,7 @@ class TarWriter(CommitOnExit):
         self.count = 0  # samples written
         self.size = 0  # uncompressed tar bytes written, end-of-archive blocks excluded
         self.closed = False
+        self._failed: str | None = None  # why the sink cannot take more (a write failed part way)
 
     def pack(self, sample: dict[str, Any]) -> tuple[list[Any], int]:
         """The encoded pieces of ``sample`` and their total size, without writing them."""
@@ -224,30 +225,56 @@ class TarWriter(CommitOnExit):
     def write_packed(self, pieces: list[Any], size: int) -> None:
         if self.closed:
             raise ValueError("write to a closed TarWriter")
+        if self._failed is not None:
+            raise ShardOpenError(
+                f"an earlier write failed ({self._failed}); this shard can only be aborted", url=self.url
+            )
+        kept, kept_size = len(self._pending), self._pending_size
         self._pending += pieces
         self._pending_size += size
         if self._pending_size >= _FLUSH:
-            self._flush()
+            try:
+                self._flush()
+            except ShardOpenError as exn:
+                del self._pending[kept:]  # the sample whose write failed is not in the shard
+                self._pending_size = kept_size
+                if not getattr(self._sink, "rewindable", False):  # part of it may be out: nothing can follow
+                    self._failed = exn.reason
+                raise
         self.count += 1
         self.size += size
 
     def _flush(self) -> None:
+        """Hand the pending samples to the sink; a failure is a ShardOpenError naming the shard."""
         if self._pending:
-            self._sink.write(b"".join(self._pending))
+            try:
+                self._sink.write(b"".join(self._pending))
+            except ShardOpenError:
+                raise
+            except OSError as exn:
+                raise ShardOpenError(f"cannot write shard: {exn.strerror or exn}", url=self.url) from None
             self._pending.clear()
             self._pending_size = 0
 
     def close(self) -> None:
-        """Finish the shard (end-of-archive blocks, compression trailer, rename into place)."""
+        """Finish the shard (end-of-archive blocks, compression trailer, rename into place).
+
+        When it cannot be finished (disk full...), the temporary file is removed and the error says why.
+        """
         if self.closed:
             return
+        if self._failed is not None:
+            self.abort()
+            raise ShardOpenError(f"not finished: an earlier write failed ({self._failed})", url=self.url)
         self.closed = True
         try:
             self._pending.append(end_of_archive())
             self._flush()
             self._sink.commit()
-        except BaseException:
+        except BaseException as exn:
             self._sink.abort()
+            if isinstance(exn, OSError) and not isinstance(exn, ShardOpenError):
+                raise ShardOpenError(f"cannot finish shard: {exn.strerror or exn}", url=self.url) from None
             raise
 
     def abort(self) -> None:

@@ -253,3 +253,16 @@ def test_index_create_writes_a_counts_file_that_balanced_readers_take(data, tmp_
         assert read["d.json"] == read["d.counts.npz"] and len(read["d.json"]) == 11
     wds_cli("index", "create", spec, "-o", tmp_path / "e.json", "--no-counts")
     assert not (tmp_path / "e.counts.npz").exists()
+
+
+def test_verify_clean_removes_what_killed_writers_left(data, tmp_path):
+    spec, keys = data
+    child = subprocess.Popen(["true"])
+    child.wait()  # a pid whose process is gone
+    stale = tmp_path / f".d-3.tar.{child.pid}.0123abcd.partial"
+    stale.write_bytes(b"half a shard")
+    live = tmp_path / f".d-4.tar.{os.getpid()}.0123abcd.partial"
+    live.write_bytes(b"still being written")
+    done = wds_cli("verify", spec, "--clean")
+    assert f"REMOVED {stale}".encode() in done.stdout and b"1 temporary file of killed writers" in done.stderr
+    assert not stale.exists() and live.exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from ..descriptor import load_descriptor
 from ..errors import TarFormatError, WdsError
 from ..grouping import group_members, is_meta
+from ..io.sinks import stale_partials
 from ..io.storage import local_path
 from ..io.urls import expand_urls
 from ..shardreader import TarfileToSamples
@@ -136,8 +138,23 @@ def _check_shard(url: str) -> tuple[int, list[str]]:
     return count, problems
 
 
+def _clean(urls: list[str]) -> int:
+    """Remove the temporary files of dead writers in the folders of the local shards ``urls``; how many."""
+    folders = sorted({os.path.dirname(os.path.abspath(path)) for url in urls if (path := local_path(url))})
+    removed = 0
+    for folder in folders:
+        for stale in stale_partials(folder):
+            os.unlink(stale)
+            print(f"REMOVED {stale}")
+            removed += 1
+    return removed
+
+
 def run_verify(args: argparse.Namespace) -> int:
     urls, stated = shard_list(args.spec)
+    if getattr(args, "clean", False):
+        removed = _clean(urls)
+        print(f"{removed} temporary file{'s' if removed != 1 else ''} of killed writers removed", file=sys.stderr)
     problems = samples = 0
     progress = Progress(len(urls), "verified")
     for number, url in enumerate(urls):
@@ -190,6 +207,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
     stats = command("stats", "count samples and fields, with size distributions per field", run_stats)
     stats.add_argument("--json", action="store_true", help="machine-readable output")
-    command("verify", "read every shard; report corrupt members (URL, offset), wrong counts and md5sums", run_verify)
+    verify = command(
+        "verify", "read every shard; report corrupt members (URL, offset), wrong counts and md5sums", run_verify
+    )
+    verify.add_argument(
+        "--clean",
+        action="store_true",
+        help="also list and remove the temporary files (.NAME.PID.RAND.partial) that writers killed mid-shard "
+        "left in the shards' folders (only those whose process is gone)",
+    )
     bench = command("bench", "measure how fast your shards read (no decoding)", run_bench)
     bench.add_argument("--seconds", type=float, default=0, help="stop after this long (default: read everything)")

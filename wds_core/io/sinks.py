@@ -15,6 +15,7 @@ checked at ``commit``.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -26,13 +27,18 @@ from .remote import describe_error, filesystem
 from .storage import local_path, pipe_failure, scheme_opener
 from .storage_config import options_for
 
-__all__ = ["CommitOnExit", "ShardSink", "create_shard"]
+__all__ = ["CommitOnExit", "ShardSink", "create_shard", "stale_partials"]
 
 
 class ShardSink:
-    """A destination being written; ``commit()`` or ``abort()`` ends it."""
+    """A destination being written; ``commit()`` or ``abort()`` ends it.
+
+    ``rewindable``: a ``write`` that raised left none of its bytes, and writing may go on (local
+    files); otherwise the destination may hold part of them and can only be aborted.
+    """
 
     url: str
+    rewindable = False
 
     def write(self, data: Any) -> None:  # pragma: no cover - every sink defines it
         raise NotImplementedError
@@ -68,35 +74,116 @@ def _temporary_name(name: str) -> str:
     return f".{name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
 
 
+_PARTIAL = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.partial")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def stale_partials(folder: str, name: str | None = None) -> list[str]:
+    """Temporary files (of ``name``, or of any shard) in ``folder`` left by writers whose process is gone.
+
+    A writer killed mid-shard leaves its hidden ``.NAME.PID.RAND.partial``; one
+    whose process still runs is writing and is left alone (on this machine: a
+    folder shared by several machines may hold another machine's live pid).
+    """
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        matched = _PARTIAL.fullmatch(entry)
+        if matched and (name is None or matched["name"] == name) and not _alive(int(matched["pid"])):
+            found.append(os.path.join(folder, entry))
+    return sorted(found)
+
+
+def _write_error(exn: OSError, url: str) -> ShardOpenError:
+    error = ShardOpenError(f"cannot write shard: {exn.strerror or exn}", url=url)
+    error.errno, error.strerror = exn.errno, exn.strerror
+    return error
+
+
 class _LocalSink(ShardSink):
+    """A local file under a temporary name; a write that fails leaves none of its bytes (the file is cut back)."""
+
+    rewindable = True
+    _BUFFER = 1 << 20  # record writers hand over one small object at a time
+
     def __init__(self, path: str, url: str) -> None:
         self.url, self.path = url, path
         folder, name = os.path.split(os.path.abspath(path))
         self.partial = os.path.join(folder, _temporary_name(name))
         try:
             os.makedirs(folder, exist_ok=True)
-            fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            for stale in stale_partials(folder, name):  # left by a writer of this shard that was killed
+                os.unlink(stale)
+            self.fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError as exn:
             raise ShardOpenError(f"cannot create shard: {exn.strerror or exn}", url=url) from None
-        self.file = os.fdopen(fd, "wb", buffering=1 << 20)  # record writers hand over one small object at a time
-        self.write = self.file.write  # type: ignore[method-assign, assignment]
+        self.buffer = bytearray()
+        self.offset = 0  # bytes in the file, all from complete writes
+
+    def write(self, data: Any) -> None:
+        size = len(memoryview(data).cast("B"))
+        self.buffer += data
+        if len(self.buffer) >= self._BUFFER:
+            try:
+                self._drain()
+            except ShardOpenError:
+                del self.buffer[len(self.buffer) - size :]  # what earlier writes gave stays, for the next try
+                raise
+
+    def _drain(self) -> None:
+        with memoryview(self.buffer) as view:
+            done = 0
+            try:
+                while done < len(view):
+                    done += os.write(self.fd, view[done:])
+            except OSError as exn:
+                try:  # nothing of a failed drain stays in the file
+                    os.ftruncate(self.fd, self.offset)
+                    os.lseek(self.fd, self.offset, os.SEEK_SET)
+                except OSError:
+                    pass
+                raise _write_error(exn, self.url) from None
+        self.offset += len(self.buffer)
+        self.buffer.clear()
 
     def commit(self) -> None:
         try:
-            self.file.flush()
-            os.fsync(self.file.fileno())
-            self.file.close()
+            self._drain()
+            os.fsync(self.fd)
+            os.close(self.fd)
+            self.fd = -1
             os.replace(self.partial, self.path)
         except OSError as exn:
             self.abort()
+            if isinstance(exn, ShardOpenError):
+                raise
             raise ShardOpenError(f"cannot finish shard: {exn.strerror or exn}", url=self.url) from None
 
     def abort(self) -> None:
-        self.file.close()
+        self.buffer = bytearray()
         try:
-            os.unlink(self.partial)
-        except FileNotFoundError:
-            pass
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+        except OSError:
+            pass  # closing a file on a full disk can fail too; it is removed all the same
+        finally:
+            try:
+                os.unlink(self.partial)
+            except FileNotFoundError:
+                pass
 
 
 class _StreamSink(ShardSink):

@@ -1,10 +1,13 @@
 """Shard destinations: atomic local files, stdout, clear errors."""
 
+import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+import wds_core as wds
 from wds_core import ShardOpenError
 from wds_core.io.sinks import create_shard
 
@@ -118,3 +121,94 @@ def test_shard_writer_to_gcs(gcs_server):
     assert _read_back("gs://gbucket/w/part-{00..01}.tar") == [
         (s["__key__"], s["bin"], s["txt"].encode()) for s in samples
     ]
+
+
+FULL_DISK = r"""
+import json, os, resource, signal, sys
+import wds_core as wds
+folder, limit = sys.argv[1], int(sys.argv[2])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file past RLIMIT_FSIZE: EFBIG instead of death
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+report = {"written": [], "failed": []}
+sink = wds.TarWriter(os.path.join(folder, "out.tar"))
+for i in range(40):
+    sample = {"__key__": f"k{i:04d}", "bin": bytes([i]) * 200_000}
+    try:
+        sink.write(sample)
+        report["written"].append(sample["__key__"])
+    except OSError as exn:
+        report["failed"].append(sample["__key__"])
+        report.update(error=str(exn), errno=exn.errno, wds=isinstance(exn, wds.WdsError))
+        break
+report["partials"] = [n for n in os.listdir(folder) if n.endswith(".partial")]
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
+failed = report["failed"][0]
+sink.write({"__key__": failed, "bin": bytes([int(failed[1:])]) * 200_000})  # the failed write, retried
+report["written"].append(failed)
+sink.close()
+print(json.dumps(report))
+"""
+
+
+def test_a_full_disk_fails_the_write_cleanly_and_a_retry_writes_exactly_once(tmp_path):
+    """Issue 21: the failed sample is not in the shard, the error names it, a retried write lands once."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path), str(3_000_000)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["failed"] and report["wds"] and report["errno"] == 27  # EFBIG, as ENOSPC would be 28
+    assert "cannot write shard" in report["error"] and "out.tar" in report["error"]
+    keys = [s["__key__"] for s in wds.WebDataset(str(tmp_path / "out.tar"), shardshuffle=False)]
+    assert keys == report["written"] and len(keys) == len(set(keys)) > 10  # every sample once, none lost
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".partial")]
+
+
+FULL_AT_CLOSE = r"""
+import os, resource, signal, sys
+import wds_core as wds
+folder = sys.argv[1]
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+try:
+    with wds.ShardWriter(os.path.join(folder, "s-%02d.tar"), maxcount=5) as sink:
+        for i in range(12):
+            sink.write({"__key__": f"k{i:03d}", "bin": b"x" * 30_000})
+            if i == 10:  # shards 0 and 1 are complete; shard 2 holds 1 sample in memory
+                resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+except OSError as exn:
+    print(type(exn).__name__, isinstance(exn, wds.WdsError), exn)
+print(sorted(os.listdir(folder)))
+"""
+
+
+def test_a_shard_that_cannot_be_finished_leaves_no_temporary_file(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FULL_AT_CLOSE, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "ShardOpenError True cannot" in done.stdout and "s-02.tar" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "['s-00.tar', 's-01.tar']"  # earlier shards intact, no .partial
+    assert [len(list(wds.WebDataset(str(tmp_path / f"s-0{s}.tar")))) for s in (0, 1)] == [5, 5]
+
+
+def test_a_new_writer_removes_what_killed_writers_left(tmp_path):
+    from wds_core.io.sinks import stale_partials
+
+    dead = subprocess_pid_that_exited()
+    stale = tmp_path / f".out.tar.{dead}.0123abcd.partial"
+    stale.write_bytes(b"half a shard")
+    live = tmp_path / f".out.tar.{os.getpid()}.89abcdef.partial"  # a writer that still runs
+    live.write_bytes(b"being written")
+    other = tmp_path / f".other.tar.{dead}.0123abcd.partial"
+    other.write_bytes(b"another shard's")
+    assert stale_partials(str(tmp_path)) == sorted([str(other), str(stale)])
+    with wds.TarWriter(str(tmp_path / "out.tar")) as sink:
+        sink.write({"__key__": "a", "txt": "b"})
+    assert not stale.exists() and live.exists() and other.exists()
+    live.unlink()
+
+
+def subprocess_pid_that_exited():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
