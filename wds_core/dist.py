@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .io.sinks import process_running
 from .rng import derive_seed
 
 if TYPE_CHECKING:
@@ -99,14 +100,3 @@ def stream_seed(seed: int | None, ctx: RunContext, label: str) -> int:
     if not ctx.per_reader:
         return derive_seed(agreed_seed(base, seed is not None or ctx.seed_given), label, ctx.stage, ctx.epoch)
     return derive_seed(base, label, ctx.stage, ctx.epoch, node_info()[0], worker_info()[0])
-
-
-def process_running(pid: int) -> bool:
-    """Whether a process with this id exists (one of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -245,24 +245,27 @@ class _Workers:
         use_slots = loader.shm_slots > 0 and loader.shm_slot_bytes > 0 and HAVE_SLOTS
         self.procs: list[Any] = []
         self.closed = False
-        for w in range(n):
-            slots = None
-            if use_slots:
-                blocks = create_slots(loader.shm_slots, loader.shm_slot_bytes)
-                self.readers[w] = SlotReader(blocks)
-                slots = [block.name for block in blocks]
-            args: tuple[Any, ...] = (loader.dataset, w, n, loader.node, self.commands[w], self.queues[w], self.stop)
-            args += (loader.snapshot_every, slots)
-            proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
-            try:
+        try:
+            for w in range(n):
+                slots = None
+                if use_slots:
+                    blocks = create_slots(loader.shm_slots, loader.shm_slot_bytes)
+                    self.readers[w] = SlotReader(blocks)
+                    slots = [block.name for block in blocks]
+                args: tuple[Any, ...] = (loader.dataset, w, n, loader.node, self.commands[w], self.queues[w])
+                args += (self.stop, loader.snapshot_every, slots)
+                proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
                 proc.start()
-            except (pickle.PicklingError, AttributeError, TypeError) as exn:
-                self.close()
-                raise SpecError(
-                    f"Loader workers start with {loader.start_method!r}, which pickles the pipeline, and it cannot be "
-                    f"pickled ({exn}); use module-level functions instead of lambdas and local functions"
-                ) from None
-            self.procs.append(proc)
+                self.procs.append(proc)
+        except (pickle.PicklingError, AttributeError, TypeError) as exn:
+            self.close()
+            raise SpecError(
+                f"Loader workers start with {loader.start_method!r}, which pickles the pipeline, and it cannot be "
+                f"pickled ({exn}); use module-level functions instead of lambdas and local functions"
+            ) from None
+        except BaseException:  # a spawn without a __main__ guard, no room in /dev/shm...: no slot is left behind
+            self.close()
+            raise
 
     def start_epoch(self, epoch: int, starts: list[dict[str, Any] | None], done: list[bool]) -> None:
         self.generation += 1

@@ -22,13 +22,27 @@ import io
 import mmap
 import os
 import pickle
+import re
+import time
 import weakref
 from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
 
-__all__ = ["HEADER", "Lease", "SlotReader", "SlotWriter", "create_slots", "map_slot", "slot_array", "unlink_slot"]
+from .dist import process_running
+
+__all__ = [
+    "HEADER",
+    "Lease",
+    "SlotReader",
+    "SlotWriter",
+    "create_slots",
+    "map_slot",
+    "slot_array",
+    "sweep_dead_slots",
+    "unlink_slot",
+]
 
 HEADER = 64
 ALIGN = 64
@@ -44,7 +58,52 @@ HAVE_SLOTS = _shm_open is not None
 
 
 def create_slots(count: int, size: int) -> list[shared_memory.SharedMemory]:
-    return [shared_memory.SharedMemory(create=True, size=HEADER + size) for _ in range(count)]
+    """``count`` new slots; none is left behind when creating one fails (``/dev/shm`` full...)."""
+    blocks: list[shared_memory.SharedMemory] = []
+    try:
+        for _ in range(count):
+            blocks.append(shared_memory.SharedMemory(create=True, size=HEADER + size))
+    except BaseException:
+        for block in blocks:
+            block.close()
+            block.unlink()
+        raise
+    return blocks
+
+
+SHM_FOLDER = "/dev/shm"
+_WORKER_SLOT = re.compile(r"wds_(\d+)_\d+_[0-9a-f]{8}")  # wds_torch's worker slots: wds_<pid>_<n>_<hex>
+
+
+def sweep_dead_slots(pids: Any = None, min_age: float = 0.0) -> list[str]:
+    """Unlink the slots of DataLoader workers whose process is gone; the names removed.
+
+    Worker slots are named ``wds_<pid>_<n>_<hex>``; a worker that was killed
+    before the main process saw its last slots leaves them.  ``pids`` limits the
+    sweep to those workers (ones this process knew); ``min_age`` (seconds) spares
+    younger names, for a ``/dev/shm`` shared with processes this one cannot see.
+    """
+    try:
+        entries = os.listdir(SHM_FOLDER)
+    except OSError:
+        return []
+    wanted = None if pids is None else set(pids)
+    removed = []
+    for entry in entries:
+        matched = _WORKER_SLOT.fullmatch(entry)
+        if matched is None or (wanted is not None and int(matched[1]) not in wanted):
+            continue
+        if process_running(int(matched[1])):
+            continue
+        if min_age:
+            try:
+                if time.time() - os.stat(os.path.join(SHM_FOLDER, entry)).st_mtime < min_age:
+                    continue
+            except OSError:
+                continue
+        unlink_slot(entry)
+        removed.append(entry)
+    return removed
 
 
 def map_slot(name: str, size: int, unlink: bool = False, populate: bool = False) -> mmap.mmap:

@@ -23,9 +23,11 @@ maps a slot the first time it sees it, keeps the mapping, and unlinks the name
 at once, so nothing is left in ``/dev/shm`` however the worker ends.  The main
 process drops its mapping when the worker retires the slot (announced with the
 next batch) or is gone; tensors still viewing it keep their pages until freed.
-A worker killed between creating a slot and the main process seeing it is the
-one case that leaves a name behind; the worker unlinks unseen slots when it
-exits normally.
+A worker killed between creating a slot and the main process seeing it leaves
+a name behind: the main process removes those of its workers when it finds one
+gone and when it exits, and a new worker removes any that are a minute old and
+whose process is gone (``wds_core.shmring.sweep_dead_slots``); a worker
+unlinks unseen slots itself when it exits normally.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import numpy as np
 import torch
 
 from wds_core.dist import process_running
-from wds_core.shmring import HAVE_SLOTS, HEADER, Lease, aligned, map_slot, slot_array, unlink_slot
+from wds_core.shmring import HAVE_SLOTS, HEADER, Lease, aligned, map_slot, slot_array, sweep_dead_slots, unlink_slot
 
 __all__ = ["MIN_BATCH_BYTES", "wrap_batches"]
 
@@ -153,18 +155,29 @@ def _plain(kind: type, entries: list[tuple[Any, Any]]) -> Any:
 
 
 _mapped: dict[str, tuple[int, mmap.mmap]] = {}  # in the main process: slot name -> (worker pid, mapping)
+_workers: set[int] = set()  # in the main process: the workers whose slots it has seen
 
 
 def _mapping(pid: int, name: str, size: int, retired: list[str]) -> mmap.mmap:
     for old in retired:
         _mapped.pop(old, None)
     if name not in _mapped:
+        if pid not in _workers:
+            if not _workers:  # at exit, after multiprocessing has ended (and reaped) the daemonic workers
+                util.Finalize(None, _sweep_known, exitpriority=-1)
+            _workers.add(pid)
         for other in {owner for owner, _ in _mapped.values()} - {pid}:
             if not process_running(other):
                 for key in [key for key, (owner, _) in _mapped.items() if owner == other]:
                     del _mapped[key]
+                sweep_dead_slots([other])  # what it made and was not seen (it was killed)
         _mapped[name] = (pid, map_slot(name, size, unlink=True, populate=True))
     return _mapped[name][1]
+
+
+def _sweep_known() -> None:
+    """At exit of the main process: the slots of its workers that were killed before it saw them."""
+    sweep_dead_slots(_workers)
 
 
 def _unpack(kind: type, pid: int, name: str, size: int, entries: list[tuple[Any, Any]], retired: list[str]) -> Any:
@@ -210,6 +223,7 @@ class _WorkerSlots:
         self.pid = os.getpid()
         self.created = 0
         util.Finalize(self, self.close, exitpriority=20)
+        sweep_dead_slots(min_age=60)  # left by workers of earlier runs that were killed (a minute old at least)
 
     def acquire(self, nbytes: int) -> _Slot | None:
         free = [slot for slot in self.slots if slot.free]

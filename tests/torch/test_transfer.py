@@ -144,3 +144,43 @@ def test_when_every_slot_is_held_batches_take_the_ordinary_path():
     del held
     gc.collect()
     transfer._slots().close()
+
+
+KILLED = r"""
+import os, signal, sys, time
+import torch
+import wds_torch as wds
+dataset = wds.WebDataset(sys.argv[1]).decode().to_tuple("npy", "cls").batched(4)
+loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None, prefetch_factor=4)
+batches = iter(loader)
+held = [next(batches) for _ in range(4)]  # both workers have sent batches through their slots
+pids = [w.pid for w in batches._workers]
+time.sleep(0.5)  # they fill their slots ahead
+print(" ".join(map(str, pids)), flush=True)
+if sys.argv[2] == "left mid-epoch":  # the DataLoader shuts its workers down with batches in flight
+    del batches
+    sys.exit(0)
+for pid in pids:
+    os.kill(pid, signal.SIGKILL)
+os._exit(0) if sys.argv[2] == "is killed too" else sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("how", ["left mid-epoch", "exits", "is killed too"])
+def test_no_slot_outlives_workers_killed_with_sigkill(big_dir, how):
+    """Issue 21: slots made by killed workers are swept by the main process at exit, or by the next worker."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-c", KILLED, big_dir, how]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2, done.stderr
+    left = {name for name in _shm_names() if name.split("_")[1:2] in ([str(p)] for p in pids)}
+    if how == "is killed too":  # the main process died without its atexit: the next worker sweeps what is old enough
+        assert left, "the killed workers left slots behind"
+        from wds_core import shmring
+
+        assert sorted(shmring.sweep_dead_slots(pids)) == sorted(left)
+        left = {name for name in _shm_names() if name.split("_")[1:2] in ([str(p)] for p in pids)}
+    assert left == set()

@@ -27,7 +27,7 @@ from .remote import describe_error, filesystem
 from .storage import local_path, pipe_failure, scheme_opener
 from .storage_config import options_for
 
-__all__ = ["CommitOnExit", "ShardSink", "create_shard", "stale_partials"]
+__all__ = ["CommitOnExit", "ShardSink", "create_shard", "process_running", "stale_partials"]
 
 
 class ShardSink:
@@ -77,14 +77,19 @@ def _temporary_name(name: str) -> str:
 _PARTIAL = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.partial")
 
 
-def _alive(pid: int) -> bool:
+def process_running(pid: int) -> bool:
+    """Whether a process with this id exists and has not ended (one of another user counts; a zombie does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's live process
+    except PermissionError:
         return True
-    return True
+    try:  # a child that died but was not reaped yet still answers the signal
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def stale_partials(folder: str, name: str | None = None) -> list[str]:
@@ -101,7 +106,7 @@ def stale_partials(folder: str, name: str | None = None) -> list[str]:
     found = []
     for entry in entries:
         matched = _PARTIAL.fullmatch(entry)
-        if matched and (name is None or matched["name"] == name) and not _alive(int(matched["pid"])):
+        if matched and (name is None or matched["name"] == name) and not process_running(int(matched["pid"])):
             found.append(os.path.join(folder, entry))
     return sorted(found)
 
