@@ -185,6 +185,30 @@ def test_large_arrays_travel_through_reused_shared_memory(spec):
     assert no_children()
 
 
+def test_a_worker_that_cannot_start_leaves_no_shared_memory(spec, monkeypatch):
+    """Issue 21: e.g. spawn without a __main__ guard raises RuntimeError; the slots made for it are unlinked."""
+    import multiprocessing.context
+
+    spec, keys = spec
+    before = {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+    started = []
+
+    def start(self):
+        if started:
+            raise RuntimeError("An attempt has been made to start a new process before bootstrapping")
+        started.append(self)
+        original(self)
+
+    original = multiprocessing.context.SpawnProcess.start
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start)
+    loader = wds.Loader(keyed(spec).map(big_arrays), num_workers=2, start_method="spawn", shm_slot_bytes=1 << 20)
+    with pytest.raises(RuntimeError, match="bootstrapping"):
+        next(iter(loader))
+    assert {name for name in os.listdir("/dev/shm") if name.startswith("psm_")} <= before
+    started[0].join(timeout=10)
+    assert no_children()
+
+
 def with_pid(sample):
     return sample[0], os.getpid()
 
