@@ -30,6 +30,7 @@ from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_d
 from .fieldcodecs.limits import DecodeLimitError, DecodeLimits, decoded_size, reset_limits, use_limits
 from .handlers import Handler, reraise_exception
 from .imageops import ImageCrop, image_crop
+from .io.secure import refuse_pickle
 from .per_sample import PerSample
 from .state import RunContext, StageIterator, state_of
 
@@ -78,6 +79,8 @@ class Decoder:
         self.handlers = pre + main + post
         self.only = None if only is None else frozenset(only.split() if isinstance(only, str) else only)
         self.partial = partial
+        if allow_pickle:
+            refuse_pickle()
         self.allow_pickle = allow_pickle
         self.limits = DecodeLimits.of(limits)
 

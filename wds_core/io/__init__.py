@@ -14,6 +14,7 @@ and each other.
 * :mod:`.cache` -- the local shard cache;
 * :mod:`.decompress` -- gzip, bz2, xz and zstd shards by their magic bytes;
 * :mod:`.sinks` -- atomic shard creation, local and remote;
+* :mod:`.secure` -- secure mode: no commands, no local paths outside allowed roots, no pickles;
 * :mod:`.streams` -- the small stream base classes the others share.
 
 The names below are the expert interface (custom schemes, per-prefix options,
@@ -23,6 +24,7 @@ opening a shard by hand); pipelines rarely need them.
 from .cache import ShardCache
 from .decompress import is_compressed
 from .remote import RetryPolicy
+from .secure import secure_mode, set_secure
 from .sinks import create_shard
 from .storage import open_random_access, open_shard, read_bytes, register_opener, url_of
 from .storage_config import (
@@ -52,6 +54,8 @@ __all__ = [
     "register_rewrite",
     "register_storage",
     "rewrite_url",
+    "secure_mode",
+    "set_secure",
     "unregister_rewrite",
     "unregister_storage",
     "url_of",

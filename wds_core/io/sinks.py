@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 from ..errors import PipeError, ShardOpenError
 from .remote import describe_error, filesystem
+from .secure import check_allowed
 from .storage import local_path, pipe_failure, scheme_opener
 from .storage_config import options_for
 
@@ -342,6 +343,7 @@ def create_shard(dest: Any, storage_options: dict | None = None) -> ShardSink:
     dest = os.fspath(dest)
     if not isinstance(dest, str):
         raise TypeError(f"a shard destination is a path, URL or stream, got {type(dest).__name__}")
+    check_allowed(dest, "write")
     opener = scheme_opener(dest)
     if opener is not None:
         return _OpenedSink(opener(dest, "wb", 8192), dest)

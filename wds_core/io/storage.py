@@ -31,6 +31,7 @@ from typing import Any, BinaryIO, cast
 
 from ..errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
 from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, filesystem, open_remote
+from .secure import check_allowed
 from .storage_config import options_for, rewrite_url
 from .streams import ReadStream
 
@@ -115,6 +116,7 @@ def open_shard(
     :class:`~wds_core.io.cache.ShardCache` or ``None``.
     """
     url = rewrite_url(url)
+    check_allowed(url)
     opener = scheme_opener(url)
     if opener is not None:
         if cache is not None:
@@ -280,6 +282,7 @@ def open_random_access(
     descriptor's ``filesize``), saves asking the server.
     """
     target = rewrite_url(url)
+    check_allowed(target)
     path = local_path(target)
     if path is not None:
         return map_local(path, url)

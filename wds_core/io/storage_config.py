@@ -249,7 +249,12 @@ def _parse_config(path: str) -> dict[str, Any]:
     limits = data.get("decode_limits") or {}
     if not isinstance(limits, dict) or not all(isinstance(v, int) and v > 0 for v in limits.values()):
         raise SpecError(f"{path}: decode_limits is a mapping of limit names to positive byte counts")
-    return {"storage": storage, "rewrite": rewrite, "decode_limits": dict(limits)}
+    secure = data.get("secure", False)
+    roots = data.get("secure_roots") or []
+    if not isinstance(secure, bool) or not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+        raise SpecError(f"{path}: secure is true or false and secure_roots a list of folders")
+    return {"storage": storage, "rewrite": rewrite, "decode_limits": dict(limits), "secure": secure,
+            "secure_roots": roots}  # fmt: skip
 
 
 def configured(name: str) -> Any:
