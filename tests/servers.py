@@ -99,6 +99,7 @@ class S3Server:
         self.buckets = dict(buckets)
         self.faults = Faults()
         self.requests: Counter = Counter()  # (bucket, access key) -> requests
+        self.reads: list[tuple[str, str | None]] = []  # object GETs: (path, Range header)
         self._app = DomainDispatcherApplication(create_backend_app)
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -116,6 +117,8 @@ class S3Server:
         if key != self.buckets[bucket]:
             return _xml_error(start_response, "403 Forbidden", "InvalidAccessKeyId", "wrong access key")
         is_object_read = environ["REQUEST_METHOD"] == "GET" and "/" in environ["PATH_INFO"].strip("/")
+        if is_object_read:
+            self.reads.append((environ["PATH_INFO"], environ.get("HTTP_RANGE")))
         fault = self.faults.next_fault() if is_object_read else None
         if fault and fault[0] == "status":
             return _xml_error(start_response, f"{fault[1]} Fault", "SlowDown", "fault injected")

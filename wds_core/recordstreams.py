@@ -117,7 +117,7 @@ class RecordsToSamples(ShardReading):
 class _RecordsIterator(ShardReader):
     def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:
         objects = _cbor_objects if self.recipe.format == "cbor" else _msgpack_objects
-        yield from objects(_Counting(skip_to(stream, start, url), start), url, self)
+        yield from objects(_Counting(skip_to(stream, start, url)[0], start), url, self)
 
 
 def cbors_to_samples(handler: Handler = reraise_exception, storage_options: dict | None = None) -> RecordsToSamples:

@@ -21,6 +21,7 @@ from .errors import NotElastic, SampleError, TruncatedShardError, WdsError
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
+from .io.decompress import is_compressed
 from .io.remote import DEFAULT_RETRY, RetryPolicy
 from .io.storage import open_shard, url_of
 from .io.storage_config import StorageOptions, registered, restore_registered
@@ -175,18 +176,22 @@ class ShardReader(StageIterator):
         self.url: str | None = None  # shard being read
         self.offset = -1  # where its next item starts; -1 when it is finished
         self.left: int | None = None  # items still to read from it, when upstream gave a count
+        self.plain = False  # the shard is known to be an uncompressed tar: a restore seeks without looking
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
         state: dict[str, Any] = {"url": url, "offset": self.offset if url else 0}
         if url and self.left is not None:
             state["left"] = self.left
+        if url and self.plain and self.offset > 0:
+            state["plain"] = True
         return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         self.url = state.get("url")
         self.offset = int(state.get("offset", 0)) if self.url else -1
         self.left = None if state.get("left") is None else int(state["left"])
+        self.plain = bool(state.get("plain", False))
 
     def delivered_positions(self) -> tuple[int, Any]:
         """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
@@ -211,6 +216,7 @@ class ShardReader(StageIterator):
             start = int(item.get("offset", 0)) if isinstance(item, dict) else 0
             self.left = item.get("count") if isinstance(item, dict) else None
             self.offset = start
+            self.plain = start > 0  # an offset inside a shard comes from its offset index: an uncompressed tar
             self._starting(url)
             if not (yield from self._shard(url, start)):
                 return
@@ -269,23 +275,36 @@ class _TarSamplesIterator(ShardReader):
 
     def _items(self, stream: Any, url: str, start: int) -> Iterator[dict[str, Any]]:
         recipe = self.recipe
-        tar = skip_to(stream, start, url)
+        tar, self.plain = skip_to(stream, start, url, self.plain)
         members = iter_members(tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want())
         yield from group_members(members, url, position=self, rename=recipe.rename_files)
 
 
-def skip_to(stream: Any, start: int, url: str) -> Any:
-    """``stream`` decompressed when it is compressed, positioned at ``start`` (seeking when it can)."""
+def skip_to(stream: Any, start: int, url: str, plain: bool = False) -> tuple[Any, bool]:
+    """``stream`` decompressed when it is compressed, positioned at ``start`` (seeking when it can), and whether
+    it is a plain tar.
+
+    Restoring inside a remote shard costs one ranged request at ``start`` when the shard is known to be
+    plain (``plain``); else its first bytes are asked for alone (not a whole first range) to see whether it is
+    compressed.
+    """
+    seekable = getattr(stream, "seekable", lambda: False)()
+    if start > 0 and seekable:
+        if not plain and hasattr(stream, "read_range"):
+            plain = not is_compressed(stream.read_range(0, 6))
+        if plain:
+            stream.seek(start)
+            return stream, True
     tar, compressed = open_decompressed(stream)
     if start == 0:
-        return tar
-    if not compressed and getattr(stream, "seekable", lambda: False)():
+        return tar, not compressed
+    if not compressed and seekable:
         stream.seek(start)
-        return stream
+        return stream, True
     remaining = start
     while remaining > 0:
         got = len(tar.read(min(remaining, _SKIP_CHUNK)))
         if got == 0:
             raise SampleError("the shard is shorter than the checkpointed offset", url=url, offset=start)
         remaining -= got
-    return tar
+    return tar, not compressed

@@ -14,9 +14,12 @@ while its second range is fetched.
 from __future__ import annotations
 
 import io
+import logging
 import re
 import sys
+import threading
 import time
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -24,7 +27,7 @@ from typing import Any, BinaryIO
 from ..errors import ShardNotFoundError, ShardOpenError, redact_url
 from .streams import ReadStream
 
-__all__ = ["RangeStream", "RetryPolicy", "open_remote"]
+__all__ = ["RangeStream", "RetryPolicy", "open_remote", "retry_stats"]
 
 _INSTALL_HINTS = {"s3": "wds[s3]", "s3a": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]", "http": "wds[http]"}
 _INSTALL_HINTS["https"] = "wds[http]"
@@ -49,17 +52,24 @@ class RetryPolicy:
 
     ``attempts`` counts every try of one request (the first included); the
     delay before retry ``n`` is ``initial_delay * 2**n``, at most ``max_delay``.
+    ``budget`` (seconds, optional) bounds the whole: no retry starts once that
+    long has passed since the first try, however the time was spent (the
+    backend's own retries inside an attempt included: s3fs and botocore retry
+    too, so a policy whose delays total 0.6 s can take far longer without it).
     """
 
     attempts: int = 6
     initial_delay: float = 0.2
     max_delay: float = 10.0
+    budget: float | None = None
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {self.attempts}")
         if self.initial_delay < 0 or self.max_delay < 0:
             raise ValueError("retry delays must be >= 0")
+        if self.budget is not None and self.budget < 0:
+            raise ValueError("the retry budget must be >= 0 seconds")
 
     def delay(self, retry: int) -> float:
         return min(self.max_delay, self.initial_delay * (2**retry))
@@ -100,20 +110,64 @@ def describe_error(exn: BaseException) -> str:
     return redact_text(f"{type(exn).__name__}: {exn}")
 
 
+RETRIES: Counter[str] = Counter()  # in this process: "retries" made, requests "recovered", "gave_up"
+_log = logging.getLogger("wds_core.io")
+_LOG_EVERY = 5.0  # seconds between retry messages; the ones in between are counted in the next
+_said = {"at": -_LOG_EVERY, "quiet": 0}
+_said_lock = threading.Lock()
+
+
+def retry_stats() -> dict[str, int]:
+    """Retries made in this process, requests that succeeded after retrying, and requests given up."""
+    return {key: RETRIES[key] for key in ("retries", "recovered", "gave_up")}
+
+
+def _say_retry(what: str, url: str, attempt: int, policy: RetryPolicy, exn: BaseException, delay: float) -> None:
+    with _said_lock:
+        now = time.monotonic()
+        if now - _said["at"] < _LOG_EVERY:
+            _said["quiet"] += 1
+            return
+        quiet, _said["quiet"], _said["at"] = _said["quiet"], 0, now
+    more = f" ({quiet} more retries since the last message)" if quiet else ""
+    _log.warning(
+        "retrying %s of %s in %.1f s (attempt %d of %d): %s%s",
+        what, redact_url(url), delay, attempt + 2, policy.attempts, describe_error(exn), more,
+    )  # fmt: skip
+
+
 def _with_retries(what: str, call: Any, url: str, offset: int | None, policy: RetryPolicy) -> Any:
-    """``call()``, repeated after transient failures; the last failure becomes a ShardOpenError."""
+    """``call()``, repeated after transient failures; the last failure becomes a ShardOpenError.
+
+    Each retry is counted (:func:`retry_stats`) and logged (``wds_core.io``, at most one message every few
+    seconds); ``policy.budget`` bounds the time from the first try to the last retry.
+    """
+    started = time.monotonic()
     for attempt in range(policy.attempts):
         try:
-            return call()
+            result = call()
         except FileNotFoundError:
             raise ShardNotFoundError("shard not found", url=url) from None
         except Exception as exn:
             if not is_transient(exn):
                 raise ShardOpenError(f"cannot {what}: {describe_error(exn)}", url=url, offset=offset) from None
-            if attempt + 1 == policy.attempts:
-                message = f"cannot {what} after {policy.attempts} attempts; last error {describe_error(exn)}"
+            delay = policy.delay(attempt)
+            spent = time.monotonic() - started
+            over = policy.budget is not None and spent + delay > policy.budget
+            if attempt + 1 == policy.attempts or over:
+                RETRIES["gave_up"] += 1
+                tries = f"{attempt + 1} attempts in {spent:.1f} s" + (
+                    f" (the retry budget is {policy.budget:g} s)" if over else ""
+                )
+                message = f"cannot {what} after {tries}; last error {describe_error(exn)}"
                 raise ShardOpenError(message, url=url, offset=offset) from None
-            time.sleep(policy.delay(attempt))
+            RETRIES["retries"] += 1
+            _say_retry(what, url, attempt, policy, exn, delay)
+            time.sleep(delay)
+        else:
+            if attempt:
+                RETRIES["recovered"] += 1
+            return result
     raise AssertionError("unreachable")  # pragma: no cover
 
 

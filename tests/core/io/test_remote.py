@@ -96,6 +96,33 @@ def test_http_retry_budget_spent_names_url_and_offset_not_secrets(http_server, m
     assert "after 3 attempts" in message and f"offset {info.value.offset}" in message and "503" in message
 
 
+def test_retries_are_logged_counted_and_held_to_the_budget(http_server, monkeypatch, caplog):
+    import logging
+
+    from wds_core.io import remote
+
+    _, expected = local_dataset(http_server.root, nshards=1)
+    small_ranges(monkeypatch)
+    monkeypatch.setattr(remote, "_said", {"at": -100.0, "quiet": 0})
+    before = remote.retry_stats()
+    http_server.faults.fail(3, status=503)
+    url = http_server.url + "/shard-000.tar?token=TOPSECRET"
+    with caplog.at_level(logging.WARNING, logger="wds_core.io"):
+        samples = list(wds_core.WebDataset(url, retry=FAST))
+    assert contents(samples) == expected and len(samples) == 40
+    after = remote.retry_stats()
+    assert after["retries"] - before["retries"] == 3 and after["recovered"] - before["recovered"] == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "wds_core.io"]
+    assert len(said) == 1, said  # rate-limited: one message for three retries within seconds
+    assert "retrying read bytes" in said[0] and "attempt 2 of" in said[0] and "503" in said[0]
+    assert "TOPSECRET" not in said[0]
+    http_server.faults.fail(10_000, status=503)  # down for good: the budget, not 50 attempts, ends it
+    started = time.monotonic()
+    with pytest.raises(ShardOpenError, match=r"the retry budget is 0.5 s"):
+        list(wds_core.WebDataset(url, retry=RetryPolicy(attempts=50, initial_delay=0.05, max_delay=0.1, budget=0.5)))
+    assert time.monotonic() - started < 2.0 and remote.retry_stats()["gave_up"] > before["gave_up"]
+
+
 def test_http_missing_and_forbidden_are_not_retried(http_server):
     started = time.monotonic()
     with pytest.raises(ShardNotFoundError):
@@ -339,3 +366,62 @@ def test_a_missing_backend_names_its_install_command(url, hint):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert hint in out and url in out
+
+
+def test_s3_restore_inside_a_large_shard_makes_one_ranged_request_at_the_offset(s3, tmp_path):
+    """Issue 21: not the first 32 MB range (to look for compression) and a prefetch, then the range needed."""
+    import s3fs
+
+    samples = [{"__key__": f"k{i:03d}", "bin": bytes([i]) * 1_000_000} for i in range(40)]
+    with wds_core.TarWriter(str(tmp_path / "big.tar")) as sink:
+        for sample in samples:
+            sink.write(sample)
+    options = s3["team-a"].client_options("team-a")
+    upload(s3fs.S3FileSystem(skip_instance_cache=True, **options), [str(tmp_path / "big.tar")], "team-a/restore")
+    url = "s3://team-a/restore/big.tar"
+
+    def dataset():
+        return wds_core.WebDataset(url, shardshuffle=False, storage_options=options)
+
+    first = dataset()
+    stream = iter(first)
+    for _ in range(35):
+        next(stream)
+    state = first.state_dict()
+    stream.close()
+    assert _offset_of(state) > 32 << 20  # past the first range a fresh read would fetch
+    server = s3["team-a"]
+    for plain in (True, False):  # the state says the shard is a plain tar; an older one does not
+        if not plain:
+            state = _without_plain(state)
+        del server.reads[:]
+        again = dataset()
+        again.load_state_dict(state)
+        restored = next(iter(again))
+        assert restored["__key__"] == "k035" and restored["bin"] == bytes([35]) * 1_000_000
+        ranges = [r for path, r in server.reads if path.endswith("/big.tar")]
+        if plain:
+            assert len(ranges) == 1 and ranges[0].startswith(f"bytes={_offset_of(state)}-"), ranges
+        else:  # its first 6 bytes alone, then the range at the offset
+            assert ranges[0] == "bytes=0-5" and ranges[1].startswith(f"bytes={_offset_of(state)}-"), ranges
+
+
+def _offset_of(state):
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "url" in node and "offset" in node and node.get("url"):
+                found.append(node["offset"])
+            for value in node.values():
+                walk(value)
+
+    walk(state)
+    assert len(found) == 1, state
+    return found[0]
+
+
+def _without_plain(state):
+    if isinstance(state, dict):
+        return {k: _without_plain(v) for k, v in state.items() if k != "plain"}
+    return state
