@@ -73,6 +73,10 @@ def _cbor_objects(stream: _Counting, url: str, where: Any) -> Iterator[Any]:
             raise TruncatedShardError("the shard ends inside a CBOR object", url=url, offset=start) from None
         except cbor2.CBORDecodeError as exn:
             raise TarFormatError(f"invalid CBOR: {exn}", url=url, offset=start) from None
+        except EOFError:  # from the decompressor: the compressed data is cut short
+            raise TruncatedShardError("the compressed shard ends early", url=url, offset=start) from None
+        except ValueError as exn:  # the decompressor's: the compressed data is damaged
+            raise TarFormatError(f"invalid compressed data: {exn}", url=url, offset=start) from None
         where.offset = stream.position
         yield obj
 
@@ -88,8 +92,15 @@ def _msgpack_objects(stream: _Counting, url: str, where: Any) -> Iterator[Any]:
             end = base + unpacker.tell()
             where.offset = end
             yield obj
-    except (msgpack.UnpackValueError, msgpack.ExtraData, ValueError) as exn:
+    except (
+        msgpack.UnpackValueError,
+        msgpack.ExtraData,
+        ValueError,
+        TypeError,
+    ) as exn:  # TypeError: an unhashable map key
         raise TarFormatError(f"invalid MessagePack: {exn}", url=url, offset=end) from None
+    except EOFError:  # from the decompressor: the compressed data is cut short
+        raise TruncatedShardError("the compressed shard ends early", url=url, offset=end) from None
     if stream.position > end:
         raise TruncatedShardError("the shard ends inside a MessagePack object", url=url, offset=end)
 

@@ -1,0 +1,209 @@
+"""Fuzzing every decoder and reader (issue 21): random and mutated bytes give our typed errors or a value,
+never another exception, a hang or a memory blow-up.
+
+CI runs a short campaign (``WDS_FUZZ_EXAMPLES``, 60 cases per target by default, 2 s deadline per
+case); ``WDS_FUZZ_EXAMPLES=5000 python -m pytest tests/core/test_fuzz.py`` is the long one
+(results in benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import resource
+import tarfile
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import wds_core as wds
+from wds_core.descriptor import resolve_descriptor
+from wds_core.errors import WdsError
+from wds_core.fieldcodecs.decoders import DECODERS
+from wds_core.fieldcodecs.images import IMAGE_EXTENSIONS
+from wds_core.specfile import load_spec
+
+EXAMPLES = int(os.environ.get("WDS_FUZZ_EXAMPLES", "60"))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=2000, derandomize=EXAMPLES <= 60, suppress_health_check=list(HealthCheck)
+)
+MB = 1 << 20
+
+
+def _seeds() -> dict[str, bytes]:
+    """A valid field of each kind, for mutation."""
+    npy, npz = io.BytesIO(), io.BytesIO()
+    np.save(npy, np.arange(12, dtype=np.int16).reshape(3, 4))
+    np.savez_compressed(npz, a=np.zeros(5), b=np.ones((2, 2)))
+    from wds_core.fieldcodecs.encoders import FieldEncoder
+
+    encoder = FieldEncoder()
+
+    def encode(ext: str, value: object) -> bytes:
+        return bytes(encoder(ext, value))
+
+    image = np.full((6, 5, 3), 90, np.uint8)
+    seeds = {"npy": npy.getvalue(), "npz": npz.getvalue(), "json": b'{"a": [1, 2.5, null, "x"]}', "txt": b"hi"}
+    seeds["cls"] = b"12"
+    seeds["msgpack"] = encode("msgpack", {"a": [1, 2], "b": b"x"})
+    seeds["cbor"] = encode("cbor", {"a": [1, 2], "b": b"x"})
+    seeds["ten"] = encode("ten", [np.arange(4.0), np.zeros((2, 3), np.uint8)])
+    for ext in ("png", "jpg", "webp", "bmp", "gif", "tiff", "ppm"):
+        seeds[ext] = encode(ext, image)
+    seeds["json.gz"] = gzip.compress(seeds["json"])
+    return seeds
+
+
+SEEDS = _seeds()
+EXTENSIONS = sorted(set(DECODERS) | set(IMAGE_EXTENSIONS) | set(SEEDS))
+
+
+def _mutations(seed: bytes) -> st.SearchStrategy[bytes]:
+    """``seed`` with bytes flipped, cut, inserted or repeated."""
+
+    def mutate(draw_ops: list[tuple[int, int, int]]) -> bytes:
+        data = bytearray(seed)
+        for kind, position, value in draw_ops:
+            if not data:
+                break
+            at = position % len(data)
+            if kind == 0:
+                data[at] = value
+            elif kind == 1:
+                del data[at:]
+            elif kind == 2:
+                data[at:at] = bytes([value]) * (value % 17 + 1)
+            else:
+                data[at:at] = data[at : at + value]
+        return bytes(data)
+
+    ops = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1 << 20), st.integers(0, 255)), max_size=6)
+    return ops.map(mutate)
+
+
+def _field_bytes(ext: str) -> st.SearchStrategy[bytes]:
+    seed = SEEDS.get(ext) or SEEDS.get(ext.split(".")[-1])
+    random = st.binary(max_size=2048)
+    return st.one_of(random, _mutations(seed)) if seed else random
+
+
+def _max_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@pytest.mark.parametrize("ext", EXTENSIONS)
+def test_every_decoder_gives_a_value_or_a_decoding_error(ext):
+    decoder = wds.Decoder(*(["rgb8"] if ext in IMAGE_EXTENSIONS else []), limits={"field_bytes": 64 * MB})
+    start = _max_rss()
+
+    @FUZZ
+    @given(_field_bytes(ext))
+    def check(data):
+        try:
+            decoder.decode({"__key__": "k", "__url__": "fuzz.tar", f"x.{ext}": data})
+        except wds.DecodingError:
+            pass
+
+    check()
+    assert _max_rss() - start < 256 * MB
+
+
+def _tar_with(samples: int = 4) -> bytes:
+    out = io.BytesIO()
+    with wds.TarWriter(out) as sink:
+        for i in range(samples):
+            sink.write({"__key__": f"k{i}", "txt": f"sample {i}", "cls": i, "json": {"i": i}})
+    return out.getvalue()
+
+
+TAR = _tar_with()
+
+
+@pytest.mark.parametrize("compress", ["", "gz"])
+def test_the_tar_reader_on_mutated_shards_gives_typed_errors(tmp_path, compress):
+    seed = gzip.compress(TAR, mtime=0) if compress else TAR
+    path = tmp_path / ("fuzz.tar.gz" if compress else "fuzz.tar")
+
+    @FUZZ
+    @given(st.one_of(_mutations(seed), st.binary(max_size=4096)))
+    def check(data):
+        path.write_bytes(data)
+        try:
+            for _ in wds.WebDataset(str(path), shardshuffle=False, empty_check=False):
+                pass
+        except (WdsError, tarfile.ReadError):
+            pass
+
+    check()
+
+
+@pytest.mark.parametrize("kind", ["cbor", "msgpack"])
+def test_the_record_stream_readers_give_typed_errors(tmp_path, kind):
+    path = tmp_path / f"fuzz.{kind}s"
+    writer = wds.CborsWriter if kind == "cbor" else wds.MsgpacksWriter
+    with writer(str(path)) as sink:
+        for i in range(5):
+            sink.write({"__key__": f"k{i}", "n": i, "data": b"x" * i})
+    seed = path.read_bytes()
+    stage = wds.cbors_to_samples() if kind == "cbor" else wds.msgpacks_to_samples()
+
+    @FUZZ
+    @given(st.one_of(_mutations(seed), st.binary(max_size=2048)))
+    def check(data):
+        path.write_bytes(data)
+        try:
+            for _ in wds.DataPipeline(wds.SimpleShardList([str(path)]), stage):
+                pass
+        except WdsError:
+            pass
+
+    check()
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20,
+)
+DESCRIPTOR_KEYS = st.sampled_from(["wids_version", "name", "base", "shardlist", "datasets", "url", "nsamples",
+                                   "source_url", "weight", "filesize"])  # fmt: skip
+DESCRIPTORS = st.recursive(
+    JSONISH,
+    lambda inner: st.dictionaries(DESCRIPTOR_KEYS, inner, max_size=5) | st.lists(inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@FUZZ
+@given(DESCRIPTORS)
+def test_the_descriptor_parser_gives_spec_errors(body):
+    try:
+        resolve_descriptor(body, "/data/d.json")
+    except WdsError:
+        pass
+
+
+SPEC_KEYS = st.sampled_from(["dataset", "datasets", "prefix", "buckets", "longest", "shards", "name", "weight",
+                             "resample", "choose", "repeat", "extensions", "subsample"])  # fmt: skip
+SPECS = st.recursive(
+    JSONISH,
+    lambda inner: st.dictionaries(SPEC_KEYS, inner, max_size=5) | st.lists(inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@FUZZ
+@given(st.one_of(SPECS, SPECS.map(lambda spec: json.dumps(spec).encode()), st.binary(max_size=512)))
+def test_the_spec_file_parser_gives_spec_errors(tmp_path_factory, spec):
+    if isinstance(spec, bytes):
+        path = tmp_path_factory.mktemp("spec") / "spec.json"
+        path.write_bytes(spec)
+        spec = str(path)
+    try:
+        load_spec(spec)
+    except WdsError:
+        pass
