@@ -93,7 +93,6 @@ class S3Server:
 
     def __init__(self, buckets: dict[str, str]) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-        from werkzeug.serving import make_server
 
         _quiet_werkzeug()
         self.buckets = dict(buckets)
@@ -103,9 +102,30 @@ class S3Server:
         self._app = DomainDispatcherApplication(create_backend_app)
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._serve()
+
+    def _serve(self) -> None:
+        from werkzeug.serving import make_server
+
         self._server = make_server("127.0.0.1", self.port, self._gate, threaded=True)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
+
+    def go_down(self) -> None:
+        """Stop answering: the port refuses connections (an outage) until :meth:`come_back`; the data stays."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def come_back(self) -> None:
+        self._serve()
+
+    def outage(self, seconds: float) -> threading.Thread:
+        """Down now, back after ``seconds`` (in the background)."""
+        self.go_down()
+        back = threading.Timer(seconds, self.come_back)
+        back.start()
+        return back
 
     def _gate(self, environ: dict, start_response: Any) -> Any:
         bucket = environ.get("PATH_INFO", "/").lstrip("/").split("/", 1)[0]
