@@ -35,10 +35,15 @@ def _asfolder_of(base: str) -> str:
 def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[str, Any]]:
     base = body.get("base")
     if base is not None:
-        folder = _asfolder_of(join_url(folder, str(base)))
+        if not isinstance(base, str):
+            raise SpecError(f"{where}: base is a URL or folder, got {type(base).__name__}")
+        folder = _asfolder_of(join_url(folder, base))
     shards = []
     join = url_joiner(folder)
-    for entry in body.get("shardlist", []):
+    listed = body.get("shardlist", [])
+    if not isinstance(listed, list):
+        raise SpecError(f"{where}: shardlist is a list of shard entries, got {type(listed).__name__}")
+    for entry in listed:
         if not isinstance(entry, dict) or "url" not in entry:
             raise SpecError(f"{where}: every shardlist entry needs a url, got {entry!r}")
         shard = dict(entry)
@@ -63,7 +68,10 @@ def resolve_descriptor(
     for shard in shards:
         shard.setdefault("weight", body.get("weight"))
         shard.setdefault("dataset", body.get("name"))
-    for component in body.get("datasets", []):
+    components = body.get("datasets", [])
+    if not isinstance(components, list) or not all(isinstance(c, dict) for c in components):
+        raise SpecError(f"{where}: datasets is a list of mappings")
+    for component in components:
         weight = component.get("weight")
         source, sub_folder = component.get("source_url"), folder
         if source is not None:

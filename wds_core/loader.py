@@ -338,8 +338,12 @@ class _LoaderRun:
     """One epoch: what was taken from each worker, and where each one is."""
 
     def __init__(self, loader: Loader, workers: _Workers, epoch: int, pending: dict[str, Any] | None) -> None:
-        n = loader.num_workers
-        self.loader, self.workers, self.epoch = loader, workers, epoch
+        n = self.num_workers = loader.num_workers
+        self.in_order = loader.in_order
+        # the loader, while the epoch runs (a `for x in Loader(...)` holds nothing else); dropped when it ends,
+        # so that a dropped Loader is freed at once, persistent workers and shared memory with it
+        self.loader: Loader | None = loader
+        self.workers, self.epoch = workers, epoch
         starts = pending["workers"] if pending and pending.get("workers") else [None] * n
         self.snapshots: list[Any] = [s.get("state") if s else None for s in starts]
         self.positions: list[Any] = [s.get("position") if s else None for s in starts]
@@ -353,7 +357,7 @@ class _LoaderRun:
 
     def state_dict(self) -> dict[str, Any]:
         workers = []
-        for w in range(self.loader.num_workers):
+        for w in range(self.num_workers):
             if self.done[w]:
                 entry: dict[str, Any] = {"state": None, "skip": 0, "done": True}
             elif self.snapshots[w] is None and self.reasons[w] is not None:
@@ -363,7 +367,7 @@ class _LoaderRun:
             if self.positions[w] is not None:
                 entry["position"] = self.positions[w]
             workers.append(entry)
-        n = self.loader.num_workers
+        n = self.num_workers
         return {"format": STATE_FORMAT, "epoch": self.epoch, "num_workers": n, "next": self.next, "workers": workers}
 
     def _take(self, w: int, block: bool = True) -> tuple[bool, Any]:
@@ -390,14 +394,14 @@ class _LoaderRun:
                 _reraise(w, *value)
 
     def items(self) -> Iterator[Any]:
-        n = self.loader.num_workers
+        n = self.num_workers
         try:
             while not all(self.done):
                 w = self.next
                 if self.done[w]:
                     self.next = (w + 1) % n
                     continue
-                if self.loader.in_order:
+                if self.in_order:
                     got, item = self._take(w)
                 else:
                     got, item = self._take(w, block=False)
@@ -415,13 +419,15 @@ class _LoaderRun:
         if self.closed:
             return
         self.closed = True
-        if not self.loader.persistent_workers or self.workers.closed:
+        loader, self.loader = self.loader, None
+        assert loader is not None
+        if not loader.persistent_workers or self.workers.closed:
             self.workers.close()
             return
         try:
             self.workers.finish_epoch(self.done)
         except BaseException as exn:  # a worker died or the wait was interrupted: start afresh next epoch
-            self.loader._drop_workers()
+            loader._drop_workers()
             if not isinstance(exn, Exception):
                 raise
 

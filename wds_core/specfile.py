@@ -121,6 +121,8 @@ def _source(entry: Any, index: int, base: str | None, prefix: str, buckets: str,
         if len(bucket) > 1:
             raise SpecError(f"{where}: one bucket per source")
         bucket = bucket[0] if bucket else ""
+    if not isinstance(bucket, str):
+        raise SpecError(f"{where}: buckets is a URL prefix (or a list of one), got {type(bucket).__name__}")
     patterns = entry["shards"] if isinstance(entry["shards"], list) else [entry["shards"]]
     urls = []
     for pattern in patterns:

@@ -207,3 +207,16 @@ def test_the_spec_file_parser_gives_spec_errors(tmp_path_factory, spec):
         load_spec(spec)
     except WdsError:
         pass
+
+
+def test_what_the_long_campaign_found():
+    """Cases the long campaign (5,000 examples per target) found, fixed and kept here."""
+    with pytest.raises(wds.SpecError, match="shardlist is a list"):
+        resolve_descriptor({"shardlist": None}, "/data/d.json")
+    with pytest.raises(wds.SpecError, match="buckets is a URL prefix"):
+        load_spec([{"buckets": {"": None}, "shards": None}])
+    # a GIF whose header claims 12000x12000 pixels (Pillow only warns below twice its limit): refused before 144 MB
+    gif = bytearray(SEEDS["gif"])
+    gif[6:10] = (12000).to_bytes(2, "little") * 2
+    with pytest.raises(wds.DecodingError, match="header says 12000x12000"):
+        wds.Decoder("rgb8", limits={"field_bytes": 64 * MB}).decode({"__key__": "k", "x.gif": bytes(gif)})

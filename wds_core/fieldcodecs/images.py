@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import SpecError
 from .jpeg import decode_jpeg
+from .limits import current_limits
 from .plugins import load_provider
 
 __all__ = [
@@ -108,6 +109,18 @@ def image_spec(name: str) -> ImageSpec:
     return IMAGE_SPECS[key]
 
 
+def check_pixels(width: int, height: int, bands: int, kind: object = "image") -> None:
+    """Refuse an image whose header promises more bytes of pixels than a field may decode to (before decoding).
+
+    Pillow's own decompression-bomb check only warns between its limit and twice it, and a damaged
+    header can claim anything: the decode limit (``field_bytes``, :mod:`.limits`) bounds what is spent.
+    """
+    limits = current_limits()
+    nbytes = width * height * max(bands, 1)
+    if nbytes > limits.field_bytes:
+        raise limits.refuse(f"the {kind} header says {width}x{height}x{bands}:", nbytes, "field_bytes")
+
+
 def decode_image(data: bytes | bytearray | memoryview, spec: ImageSpec) -> Any:
     if spec.array:
         pixels = decode_jpeg(data, spec.mode)  # a JPEG, by libjpeg-turbo without the GIL, when installed
@@ -116,6 +129,7 @@ def decode_image(data: bytes | bytearray | memoryview, spec: ImageSpec) -> Any:
     import PIL.Image
 
     with PIL.Image.open(io.BytesIO(data)) as opened:
+        check_pixels(opened.width, opened.height, len(opened.getbands()), opened.format)
         if not spec.array and opened.format == "JPEG":
             pixels = decode_jpeg(data, spec.mode)
             if pixels is not None:
