@@ -47,6 +47,7 @@ __all__ = [
     "FieldError",
     "MissingFieldError",
     "NotElastic",
+    "OverLimitError",
     "PipeError",
     "SampleError",
     "SampleShapeError",
@@ -146,6 +147,10 @@ class TruncatedShardError(TarFormatError):
 
 class SampleError(WdsError, ValueError):
     """Members that do not form a valid sample (for example a field given twice)."""
+
+
+class OverLimitError(SampleError):
+    """A member, sample or record larger than the decode limits allow, refused before it was read."""
 
 
 class MissingFieldError(SampleError, KeyError):

@@ -11,10 +11,12 @@ error.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .errors import SampleError
+from .errors import OverLimitError, SampleError
+from .fieldcodecs.limits import DecodeLimits
 from .io.storage import local_path
 
 __all__ = ["group_members", "is_meta", "split_key"]
@@ -39,6 +41,12 @@ def split_key(name: str) -> tuple[str, str] | tuple[None, None]:
     return match.group(1), match.group(2)
 
 
+def _starts_another(member: str | None, key: str | None, rename: Callable[[str], str] | None) -> bool:
+    if member is None:
+        return False
+    return split_key(rename(member) if rename is not None else member)[0] not in (None, key)
+
+
 def is_meta(name: str) -> bool:
     """Top-level ``__name__`` members (and anything under a ``__dir__/``) are metadata."""
     return name.startswith("__") and _META_RE.match(name) is not None
@@ -50,42 +58,60 @@ def group_members(
     *,
     position: Any = None,
     rename: Callable[[str], str] | None = None,
+    limits: DecodeLimits | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Group the members of one shard into samples.
 
     When ``position`` is given, its ``offset`` attribute is set, just before each
     sample is yielded, to the offset at which the following sample starts (or
-    ``-1`` after the last one).
+    ``-1`` after the last one).  A sample whose members add up to more than
+    ``limits.sample_bytes`` is refused (an :class:`OverLimitError` naming the
+    member that passed the limit) before the next member is read.
     """
     path = local_path(url)
     key = None
     sample: dict[str, Any] | None = None
-    for name, data, offset in members:
-        if name[0] == "_" and is_meta(name):
-            continue
-        if rename is not None:
-            name = rename(name)
-        slash = name.rfind("/")
-        dot = name.find(".", slash + 1)
-        if dot > slash + 1 and "\n" not in name:
-            k, field = name[:dot], name[dot + 1 :].lower()
-        else:
-            k, field = split_key(name)  # type: ignore[assignment]
-            if k is None:
+    budget = sys.maxsize if limits is None else limits.sample_bytes
+    left = budget  # bytes the sample being built may still take
+    try:
+        for name, data, offset in members:
+            if name[0] == "_" and is_meta(name):
                 continue
-            field = field.lower()
-        if k != key:
-            if sample is not None:
-                if position is not None:
-                    position.offset = offset
-                yield sample
-            key = k
-            sample = {"__key__": k, "__url__": url}
-            if path is not None:
-                sample["__local_path__"] = path
-        elif field in sample:  # type: ignore[operator]
-            raise SampleError(f"field {field!r} occurs twice in sample {k!r}", url=url, member=name, offset=offset)
-        sample[field] = data  # type: ignore[index]
+            if rename is not None:
+                name = rename(name)
+            slash = name.rfind("/")
+            dot = name.find(".", slash + 1)
+            if dot > slash + 1 and "\n" not in name:
+                k, field = name[:dot], name[dot + 1 :].lower()
+            else:
+                k, field = split_key(name)  # type: ignore[assignment]
+                if k is None:
+                    continue
+                field = field.lower()
+            if k != key:
+                if sample is not None:
+                    if position is not None:
+                        position.offset = offset
+                    yield sample
+                key = k
+                left = budget
+                sample = {"__key__": k, "__url__": url}
+                if path is not None:
+                    sample["__local_path__"] = path
+            elif field in sample:  # type: ignore[operator]
+                raise SampleError(f"field {field!r} occurs twice in sample {k!r}", url=url, member=name, offset=offset)
+            left -= len(data)
+            if left < 0:
+                what = f"the members of sample {k!r} add up to"
+                refusal = limits.refuse(what, budget - left, "sample_bytes", "tarfile_to_samples")  # type: ignore[union-attr]
+                raise OverLimitError(str(refusal), url=url, member=name, offset=offset)
+            sample[field] = data  # type: ignore[index]
+    except OverLimitError as exn:  # a reader's refusal of the next member: the sample before it is complete
+        if sample is not None and _starts_another(exn.member, key, rename):
+            if position is not None:
+                position.offset = exn.offset  # type: ignore[assignment]
+            yield sample
+        raise
     if sample is not None:
         if position is not None:
             position.offset = -1

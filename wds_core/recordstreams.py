@@ -13,10 +13,12 @@ the byte offset of the next object.  A shard that ends inside an object is a
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
-from .errors import TarFormatError, TruncatedShardError
+from .errors import OverLimitError, TarFormatError, TruncatedShardError
+from .fieldcodecs.limits import DecodeLimits
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.remote import RetryPolicy
@@ -32,16 +34,20 @@ _CHUNK = 1 << 16
 class _Counting(io.IOBase):
     """A buffered read-only stream that counts the bytes handed out (decoders read a few bytes at a time)."""
 
-    def __init__(self, stream: Any, position: int) -> None:
+    def __init__(self, stream: Any, position: int, limit: int = sys.maxsize) -> None:
         super().__init__()
         self.stream, self.position = stream, position
         self._buf = b""
         self._at = 0
+        self.mark = position  # where the object being read starts
+        self.limit = limit  # bytes one object may take, checked before they are read
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
+        if size > 0 and self.position + size - self.mark > self.limit:
+            raise _TooLarge(self.position + size - self.mark)
         buf, at = self._buf, self._at
         if size < 0 or len(buf) - at < size:
             parts = [buf[at:]]
@@ -59,19 +65,33 @@ class _Counting(io.IOBase):
         return data
 
 
-def _cbor_objects(stream: _Counting, url: str, where: Any) -> Iterator[Any]:
+class _TooLarge(Exception):
+    """An object that would pass the reader's limit (its size so far, at least)."""
+
+
+def _too_large(limits: DecodeLimits, size: int | str, url: str, offset: int, where: str) -> OverLimitError:
+    refusal = limits.refuse("a record of", size, "sample_bytes", where)
+    return OverLimitError(str(refusal), url=url, offset=offset)
+
+
+def _cbor_objects(stream: _Counting, url: str, where: Any, limits: DecodeLimits) -> Iterator[Any]:
     import cbor2
 
     decoder = cbor2.CBORDecoder(cast(BinaryIO, stream))
     while True:
-        start = stream.position
+        start = stream.mark = stream.position
         try:
             obj = decoder.decode()
+        except _TooLarge as exn:
+            raise _too_large(limits, f"at least {exn.args[0]:,} bytes", url, start, "cbors_to_samples") from None
         except cbor2.CBORDecodeEOF:
             if stream.position == start:
                 return
             raise TruncatedShardError("the shard ends inside a CBOR object", url=url, offset=start) from None
         except cbor2.CBORDecodeError as exn:
+            cause = exn.__cause__ or exn.__context__
+            if isinstance(cause, _TooLarge):  # cbor2 wraps what the stream raised
+                raise _too_large(limits, f"at least {cause.args[0]:,} bytes", url, start, "cbors_to_samples") from None
             raise TarFormatError(f"invalid CBOR: {exn}", url=url, offset=start) from None
         except EOFError:  # from the decompressor: the compressed data is cut short
             raise TruncatedShardError("the compressed shard ends early", url=url, offset=start) from None
@@ -81,17 +101,20 @@ def _cbor_objects(stream: _Counting, url: str, where: Any) -> Iterator[Any]:
         yield obj
 
 
-def _msgpack_objects(stream: _Counting, url: str, where: Any) -> Iterator[Any]:
+def _msgpack_objects(stream: _Counting, url: str, where: Any, limits: DecodeLimits) -> Iterator[Any]:
     import msgpack
 
     base = stream.position
-    unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False, max_buffer_size=1 << 31)
+    most = min(limits.sample_bytes, (1 << 31) - 1)  # the unpacker's buffer holds one object at least
+    unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False, max_buffer_size=most)
     end = base
     try:
         for obj in unpacker:
             end = base + unpacker.tell()
             where.offset = end
             yield obj
+    except msgpack.BufferFull:
+        raise _too_large(limits, f"more than {most:,} bytes", url, end, "msgpacks_to_samples") from None
     except (
         msgpack.UnpackValueError,
         msgpack.ExtraData,
@@ -115,10 +138,12 @@ class RecordsToSamples(ShardReading):
         storage_options: dict | None = None,
         cache: ShardCache | None = None,
         retry: RetryPolicy | None = None,
+        limits: Any = None,
     ):
         if format not in ("cbor", "msgpack"):
             raise ValueError(f"format must be 'cbor' or 'msgpack', got {format!r}")
-        self.format, self.handler = format, handler
+        self.format, self.handler, self.limits = format, handler, limits
+        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
         self._set_storage(storage_options, cache, retry)
 
     def build(self, src: Any, ctx: RunContext) -> _RecordsIterator:
@@ -127,18 +152,28 @@ class RecordsToSamples(ShardReading):
 
 class _RecordsIterator(ShardReader):
     def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:
-        objects = _cbor_objects if self.recipe.format == "cbor" else _msgpack_objects
-        yield from objects(_Counting(skip_to(stream, start, url)[0], start), url, self)
+        limits = DecodeLimits.of(getattr(self.recipe, "limits", None))
+        cbor = self.recipe.format == "cbor"  # the MessagePack reader bounds its own buffer
+        counting = _Counting(skip_to(stream, start, url)[0], start, limits.sample_bytes if cbor else sys.maxsize)
+        yield from (_cbor_objects if cbor else _msgpack_objects)(counting, url, self, limits)
 
 
-def cbors_to_samples(handler: Handler = reraise_exception, storage_options: dict | None = None) -> RecordsToSamples:
-    """Stage: the objects of concatenated-CBOR shards, as webdataset's ``cbors_to_samples()``."""
-    return RecordsToSamples("cbor", handler, storage_options)
+def cbors_to_samples(
+    handler: Handler = reraise_exception, storage_options: dict | None = None, limits: Any = None
+) -> RecordsToSamples:
+    """Stage: the objects of concatenated-CBOR shards, as webdataset's ``cbors_to_samples()``.
+
+    An object is at most ``limits``' ``sample_bytes`` (default: the configuration file's ``decode_limits``, else
+    4 GiB), checked before it is read: a small compressed shard can inflate to an object of any size.
+    """
+    return RecordsToSamples("cbor", handler, storage_options, limits=limits)
 
 
-def msgpacks_to_samples(handler: Handler = reraise_exception, storage_options: dict | None = None) -> RecordsToSamples:
-    """Stage: the objects of concatenated-MessagePack shards."""
-    return RecordsToSamples("msgpack", handler, storage_options)
+def msgpacks_to_samples(
+    handler: Handler = reraise_exception, storage_options: dict | None = None, limits: Any = None
+) -> RecordsToSamples:
+    """Stage: the objects of concatenated-MessagePack shards (``limits``: as :func:`cbors_to_samples`)."""
+    return RecordsToSamples("msgpack", handler, storage_options, limits=limits)
 
 
 class _RecordWriter(CommitOnExit):

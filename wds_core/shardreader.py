@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import NotElastic, SampleError, TruncatedShardError, WdsError
+from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
@@ -47,7 +48,10 @@ class ShardReadOptions:
 
     ``handler`` for a shard that cannot be opened or read, ``select_files`` /
     ``rename_files`` for its members, ``storage_options`` (flat or keyed by URL
-    prefix), the shard ``cache`` and the remote ``retry`` policy.
+    prefix), the shard ``cache``, the remote ``retry`` policy and the ``limits``
+    on what one member and one sample may take
+    (:class:`~wds_core.fieldcodecs.limits.DecodeLimits` or a dict of some of
+    them; default: the configuration file's ``decode_limits``).
     """
 
     handler: Handler = reraise_exception
@@ -56,6 +60,7 @@ class ShardReadOptions:
     storage_options: dict | None = None
     cache: ShardCache | None = None
     retry: RetryPolicy | None = None
+    limits: Any = None
 
     def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
         """The same options with other storage options."""
@@ -102,7 +107,10 @@ class TarfileToSamples(ShardReading):
     sample in progress is dropped, and the handler's ``True`` moves on to the next
     shard while ``False`` ends the stream.  ``select_files(name)`` keeps only the
     members it accepts (their data is not even read); ``rename_files(name)``
-    renames members before grouping.
+    renames members before grouping.  A member larger than the ``field_bytes``
+    limit, or a sample whose members pass ``sample_bytes``, is refused before it
+    is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
+    members included.
     """
 
     def __init__(
@@ -113,10 +121,13 @@ class TarfileToSamples(ShardReading):
         storage_options: dict | None = None,
         cache: ShardCache | None = None,
         retry: RetryPolicy | None = None,
+        limits: Any = None,
     ) -> None:
         self.handler = handler
         self.select_files = select_files
         self.rename_files = rename_files
+        self.limits = limits
+        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
         self._set_storage(storage_options, cache, retry)
 
     @classmethod
@@ -129,6 +140,7 @@ class TarfileToSamples(ShardReading):
             options.storage_options,
             options.cache,
             options.retry,
+            options.limits,
         )
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
@@ -150,9 +162,10 @@ def tarfile_to_samples(
     storage_options: dict | None = None,
     cache: ShardCache | None = None,
     retry: RetryPolicy | None = None,
+    limits: Any = None,
 ) -> TarfileToSamples:
-    """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples."""
-    return TarfileToSamples(handler, select_files, rename_files, storage_options, cache, retry)
+    """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples (:class:`TarfileToSamples`)."""
+    return TarfileToSamples(handler, select_files, rename_files, storage_options, cache, retry, limits)
 
 
 class ShardReader(StageIterator):
@@ -259,6 +272,7 @@ class _TarSamplesIterator(ShardReader):
     def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
         super().__init__(src, recipe)
         self.pax_global: dict[str, str] = {}
+        self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
 
     def _own_state(self) -> dict[str, Any]:
         state = super()._own_state()
@@ -276,8 +290,11 @@ class _TarSamplesIterator(ShardReader):
     def _items(self, stream: Any, url: str, start: int) -> Iterator[dict[str, Any]]:
         recipe = self.recipe
         tar, self.plain = skip_to(stream, start, url, self.plain)
-        members = iter_members(tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want())
-        yield from group_members(members, url, position=self, rename=recipe.rename_files)
+        limits = self.limits
+        members = iter_members(
+            tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits
+        )
+        yield from group_members(members, url, position=self, rename=recipe.rename_files, limits=limits)
 
 
 def skip_to(stream: Any, start: int, url: str, plain: bool = False) -> tuple[Any, bool]:

@@ -11,8 +11,11 @@ spends the memory:
   present, before anything is allocated;
 * the fields of one sample together may decode to ``sample_bytes`` at most.
 
-MessagePack and CBOR containers and JSON nesting are already bounded by the
-field's own bytes (their readers refuse lengths beyond the data and deep
+The shard readers hold members and records to the same limits before reading
+them (:func:`wds_core.tar.tario.iter_members`, :mod:`wds_core.grouping`,
+:mod:`wds_core.recordstreams`), since a small compressed shard can inflate to
+members of any size.  MessagePack and CBOR containers and JSON nesting are
+already bounded by the field's own bytes (their readers refuse lengths beyond the data and deep
 nesting), which a test checks.  Defaults are far beyond any honest dataset's
 fields; raise them with ``decode(..., limits={"field_bytes": 8 << 30})`` or the
 configuration file's ``decode_limits`` mapping (``WDS_CONFIG``).
@@ -66,11 +69,12 @@ class DecodeLimits:
             limits = replace(limits, **{k: int(v) for k, v in layer.items()})
         return limits
 
-    def refuse(self, what: str, size: int | str, limit: str) -> DecodeLimitError:
+    def refuse(self, what: str, size: int | str, limit: str, where: str = "decode") -> DecodeLimitError:
+        """The error for ``what`` (``size`` bytes) over ``limit``, saying how to raise it (``where(limits=)``)."""
         value = getattr(self, limit)
         return DecodeLimitError(
             f"{what} {size if isinstance(size, str) else f'{size:,} bytes'}, over the decode limit {limit}="
-            f"{value:,} (raise it with decode(..., limits={{'{limit}': ...}}) or the config file's decode_limits)"
+            f"{value:,} (raise it with {where}(..., limits={{'{limit}': ...}}) or the config file's decode_limits)"
         )
 
 

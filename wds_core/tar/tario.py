@@ -22,11 +22,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from ..errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
+from ..errors import OverLimitError, ShardOpenError, TarFormatError, TruncatedShardError, WdsError
+from ..fieldcodecs.limits import DecodeLimits
 from ..io.decompress import decompressing
 from ..io.streams import ReadStream
 from .headers import (
     BLOCK,
+    GNU_LONGNAME,
+    PAX,
+    PAX_GLOBAL,
+    PAX_SOLARIS,
     REGULAR,
     ZERO_BLOCK,
     checksum_ok,
@@ -43,6 +48,7 @@ __all__ = ["BLOCK", "iter_members", "open_decompressed"]
 
 CHUNK = 1 << 20  # bytes per read while headers are dense
 DIRECT = 1 << 16  # members at least this large are read with one copy, header by header
+_EXTENSIONS = (GNU_LONGNAME, PAX, PAX_SOLARIS, PAX_GLOBAL)  # headers whose data the next member needs
 
 Member = tuple[str, bytes, int]
 
@@ -155,6 +161,7 @@ def iter_members(
     start_offset: int = 0,
     pax_global: dict[str, str] | None = None,
     want: Callable[[str], bool] | None = None,
+    limits: DecodeLimits | None = None,
 ) -> Iterator[Member]:
     """Yield ``(name, data, offset)`` for each regular file in a tar stream.
 
@@ -162,7 +169,14 @@ def iter_members(
     :func:`open_decompressed` first for possibly compressed shards), which must
     be a header boundary.  ``pax_global`` carries the global pax records in force
     there (the reader updates the dict it is given).  ``want(name)`` returning
-    ``False`` skips a member's data without yielding it.
+    ``False`` skips a member's data without yielding it (read and dropped a
+    megabyte at a time, so a skipped member costs no memory).
+
+    ``limits`` (default: the configuration file's ``decode_limits``, else the
+    defaults of :class:`~wds_core.fieldcodecs.limits.DecodeLimits`) bounds the
+    memory one member may take: a member larger than ``field_bytes`` is refused
+    with an :class:`OverLimitError` naming it before its data is read, since a small
+    compressed shard can inflate to members of any size.
 
     Ends at the first end-of-archive block.  Raises :class:`TruncatedShardError`
     when the stream ends inside a header or a member or without an end-of-archive
@@ -171,6 +185,8 @@ def iter_members(
     """
     src = _Source(stream, url)
     read = src.read
+    limits = limits or DecodeLimits.of()
+    max_member = limits.field_bytes
     glob = pax_global if pax_global is not None else {}
     buf = b""
     pos = 0
@@ -205,6 +221,7 @@ def iter_members(
         headers: list[int] = []
         straddle = -1
         ended = False
+        refused: OverLimitError | None = None
         while pos + BLOCK <= n:
             if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
                 ended = True
@@ -233,13 +250,22 @@ def iter_members(
             if kind in REGULAR and longname is None and pax is None and "path" not in glob:
                 name = decode_name(ustar_name(buf, pos))
                 if want is None or want(name):
+                    if size > max_member:
+                        refused = _too_big(name, size, limits, url, base + pos)
+                        break
                     out.append((name, buf[dpos:dend], base + pos))
             else:
                 if start < 0:
                     start = base + pos
+                if kind in _EXTENSIONS and size > max_member:
+                    refused = _too_big(None, size, limits, url, base + pos)
+                    break
                 data = buf[dpos:dend]
                 special, longname, pax = special_header(buf, pos, kind, data, longname, pax, glob, url, base + pos)
                 if special is not None and (want is None or want(special)):
+                    if size > max_member:
+                        refused = _too_big(special, size, limits, url, start)
+                        break
                     out.append((special, data, start))
                 if longname is None and pax is None:
                     start = -1
@@ -250,6 +276,8 @@ def iter_members(
             yield from _before(out, base + headers[bad])
             raise corrupt_header(base + headers[bad], url)
         yield from out
+        if refused is not None:
+            raise refused
         if ended:
             return
         if straddle < 0 and pos < n:
@@ -264,33 +292,65 @@ def iter_members(
         header = buf[straddle : straddle + BLOCK]
         header_offset = base + straddle
         have = buf[straddle + BLOCK :]
+        buf = b""
         size = member_size(header, pax, url, header_offset)
-        rest = read(size - len(have))
-        if len(have) + len(rest) < size:
+        kind = header[156]
+        carried = kind in _EXTENSIONS  # a long name or pax records: the data is part of the header
+        member: str | None = None
+        member_offset = header_offset
+        if kind in REGULAR and longname is None and pax is None and "path" not in glob:
+            member = decode_name(ustar_name(header, 0))
+        elif not carried:
+            if start < 0:
+                start = header_offset
+            member, longname, pax = special_header(header, 0, kind, b"", longname, pax, glob, url, header_offset)
+            member_offset = start
+            if longname is None and pax is None:
+                start = -1
+        wanted = carried or (member is not None and (want is None or want(member)))
+        if wanted and size > max_member:
+            raise _too_big(member, size, limits, url, member_offset)
+        if wanted:
+            rest = read(size - len(have))
+            got = len(have) + len(rest)
+        else:
+            got = len(have) + _discard(read, size - len(have))
+        if got < size:
             raise src.short(
                 "the shard ends inside a member",
-                member=decode_name(longname or ustar_name(header, 0)),
-                offset=header_offset + BLOCK + len(have) + len(rest),
+                member=member or decode_name(longname or ustar_name(header, 0)),
+                offset=header_offset + BLOCK + got,
             )
-        data = have + rest if have else rest
-        buf = b""
         base = header_offset + BLOCK + size
         skip = (-size) % BLOCK
         if size >= DIRECT:
             next_read = BLOCK  # only the next header: large members tend to follow each other
-        kind = header[156]
-        if kind in REGULAR and longname is None and pax is None and "path" not in glob:
-            member: str | None = decode_name(ustar_name(header, 0))
-            member_offset = header_offset
-        else:
+        if carried:
             if start < 0:
                 start = header_offset
-            member, longname, pax = special_header(header, 0, kind, data, longname, pax, glob, url, header_offset)
-            member_offset = start
+            data = have + rest if have else rest
+            _, longname, pax = special_header(header, 0, kind, data, longname, pax, glob, url, header_offset)
             if longname is None and pax is None:
                 start = -1
-        if member is not None and (want is None or want(member)):
-            yield (member, data, member_offset)
+        elif wanted:
+            yield (member, have + rest if have else rest, member_offset)  # type: ignore[misc]
+
+
+def _discard(read: Callable[[int], bytes], count: int) -> int:
+    """Read and drop ``count`` bytes a chunk at a time: how many there were."""
+    got = 0
+    while got < count:
+        chunk = read(min(CHUNK, count - got))
+        if not chunk:
+            break
+        got += len(chunk)
+    return got
+
+
+def _too_big(member: str | None, size: int, limits: DecodeLimits, url: object, offset: int) -> OverLimitError:
+    what = f"member {member!r} is" if member is not None else "a tar extension header is"
+    refusal = limits.refuse(what, size, "field_bytes", "tarfile_to_samples")
+    return OverLimitError(str(refusal), url=url, member=member, offset=offset)
 
 
 def _before(out: list[Member], offset: int) -> list[Member]:
