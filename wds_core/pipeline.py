@@ -10,6 +10,7 @@ restored into a different pipeline by mistake.
 
 from __future__ import annotations
 
+import collections
 import copy
 import hashlib
 import sys
@@ -152,6 +153,19 @@ class DataPipeline:
 
     def stage(self, index: int) -> Any:
         return self.pipeline[index]
+
+    @property
+    def stats(self) -> collections.Counter[str]:
+        """What the stages counted in this process, added up: the readers' remote ``retries``, ``recovered``
+        and ``gave_up`` requests, and the counts of stages that keep some (``ImageTextPairs``, ``Interleaved``).
+        """
+        total: collections.Counter[str] = collections.Counter()
+        for stage in self.pipeline:
+            for part in [stage, *getattr(stage, "datasets", ())]:  # a mix's datasets are pipelines
+                counted = getattr(part, "stats", None)
+                if isinstance(counted, collections.Counter):
+                    total.update(counted)
+        return total
 
     def with_length(self, n: int, silent: bool = False) -> DataPipeline:
         """Give the pipeline a ``len()`` (it does not change how many items an epoch has: a warning says so,

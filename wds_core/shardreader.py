@@ -13,6 +13,7 @@ which the next sample starts, which is all a checkpoint needs.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -72,7 +73,10 @@ class ShardReading(Recipe):
 
     Pickling the recipe (to send it to worker processes) carries the storage
     options and rewrites registered in this process, so that workers started
-    with ``spawn`` open the same URLs the same way.
+    with ``spawn`` open the same URLs the same way.  ``stats`` counts the
+    remote requests it retried (``retries``), those that then succeeded
+    (``recovered``) and those given up (``gave_up``), in this process (a
+    worker's copy counts from zero).
     """
 
     handler: Handler
@@ -86,12 +90,13 @@ class ShardReading(Recipe):
             raise TypeError(f"cache must be a ShardCache, got {type(cache).__name__}")
         self.cache = cache
         self.retry = DEFAULT_RETRY if retry is None else retry
+        self.stats: Counter[str] = Counter()
 
     def open(self, url: str) -> Any:
-        return open_shard(url, self.storage_options, self.cache, self.retry)
+        return open_shard(url, self.storage_options, self.cache, self.retry, stats=getattr(self, "stats", None))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_registered": registered()}
+        return {**self.__dict__, "_registered": registered(), "stats": Counter()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)

@@ -13,6 +13,7 @@ while its second range is fetched.
 
 from __future__ import annotations
 
+import inspect
 import io
 import logging
 import re
@@ -52,10 +53,14 @@ class RetryPolicy:
 
     ``attempts`` counts every try of one request (the first included); the
     delay before retry ``n`` is ``initial_delay * 2**n``, at most ``max_delay``.
-    ``budget`` (seconds, optional) bounds the whole: no retry starts once that
-    long has passed since the first try, however the time was spent (the
-    backend's own retries inside an attempt included: s3fs and botocore retry
-    too, so a policy whose delays total 0.6 s can take far longer without it).
+    These are the only retries: the S3 backend's own (botocore's and s3fs')
+    are turned off for the shards wds reads, unless the storage options set
+    ``config_kwargs={"retries": ...}`` themselves.
+
+    ``budget`` (seconds, optional) bounds a request end to end: each attempt is
+    given the time left (it is cut off when that runs out, whatever the backend
+    does inside it: gcsfs retries within an attempt and cannot be told not to),
+    and no retry starts once the budget would be passed.
     """
 
     attempts: int = 6
@@ -117,9 +122,20 @@ _said = {"at": -_LOG_EVERY, "quiet": 0}
 _said_lock = threading.Lock()
 
 
+_count_lock = threading.Lock()
+
+
 def retry_stats() -> dict[str, int]:
     """Retries made in this process, requests that succeeded after retrying, and requests given up."""
     return {key: RETRIES[key] for key in ("retries", "recovered", "gave_up")}
+
+
+def _count(key: str, stats: Counter[str] | None) -> None:
+    """One more ``key`` in this process's counts and in ``stats`` (a reading stage's), from any thread."""
+    with _count_lock:
+        RETRIES[key] += 1
+        if stats is not None:
+            stats[key] += 1
 
 
 def _say_retry(what: str, url: str, attempt: int, policy: RetryPolicy, exn: BaseException, delay: float) -> None:
@@ -136,16 +152,21 @@ def _say_retry(what: str, url: str, attempt: int, policy: RetryPolicy, exn: Base
     )  # fmt: skip
 
 
-def _with_retries(what: str, call: Any, url: str, offset: int | None, policy: RetryPolicy) -> Any:
-    """``call()``, repeated after transient failures; the last failure becomes a ShardOpenError.
+def _with_retries(
+    what: str, call: Any, url: str, offset: int | None, policy: RetryPolicy, stats: Counter[str] | None = None
+) -> Any:
+    """``call(timeout)``, repeated after transient failures; the last failure becomes a ShardOpenError.
 
-    Each retry is counted (:func:`retry_stats`) and logged (``wds_core.io``, at most one message every few
-    seconds); ``policy.budget`` bounds the time from the first try to the last retry.
+    ``timeout`` is the time left of ``policy.budget`` (``None`` without one): the attempt must end by then.
+    Each retry is counted (:func:`retry_stats` and ``stats``) and logged (``wds_core.io``, at most one
+    message every few seconds).
     """
     started = time.monotonic()
     for attempt in range(policy.attempts):
+        tried = time.monotonic()
+        left = None if policy.budget is None else max(policy.budget - (tried - started), 0.001)
         try:
-            result = call()
+            result = call(left)
         except FileNotFoundError:
             raise ShardNotFoundError("shard not found", url=url) from None
         except Exception as exn:
@@ -155,18 +176,21 @@ def _with_retries(what: str, call: Any, url: str, offset: int | None, policy: Re
             spent = time.monotonic() - started
             over = policy.budget is not None and spent + delay > policy.budget
             if attempt + 1 == policy.attempts or over:
-                RETRIES["gave_up"] += 1
-                tries = f"{attempt + 1} attempts in {spent:.1f} s" + (
+                _count("gave_up", stats)
+                tries = f"{attempt + 1} attempt{'s' if attempt else ''} in {spent:.1f} s" + (
                     f" (the retry budget is {policy.budget:g} s)" if over else ""
                 )
-                message = f"cannot {what} after {tries}; last error {describe_error(exn)}"
+                last = describe_error(exn)
+                if left is not None and isinstance(exn, TimeoutError) and time.monotonic() - tried >= left:
+                    last = f"the attempt was cut off after the {left:.1f} s left of the budget ({type(exn).__name__})"
+                message = f"cannot {what} after {tries}; last error {last}"
                 raise ShardOpenError(message, url=url, offset=offset) from None
-            RETRIES["retries"] += 1
+            _count("retries", stats)
             _say_retry(what, url, attempt, policy, exn, delay)
             time.sleep(delay)
         else:
             if attempt:
-                RETRIES["recovered"] += 1
+                _count("recovered", stats)
             return result
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -188,22 +212,48 @@ def filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
         raise ShardOpenError(f"cannot set up storage for this URL: {describe_error(exn)}", url=url) from None
 
 
+def reading_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """:func:`filesystem` for reading shards: the S3 backend's own retries off (the policy's are the only ones),
+    unless ``options`` set ``config_kwargs={"retries": ...}``."""
+    own = url.split("://", 1)[0] in ("s3", "s3a") and "retries" not in (options.get("config_kwargs") or {})
+    if own:
+        config = {**(options.get("config_kwargs") or {}), "retries": {"total_max_attempts": 1}}
+        options = {**options, "config_kwargs": config}
+    fs, path = filesystem(url, options)
+    if own and isinstance(getattr(fs, "retries", None), int):
+        fs.retries = 1  # s3fs's retry loop; this instance is wds's (its options differ from any other's)
+    return fs, path
+
+
+def _within(method: Any, left: float | None) -> dict[str, Any]:
+    """Keyword arguments that cut a call of ``method`` off after ``left`` seconds, when it can be.
+
+    fsspec runs an async backend's coroutine for its blocking methods and accepts ``timeout=`` there
+    (cancelling the coroutine, retries and all); other methods run as they are.
+    """
+    if left is None or not inspect.iscoroutinefunction(getattr(method, "__wrapped__", None)):
+        return {}
+    return {"timeout": left}
+
+
 def open_remote(
     url: str,
     options: dict[str, Any],
     retry: RetryPolicy = DEFAULT_RETRY,
     chunk_size: int = 32 << 20,
     max_chunk_size: int = 32 << 20,
+    stats: Counter[str] | None = None,
 ) -> BinaryIO:
     """Open a remote shard for reading (see the module doc).
 
     The first range is ``chunk_size`` bytes; each following range doubles up
     to ``max_chunk_size``: few requests per shard (each costs a round trip and,
     on some servers, more), and at most two ranges in memory.  Nothing is
-    requested before the first read.
+    requested before the first read.  Retries are counted in ``stats`` too (a reading stage's).
     """
-    fs, path = filesystem(url, options)
-    return RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size)  # type: ignore[return-value]
+    fs, path = reading_filesystem(url, options)
+    stream = RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size, stats)
+    return stream  # type: ignore[return-value]
 
 
 class RangeStream(ReadStream):
@@ -225,9 +275,11 @@ class RangeStream(ReadStream):
         retry: RetryPolicy,
         chunk_size: int = 4 << 20,
         max_chunk_size: int | None = None,
+        stats: Counter[str] | None = None,
     ) -> None:
         super().__init__()
         self.fs, self.path, self.url, self.size = fs, path, url, size
+        self.stats = stats
         self.retry, self.first_chunk_size = retry, chunk_size
         self.max_chunk_size = max(chunk_size, max_chunk_size or chunk_size)
         self.chunk_size = chunk_size  # of the next range; grows after each one
@@ -271,7 +323,11 @@ class RangeStream(ReadStream):
         return self._fetch(start, length)
 
     def _lookup_size(self) -> int | None:
-        info = _with_retries("look up the shard", lambda: self.fs.info(self.path), self.url, None, self.retry)
+        info_of = self.fs.info
+        info = _with_retries(
+            "look up the shard", lambda left: info_of(self.path, **_within(info_of, left)), self.url, None, self.retry,
+            self.stats,
+        )  # fmt: skip
         if info.get("type") == "directory":
             raise ShardOpenError("the URL names a directory, not a shard", url=self.url)
         size = info.get("size")
@@ -284,8 +340,10 @@ class RangeStream(ReadStream):
         end = start + length if known is None else min(known, start + length)
         learned: list[int] = []
 
-        def get() -> bytes:
-            data = self.fs.cat_file(self.path, start=start, end=end)
+        cat = self.fs.cat_file
+
+        def get(left: float | None) -> bytes:
+            data = cat(self.path, start=start, end=end, **_within(cat, left))
             if len(data) == end - start:
                 return data
             if known is None and len(data) < end - start:
@@ -297,7 +355,7 @@ class RangeStream(ReadStream):
             raise _ShortRead(f"asked for bytes {start}-{end}, got {len(data)} bytes")
 
         what = f"read bytes {start}-{end}" + (f" of {known}" if known is not None else "")
-        data = _with_retries(what, get, self.url, start, self.retry)
+        data = _with_retries(what, get, self.url, start, self.retry, self.stats)
         if known is None:
             self.size = learned[0] if learned else self._lookup_size()
         return data

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO, cast
 
 from ..errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
-from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, filesystem, open_remote
+from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, open_remote, reading_filesystem
 from .secure import check_allowed
 from .storage_config import options_for, rewrite_url
 from .streams import ReadStream
@@ -108,12 +108,14 @@ def open_shard(
     storage_options: dict | None = None,
     cache: Any = None,
     retry: RetryPolicy = DEFAULT_RETRY,
+    stats: Any = None,
 ) -> BinaryIO:
     """Open ``url`` for reading as a binary stream; the caller closes it.
 
     ``storage_options`` are the explicit options (flat, or keyed by URL
     prefix) merged over the registered and configured ones; ``cache`` is a
-    :class:`~wds_core.io.cache.ShardCache` or ``None``.
+    :class:`~wds_core.io.cache.ShardCache` or ``None``; a remote shard's
+    retries are counted in ``stats`` (a Counter) too.
     """
     url = rewrite_url(url)
     check_allowed(url)
@@ -136,8 +138,8 @@ def open_shard(
         return open_local(path, url)
     options = options_for(url, storage_options)
     if cache is not None:
-        return cache.open(url, lambda: open_remote(url, options, retry))
-    return open_remote(url, options, retry)
+        return cache.open(url, lambda: open_remote(url, options, retry, stats=stats))
+    return open_remote(url, options, retry, stats=stats)
 
 
 def open_local(path: str, url: str) -> BinaryIO:
@@ -286,7 +288,7 @@ def open_random_access(
     path = local_path(target)
     if path is not None:
         return map_local(path, url)
-    fs, fspath = filesystem(target, options_for(target, storage_options))
+    fs, fspath = reading_filesystem(target, options_for(target, storage_options))
     stream = RangeStream(fs, fspath, target, size, retry)
     known = stream.object_size()
     if known is None:

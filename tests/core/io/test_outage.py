@@ -12,9 +12,6 @@ from wds_core.io.remote import RetryPolicy
 
 pytestmark = pytest.mark.slow  # seconds of outage
 
-# botocore's own retries off: the policy is the whole budget (README, Retries)
-NO_BACKEND_RETRIES = {"config_kwargs": {"retries": {"max_attempts": 1}}}
-
 
 @pytest.fixture
 def dataset(s3, tmp_path, monkeypatch):
@@ -22,7 +19,7 @@ def dataset(s3, tmp_path, monkeypatch):
 
     server = s3["team-a"]
     paths, expected = local_dataset(str(tmp_path), nshards=3, nsamples=40, size=3000)
-    options = {**server.client_options("team-a"), **NO_BACKEND_RETRIES}
+    options = server.client_options("team-a")  # the backend's own retries are off by default
     upload(s3fs.S3FileSystem(skip_instance_cache=True, **options), paths, "team-a/outage")
     small_ranges(monkeypatch, 16384)  # many requests per shard: the outage falls inside one
     yield server, options, expected

@@ -9,7 +9,7 @@ import pytest
 import wds_core
 from tests.conftest import make_samples, write_shard
 from wds_core.errors import ShardNotFoundError, ShardOpenError
-from wds_core.io.remote import RangeStream, RetryPolicy, is_transient, redact_text
+from wds_core.io.remote import RangeStream, RetryPolicy, is_transient, reading_filesystem, redact_text
 from wds_core.io.storage import open_shard
 
 FAST = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.05)
@@ -37,7 +37,9 @@ def small_ranges(monkeypatch, size=4096):
     """Read remote objects by small ranges, so that one shard takes many requests."""
     original = wds_core.io.remote.open_remote
     monkeypatch.setattr(
-        wds_core.io.storage, "open_remote", lambda url, options, retry: original(url, options, retry, size, size)
+        wds_core.io.storage,
+        "open_remote",
+        lambda url, options, retry, stats=None: original(url, options, retry, size, size, stats),
     )
 
 
@@ -112,6 +114,10 @@ def test_retries_are_logged_counted_and_held_to_the_budget(http_server, monkeypa
     assert contents(samples) == expected and len(samples) == 40
     after = remote.retry_stats()
     assert after["retries"] - before["retries"] == 3 and after["recovered"] - before["recovered"] == 1
+    dataset = wds_core.WebDataset(url, retry=FAST)  # the same counts on the reading stage, for this dataset only
+    http_server.faults.fail(2, status=503)
+    assert len(list(dataset)) == 40 and dataset.stats == {"retries": 2, "recovered": 1}
+    assert pickle.loads(pickle.dumps(dataset)).stats == {}  # a worker's copy counts its own
     said = [r.getMessage() for r in caplog.records if r.name == "wds_core.io"]
     assert len(said) == 1, said  # rate-limited: one message for three retries within seconds
     assert "retrying read bytes" in said[0] and "attempt 2 of" in said[0] and "503" in said[0]
@@ -223,6 +229,70 @@ def test_s3_faults_beyond_s3fs_own_retries_lose_nothing(s3, s3_data, monkeypatch
     dataset = wds_core.WebDataset("s3://team-a/data/shard-{000..002}.tar", shardshuffle=False, retry=FAST)
     assert contents(dataset) == contents_of(s3_data[:3])
     assert faults.injected["cut"] == 5 and faults.injected["status"] == 8
+
+
+def test_s3_backend_retries_are_off_the_policy_is_the_only_loop(s3, s3_data):
+    server = s3["team-a"]
+    options = server.client_options("team-a")
+    url = "s3://team-a/data/shard-000.tar"
+    server.faults.fail(10_000, status=503)
+    try:
+        before = len(server.reads)
+        with pytest.raises(ShardOpenError, match="after 3 attempts"):
+            list(wds_core.WebDataset(url, storage_options=options, retry=RetryPolicy(attempts=3, initial_delay=0.01)))
+        assert len(server.reads) - before == 3  # one GET an attempt (botocore and s3fs would make 5 each)
+    finally:
+        server.faults.clear()
+    # the user's own filesystem (other options, so another instance) keeps s3fs's retries
+    import s3fs
+
+    assert s3fs.S3FileSystem(**options).retries == s3fs.S3FileSystem.retries
+    ours, _ = reading_filesystem(url, options)
+    assert ours.retries == 1 and ours.config_kwargs["retries"]["total_max_attempts"] == 1
+    # retries the options ask for are the user's: kept (a budget bounds them, as the next test shows)
+    own = {**options, "config_kwargs": {"retries": {"max_attempts": 3, "mode": "standard"}}}
+    theirs, _ = reading_filesystem(url, own)
+    assert theirs.retries == s3fs.S3FileSystem.retries and theirs.config_kwargs["retries"]["max_attempts"] == 3
+
+
+@pytest.fixture
+def silent_server():
+    """A port that accepts connections and never answers (a hung server)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for conn in held:
+        conn.close()
+
+
+@pytest.mark.parametrize("scheme", ["s3", "http"])
+def test_the_budget_cuts_off_an_attempt_that_hangs(silent_server, scheme):
+    if scheme == "s3":
+        url, options = "s3://b/x.tar", {"key": "k", "secret": "s", "endpoint_url": f"http://{silent_server}"}
+    else:
+        url, options = f"http://{silent_server}/x.tar", {}
+    dataset = wds_core.WebDataset(url, storage_options=options, retry=RetryPolicy(attempts=5, budget=1.5))
+    started = time.monotonic()
+    with pytest.raises(ShardOpenError, match=r"after 1 attempt in .*the retry budget is 1.5 s.*cut off") as info:
+        list(dataset)
+    # without the cut-off the backend waits out its own read timeout (60 s), retries included
+    assert time.monotonic() - started < 20 and info.value.offset == 0
+    assert dataset.stats["gave_up"] == 1 and dataset.stats["retries"] == 0
 
 
 def test_s3_pipeline_pickles_for_spawned_workers_without_losing_options(s3, s3_data):
