@@ -30,6 +30,48 @@ for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "WDS_CONFIG", "WDS_REWRITE", "
 collect_ignore = ["torch/loaders"]
 
 
+# ---------------------------------------------------------------- shared memory outlives nothing (issue 21)
+
+
+def _shm_slots() -> set[str]:
+    from wds_core.shmring import SHM_FOLDER
+
+    try:
+        return {name for name in os.listdir(SHM_FOLDER) if name.startswith("wds_")}
+    except OSError:
+        return set()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_SHM_BEFORE] = _shm_slots()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when a slot made during it belongs to a process that is gone: nothing would ever free it.
+
+    (Slots of this process and its live workers are freed at exit; ``.ci/run`` checks ``/dev/shm`` after.)
+    """
+    import gc
+
+    from wds_core.dist import process_running
+
+    before = session.config.stash.get(_SHM_BEFORE, None)
+    if before is None or not hasattr(os, "listdir"):
+        return
+    gc.collect()
+    owners = {name: name.split("_")[1] for name in _shm_slots() - before}
+    orphans = sorted(name for name, pid in owners.items() if pid.isdigit() and not process_running(int(pid)))
+    if orphans:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"shared memory left by processes that are gone: {orphans}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_SHM_BEFORE = pytest.StashKey[set]()
+
+
 def write_shard(path, samples, fields=("txt", "cls")):
     """Write samples ``{"__key__": k, field: bytes}`` with the project's encoder."""
     with open(path, "wb") as out:

@@ -19,10 +19,12 @@ DataLoader workers.
 from __future__ import annotations
 
 import io
+import itertools
 import mmap
 import os
 import pickle
 import re
+import secrets
 import time
 import weakref
 from multiprocessing import shared_memory
@@ -58,11 +60,16 @@ HAVE_SLOTS = _shm_open is not None
 
 
 def create_slots(count: int, size: int) -> list[shared_memory.SharedMemory]:
-    """``count`` new slots; none is left behind when creating one fails (``/dev/shm`` full...)."""
+    """``count`` new slots; none is left behind when creating one fails (``/dev/shm`` full...).
+
+    They are named as the DataLoader workers' are (``wds_<pid>_<n>_<hex>``), so that the slots of a
+    process killed before it could unlink them are found and swept by :func:`sweep_dead_slots`.
+    """
     blocks: list[shared_memory.SharedMemory] = []
     try:
         for _ in range(count):
-            blocks.append(shared_memory.SharedMemory(create=True, size=HEADER + size))
+            name = f"wds_{os.getpid()}_{next(_created)}_{secrets.token_hex(4)}"
+            blocks.append(shared_memory.SharedMemory(name=name, create=True, size=HEADER + size))
     except BaseException:
         for block in blocks:
             block.close()
@@ -72,11 +79,12 @@ def create_slots(count: int, size: int) -> list[shared_memory.SharedMemory]:
 
 
 SHM_FOLDER = "/dev/shm"
-_WORKER_SLOT = re.compile(r"wds_(\d+)_\d+_[0-9a-f]{8}")  # wds_torch's worker slots: wds_<pid>_<n>_<hex>
+_WORKER_SLOT = re.compile(r"wds_(\d+)_\d+_[0-9a-f]{8}")  # wds_<pid>_<n>_<hex>: Loader and DataLoader worker slots
+_created = itertools.count()
 
 
 def sweep_dead_slots(pids: Any = None, min_age: float = 0.0) -> list[str]:
-    """Unlink the slots of DataLoader workers whose process is gone; the names removed.
+    """Unlink the slots of processes that are gone (Loaders, DataLoader workers); the names removed.
 
     Worker slots are named ``wds_<pid>_<n>_<hex>``; a worker that was killed
     before the main process saw its last slots leaves them.  ``pids`` limits the

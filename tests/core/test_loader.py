@@ -162,11 +162,13 @@ def big_arrays(sample):
     return key, np.full((300, 300), int(key[1]) * 1000 + int(key[-5:]), dtype=np.int32)
 
 
+def slots():
+    """The Loader's shared-memory slots (``wds_<pid>_<n>_<hex>``, as DataLoader workers' are)."""
+    return {name for name in os.listdir("/dev/shm") if name.startswith(f"wds_{os.getpid()}_")}
+
+
 def test_large_arrays_travel_through_reused_shared_memory(spec):
     spec, keys = spec
-
-    def slots():
-        return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
 
     before = slots()
     got = list(wds.Loader(keyed(spec).map(big_arrays), num_workers=2, shm_slots=2, shm_slot_bytes=1 << 20))
@@ -175,6 +177,7 @@ def test_large_arrays_travel_through_reused_shared_memory(spec):
     assert slots() <= before  # every slot unlinked
     in_slot = 0
     for k, a in wds.Loader(keyed(spec).map(big_arrays), num_workers=2, prefetch=2, shm_slot_bytes=1 << 20):
+        assert slots() - before  # the slots exist while the loader runs (the checks around are not vacuous)
         assert (a == int(k[1]) * 1000 + int(k[-5:])).all()
         in_slot += isinstance(a.base, mmap.mmap)  # a view of a slot, not an unpickled copy
         del a  # freed: the slot goes back to its worker
@@ -190,7 +193,7 @@ def test_a_worker_that_cannot_start_leaves_no_shared_memory(spec, monkeypatch):
     import multiprocessing.context
 
     spec, keys = spec
-    before = {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+    before = slots()
     started = []
 
     def start(self):
@@ -204,7 +207,7 @@ def test_a_worker_that_cannot_start_leaves_no_shared_memory(spec, monkeypatch):
     loader = wds.Loader(keyed(spec).map(big_arrays), num_workers=2, start_method="spawn", shm_slot_bytes=1 << 20)
     with pytest.raises(RuntimeError, match="bootstrapping"):
         next(iter(loader))
-    assert {name for name in os.listdir("/dev/shm") if name.startswith("psm_")} <= before
+    assert slots() <= before
     started[0].join(timeout=10)
     assert no_children()
 
