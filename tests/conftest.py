@@ -54,13 +54,14 @@ def pytest_sessionfinish(session, exitstatus):
     import gc
 
     from wds_core.dist import process_running
+    from wds_core.shmring import slot_owner
 
     before = session.config.stash.get(_SHM_BEFORE, None)
-    if before is None or not hasattr(os, "listdir"):
+    if before is None:
         return
     gc.collect()
-    owners = {name: name.split("_")[1] for name in _shm_slots() - before}
-    orphans = sorted(name for name, pid in owners.items() if pid.isdigit() and not process_running(int(pid)))
+    owners = {name: slot_owner(name) for name in _shm_slots() - before}
+    orphans = sorted(name for name, pid in owners.items() if pid is not None and not process_running(pid))
     if orphans:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = f"shared memory left by processes that are gone: {orphans}"

@@ -103,8 +103,8 @@ def group_members(
             left -= len(data)
             if left < 0:
                 what = f"the members of sample {k!r} add up to"
-                refusal = limits.refuse(what, budget - left, "sample_bytes", "tarfile_to_samples")  # type: ignore[union-attr]
-                raise OverLimitError(str(refusal), url=url, member=name, offset=offset)
+                where = {"url": url, "member": name, "offset": offset}
+                raise limits.over(what, budget - left, "sample_bytes", "tarfile_to_samples", **where)  # type: ignore[union-attr]
             sample[field] = data  # type: ignore[index]
     except OverLimitError as exn:  # a reader's refusal of the next member: the sample before it is complete
         if sample is not None and _starts_another(exn.member, key, rename):

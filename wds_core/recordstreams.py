@@ -70,8 +70,7 @@ class _TooLarge(Exception):
 
 
 def _too_large(limits: DecodeLimits, size: int | str, url: str, offset: int, where: str) -> OverLimitError:
-    refusal = limits.refuse("a record of", size, "sample_bytes", where)
-    return OverLimitError(str(refusal), url=url, offset=offset)
+    return limits.over("a record of", size, "sample_bytes", where, url=url, offset=offset)
 
 
 def _cbor_objects(stream: _Counting, url: str, where: Any, limits: DecodeLimits) -> Iterator[Any]:
@@ -82,16 +81,14 @@ def _cbor_objects(stream: _Counting, url: str, where: Any, limits: DecodeLimits)
         start = stream.mark = stream.position
         try:
             obj = decoder.decode()
-        except _TooLarge as exn:
-            raise _too_large(limits, f"at least {exn.args[0]:,} bytes", url, start, "cbors_to_samples") from None
         except cbor2.CBORDecodeEOF:
             if stream.position == start:
                 return
             raise TruncatedShardError("the shard ends inside a CBOR object", url=url, offset=start) from None
-        except cbor2.CBORDecodeError as exn:
-            cause = exn.__cause__ or exn.__context__
-            if isinstance(cause, _TooLarge):  # cbor2 wraps what the stream raised
-                raise _too_large(limits, f"at least {cause.args[0]:,} bytes", url, start, "cbors_to_samples") from None
+        except (_TooLarge, cbor2.CBORDecodeError) as exn:
+            too = exn if isinstance(exn, _TooLarge) else exn.__cause__ or exn.__context__  # cbor2 may wrap it
+            if isinstance(too, _TooLarge):
+                raise _too_large(limits, f"at least {too.args[0]:,} bytes", url, start, "cbors_to_samples") from None
             raise TarFormatError(f"invalid CBOR: {exn}", url=url, offset=start) from None
         except EOFError:  # from the decompressor: the compressed data is cut short
             raise TruncatedShardError("the compressed shard ends early", url=url, offset=start) from None
@@ -142,9 +139,8 @@ class RecordsToSamples(ShardReading):
     ):
         if format not in ("cbor", "msgpack"):
             raise ValueError(f"format must be 'cbor' or 'msgpack', got {format!r}")
-        self.format, self.handler, self.limits = format, handler, limits
-        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
-        self._set_storage(storage_options, cache, retry)
+        self.format, self.handler = format, handler
+        self._set_storage(storage_options, cache, retry, limits)
 
     def build(self, src: Any, ctx: RunContext) -> _RecordsIterator:
         return _RecordsIterator(src, self)
@@ -152,10 +148,9 @@ class RecordsToSamples(ShardReading):
 
 class _RecordsIterator(ShardReader):
     def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:
-        limits = DecodeLimits.of(getattr(self.recipe, "limits", None))
         cbor = self.recipe.format == "cbor"  # the MessagePack reader bounds its own buffer
-        counting = _Counting(skip_to(stream, start, url)[0], start, limits.sample_bytes if cbor else sys.maxsize)
-        yield from (_cbor_objects if cbor else _msgpack_objects)(counting, url, self, limits)
+        counting = _Counting(skip_to(stream, start, url)[0], start, self.limits.sample_bytes if cbor else sys.maxsize)
+        yield from (_cbor_objects if cbor else _msgpack_objects)(counting, url, self, self.limits)
 
 
 def cbors_to_samples(

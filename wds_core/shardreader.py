@@ -84,7 +84,11 @@ class ShardReading(Recipe):
     cache: ShardCache | None
     retry: RetryPolicy
 
-    def _set_storage(self, storage_options: dict | None, cache: ShardCache | None, retry: RetryPolicy | None) -> None:
+    def _set_storage(
+        self, storage_options: dict | None, cache: ShardCache | None, retry: RetryPolicy | None, limits: Any = None
+    ) -> None:
+        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
+        self.limits = limits  # resolved (over the configuration file) by each reader: ShardReader.limits
         self.storage_options = None if storage_options is None else StorageOptions(storage_options)
         if cache is not None and not isinstance(cache, ShardCache):
             raise TypeError(f"cache must be a ShardCache, got {type(cache).__name__}")
@@ -131,9 +135,7 @@ class TarfileToSamples(ShardReading):
         self.handler = handler
         self.select_files = select_files
         self.rename_files = rename_files
-        self.limits = limits
-        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
-        self._set_storage(storage_options, cache, retry)
+        self._set_storage(storage_options, cache, retry, limits)
 
     @classmethod
     def from_options(cls, options: ShardReadOptions) -> TarfileToSamples:
@@ -195,6 +197,7 @@ class ShardReader(StageIterator):
         self.offset = -1  # where its next item starts; -1 when it is finished
         self.left: int | None = None  # items still to read from it, when upstream gave a count
         self.plain = False  # the shard is known to be an uncompressed tar: a restore seeks without looking
+        self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
@@ -277,7 +280,6 @@ class _TarSamplesIterator(ShardReader):
     def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
         super().__init__(src, recipe)
         self.pax_global: dict[str, str] = {}
-        self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
 
     def _own_state(self) -> dict[str, Any]:
         state = super()._own_state()

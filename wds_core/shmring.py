@@ -68,7 +68,7 @@ def create_slots(count: int, size: int) -> list[shared_memory.SharedMemory]:
     blocks: list[shared_memory.SharedMemory] = []
     try:
         for _ in range(count):
-            name = f"wds_{os.getpid()}_{next(_created)}_{secrets.token_hex(4)}"
+            name = slot_name(os.getpid(), next(_created))
             blocks.append(shared_memory.SharedMemory(name=name, create=True, size=HEADER + size))
     except BaseException:
         for block in blocks:
@@ -79,8 +79,19 @@ def create_slots(count: int, size: int) -> list[shared_memory.SharedMemory]:
 
 
 SHM_FOLDER = "/dev/shm"
-_WORKER_SLOT = re.compile(r"wds_(\d+)_\d+_[0-9a-f]{8}")  # wds_<pid>_<n>_<hex>: Loader and DataLoader worker slots
+_SLOT = re.compile(r"wds_(\d+)_\d+_[0-9a-f]{8}")  # wds_<pid>_<n>_<hex>: Loader and DataLoader worker slots
 _created = itertools.count()
+
+
+def slot_name(pid: int, number: int) -> str:
+    """The name of slot ``number`` made by process ``pid``: ``wds_<pid>_<n>_<hex>`` (the hex keeps it unique)."""
+    return f"wds_{pid}_{number}_{secrets.token_hex(4)}"
+
+
+def slot_owner(name: str) -> int | None:
+    """The pid that made the slot ``name`` (see :func:`slot_name`), or None for another name."""
+    matched = _SLOT.fullmatch(name)
+    return None if matched is None else int(matched[1])
 
 
 def sweep_dead_slots(pids: Any = None, min_age: float = 0.0) -> list[str]:
@@ -98,10 +109,8 @@ def sweep_dead_slots(pids: Any = None, min_age: float = 0.0) -> list[str]:
     wanted = None if pids is None else set(pids)
     removed = []
     for entry in entries:
-        matched = _WORKER_SLOT.fullmatch(entry)
-        if matched is None or (wanted is not None and int(matched[1]) not in wanted):
-            continue
-        if process_running(int(matched[1])):
+        owner = slot_owner(entry)
+        if owner is None or (wanted is not None and owner not in wanted) or process_running(owner):
             continue
         if min_age:
             try:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import secrets
 from multiprocessing import resource_tracker, shared_memory, util
 from typing import Any
 
@@ -42,7 +41,17 @@ import numpy as np
 import torch
 
 from wds_core.dist import process_running
-from wds_core.shmring import HAVE_SLOTS, HEADER, Lease, aligned, map_slot, slot_array, sweep_dead_slots, unlink_slot
+from wds_core.shmring import (
+    HAVE_SLOTS,
+    HEADER,
+    Lease,
+    aligned,
+    map_slot,
+    slot_array,
+    slot_name,
+    sweep_dead_slots,
+    unlink_slot,
+)
 
 __all__ = ["MIN_BATCH_BYTES", "wrap_batches"]
 
@@ -238,7 +247,7 @@ class _WorkerSlots:
             elif len(self.slots) >= _MAX_SLOTS:
                 return None
             self.created += 1
-            slot = _Slot(f"wds_{self.pid}_{self.created}_{secrets.token_hex(4)}", nbytes + nbytes // 8)
+            slot = _Slot(slot_name(self.pid, self.created), nbytes + nbytes // 8)
             self.slots.append(slot)
         slot.buf[0] = 1
         return slot

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OverLimitError
+
 __all__ = ["DecodeLimitError", "DecodeLimits", "bounded_gunzip", "check_npy", "check_npz", "current_limits"]
 
 GiB = 1 << 30
@@ -76,6 +78,11 @@ class DecodeLimits:
             f"{what} {size if isinstance(size, str) else f'{size:,} bytes'}, over the decode limit {limit}="
             f"{value:,} (raise it with {where}(..., limits={{'{limit}': ...}}) or the config file's decode_limits)"
         )
+
+    def over(self, what: str, size: int | str, limit: str, where: str, **located: Any) -> OverLimitError:
+        """A reader's refusal (:meth:`refuse`'s message) as an :class:`OverLimitError` naming ``located``
+        (``url``, ``member``, ``offset``)."""
+        return OverLimitError(str(self.refuse(what, size, limit, where)), **located)
 
 
 _CURRENT: contextvars.ContextVar[DecodeLimits | None] = contextvars.ContextVar("wds_decode_limits", default=None)

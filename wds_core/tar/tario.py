@@ -349,8 +349,7 @@ def _discard(read: Callable[[int], bytes], count: int) -> int:
 
 def _too_big(member: str | None, size: int, limits: DecodeLimits, url: object, offset: int) -> OverLimitError:
     what = f"member {member!r} is" if member is not None else "a tar extension header is"
-    refusal = limits.refuse(what, size, "field_bytes", "tarfile_to_samples")
-    return OverLimitError(str(refusal), url=url, member=member, offset=offset)
+    return limits.over(what, size, "field_bytes", "tarfile_to_samples", url=url, member=member, offset=offset)
 
 
 def _before(out: list[Member], offset: int) -> list[Member]:
