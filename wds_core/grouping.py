@@ -52,6 +52,13 @@ def is_meta(name: str) -> bool:
     return name.startswith("__") and _META_RE.match(name) is not None
 
 
+def _refused_key(name: str | None, rename: Callable[[str], str] | None) -> str | None:
+    """The sample key of a refused member (``None``: global records, metadata or no key)."""
+    if name is None or (name[:1] == "_" and is_meta(name)):
+        return None
+    return split_key(rename(name) if rename is not None else name)[0]
+
+
 def group_members(
     members: Iterator[tuple[str, bytes, int]],
     url: str,
@@ -59,6 +66,7 @@ def group_members(
     position: Any = None,
     rename: Callable[[str], str] | None = None,
     limits: DecodeLimits | None = None,
+    refused: Callable[[OverLimitError], bool] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Group the members of one shard into samples.
 
@@ -67,6 +75,13 @@ def group_members(
     ``-1`` after the last one).  A sample whose members add up to more than
     ``limits.sample_bytes`` is refused (an :class:`OverLimitError` naming the
     member that passed the limit) before the next member is read.
+
+    Without ``refused``, a refusal is raised (the sample before it is delivered
+    first when it is complete).  With it, the refused sample is dropped with all
+    its members, ``refused(error)`` is called, and grouping goes on while it
+    returns true.  Members the reader refused arrive as ``(name, error, offset)``
+    (:func:`~wds_core.tar.tario.iter_members` with ``over_limit="skip"``); one that
+    grouping would skip anyway (metadata, no key) costs nothing and is not reported.
     """
     path = local_path(url)
     key = None
@@ -75,6 +90,21 @@ def group_members(
     left = budget  # bytes the sample being built may still take
     try:
         for name, data, offset in members:
+            if data.__class__ is OverLimitError:  # refused by the reader and streamed past
+                k = _refused_key(name, rename)
+                if k is None and name is not None:  # a member grouping skips anyway: nothing is lost
+                    continue
+                if refused is None:
+                    raise data  # type: ignore[misc]
+                if k is not None and k != key and sample is not None:  # the sample before it is complete
+                    if position is not None:
+                        position.offset = offset
+                    yield sample
+                if k is not None:
+                    key, sample = k, None  # dropped, and the rest of its members after it
+                if not refused(data):  # type: ignore[arg-type]
+                    return
+                continue
             if name[0] == "_" and is_meta(name):
                 continue
             if rename is not None:
@@ -98,14 +128,22 @@ def group_members(
                 sample = {"__key__": k, "__url__": url}
                 if path is not None:
                     sample["__local_path__"] = path
-            elif field in sample:  # type: ignore[operator]
+            elif sample is None:  # the rest of a refused sample
+                continue
+            elif field in sample:
                 raise SampleError(f"field {field!r} occurs twice in sample {k!r}", url=url, member=name, offset=offset)
             left -= len(data)
             if left < 0:
                 what = f"the members of sample {k!r} add up to"
                 where = {"url": url, "member": name, "offset": offset}
-                raise limits.over(what, budget - left, "sample_bytes", "tarfile_to_samples", **where)  # type: ignore[union-attr]
-            sample[field] = data  # type: ignore[index]
+                over = limits.over(what, budget - left, "sample_bytes", "tarfile_to_samples", **where)  # type: ignore[union-attr]
+                if refused is None:
+                    raise over
+                sample = None
+                if not refused(over):
+                    return
+                continue
+            sample[field] = data
     except OverLimitError as exn:  # a reader's refusal of the next member: the sample before it is complete
         if sample is not None and _starts_another(exn.member, key, rename):
             if position is not None:

@@ -23,6 +23,11 @@ bytes) plus ``__index__`` (the global index), ``__shard__`` (the shard URL) and
 * At most ``max_open`` shards are open at once (least recently used closed).
 * ``use_stored_indexes=False`` ignores sidecar and cached indexes and builds
   every index from the shard itself.
+* ``limits`` (default: the configuration file's ``decode_limits``) bound what
+  a sample may take, as when streaming: a member over ``field_bytes``, or a
+  sample whose members pass ``sample_bytes``, is an :class:`OverLimitError`
+  naming shard, member and offset, raised before any of it is read; indexes
+  are built and checked as the streaming reader reads headers.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any
 from .decode import Decoder
 from .descriptor import load_descriptor
 from .errors import ShardOpenError, SpecError, TruncatedShardError
+from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members
 from .io.cache import ShardCache
 from .io.decompress import is_compressed
@@ -75,6 +81,7 @@ class ShardListDataset:
         max_open: int = 16,
         retry: RetryPolicy = DEFAULT_RETRY,
         use_stored_indexes: bool = True,
+        limits: Any = None,
     ) -> None:
         if remote not in ("ranges", "download"):
             raise SpecError(f"remote must be 'ranges' or 'download', got {remote!r}")
@@ -87,6 +94,7 @@ class ShardListDataset:
         self.transformations = list(transformations)
         self.max_open = max(1, int(max_open))
         self.use_stored_indexes = use_stored_indexes
+        self.limits = DecodeLimits.of(limits)
         self.shards = self._shardlist(source)
         self._indexes: dict[str, ShardIndex] = {}
         self._open: OrderedDict[str, RandomAccess] = OrderedDict()
@@ -211,8 +219,9 @@ class ShardListDataset:
         cached = None if self.cache is None else self.cache.path_for(url) + ".idx"
         shard = self._open_shard(number)
         index = index_shard(
-            url, self.storage_options, fresh=not self.use_stored_indexes, shard=shard, cache_path=cached
-        )
+            url, self.storage_options, fresh=not self.use_stored_indexes, shard=shard, cache_path=cached,
+            limits=self.limits,
+        )  # fmt: skip
         expected = self.shards[number].get("nsamples")
         if expected is not None and expected != len(index):
             raise SpecError(
@@ -230,6 +239,7 @@ class ShardListDataset:
         shard = self._open_shard(number)
         members = shard_index.sample_members(within)
         url = self.shards[number]["url"]
+        self._check_limits(url, members)
         if shard.ranged and members:
             first, last = members[0][2], members[-1][2] + members[-1][3]
             block = shard.read_at(first, last - first)
@@ -245,6 +255,18 @@ class ShardListDataset:
         for transform in self.transformations:
             sample = transform(sample)
         return sample
+
+    def _check_limits(self, url: str, members: list[tuple[str, int, int, int]]) -> None:
+        """Refuse a sample whose members are over the limits before reading any of it."""
+        limits, total = self.limits, 0
+        for name, header, _, size in members:
+            total += size
+            if size > limits.field_bytes:
+                what = f"member {name!r} is"
+                raise limits.over(what, size, "field_bytes", "ShardListDataset", url=url, member=name, offset=header)
+            if total > limits.sample_bytes:
+                what = f"the members of the sample with {name!r} add up to"
+                raise limits.over(what, total, "sample_bytes", "ShardListDataset", url=url, member=name, offset=header)
 
     def close(self) -> None:
         with self._lock:

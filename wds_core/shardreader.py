@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import NotElastic, SampleError, TruncatedShardError, WdsError
+from .errors import NotElastic, OverLimitError, SampleError, TruncatedShardError, WdsError
 from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
@@ -198,6 +198,7 @@ class ShardReader(StageIterator):
         self.left: int | None = None  # items still to read from it, when upstream gave a count
         self.plain = False  # the shard is known to be an uncompressed tar: a restore seeks without looking
         self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
+        self._stopped = False  # the handler said stop about a refused member
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
@@ -242,6 +243,22 @@ class ShardReader(StageIterator):
             if not (yield from self._shard(url, start)):
                 return
 
+    def _refused(self, exn: OverLimitError) -> bool:
+        """A member or sample over the limits, streamed past (its sample dropped when it names a member): the
+        handler decides whether reading goes on; ``False`` ends this shard (and the stream, unless it was the
+        last sample a reading task counted)."""
+        try:
+            go_on = self.recipe.handler(exn)
+        except BaseException as raised:
+            raise _HandlerRaised() from raised
+        if not go_on:
+            self._stopped = True
+            return False
+        if self.left is not None and exn.member is not None:
+            self.left -= 1  # the dropped sample was one of the task's
+            return self.left > 0
+        return True
+
     def _shard(self, url: str, start: int) -> Generator[Any, None, bool]:
         recipe = self.recipe
         try:
@@ -249,6 +266,7 @@ class ShardReader(StageIterator):
         except Exception as exn:
             self.offset = -1
             return bool(recipe.handler(exn))
+        self._stopped = False
         try:
             if self.left is None:
                 yield from self._items(stream, url, start)
@@ -256,6 +274,8 @@ class ShardReader(StageIterator):
                 items = self._items(stream, url, start)
                 while self.left > 0:
                     item = next(items, _END)
+                    if item is _END and (self.left <= 0 or self._stopped):  # the task's last sample was refused
+                        break
                     if item is _END:  # a task's count comes from the shard's index or a manifest: never cut short
                         raise TruncatedShardError(
                             f"the shard ended {self.left} samples before the count its reading task gives "
@@ -265,6 +285,9 @@ class ShardReader(StageIterator):
                         )
                     self.left -= 1
                     yield item
+        except _HandlerRaised as raised:  # what the handler raised about a refusal: not handled twice
+            self.offset = -1
+            raise raised.__cause__ from None  # type: ignore[misc]
         except Exception as exn:
             self.offset = -1
             if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
@@ -273,7 +296,11 @@ class ShardReader(StageIterator):
         finally:
             stream.close()
         self.offset = -1
-        return True
+        return not self._stopped
+
+
+class _HandlerRaised(Exception):
+    """Carries (as its cause) what a handler raised about a refusal out of the reader, past its own handling."""
 
 
 class _TarSamplesIterator(ShardReader):
@@ -299,9 +326,13 @@ class _TarSamplesIterator(ShardReader):
         tar, self.plain = skip_to(stream, start, url, self.plain)
         limits = self.limits
         members = iter_members(
-            tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits
+            tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
+            over_limit="skip",
+        )  # fmt: skip
+        refused = self._refused
+        yield from group_members(
+            members, url, position=self, rename=recipe.rename_files, limits=limits, refused=refused
         )
-        yield from group_members(members, url, position=self, rename=recipe.rename_files, limits=limits)
 
 
 def skip_to(stream: Any, start: int, url: str, plain: bool = False) -> tuple[Any, bool]:

@@ -8,12 +8,15 @@ magic at 257, prefix at 345) with GNU's base-256 numbers.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..errors import TarFormatError
+from ..errors import OverLimitError, TarFormatError
 
 __all__ = [
     "BLOCK",
+    "EXTENSIONS",
     "GNU_LONGLINK",
     "GNU_LONGNAME",
     "GNU_SPARSE",
@@ -23,14 +26,14 @@ __all__ = [
     "REGULAR",
     "USTAR_MAGIC",
     "ZERO_BLOCK",
+    "Extensions",
     "checksum_ok",
     "corrupt_header",
     "decode_name",
     "first_bad_checksum",
-    "member_size",
     "parse_number",
     "parse_pax",
-    "special_header",
+    "pax_number",
     "ustar_name",
 ]
 
@@ -40,21 +43,34 @@ REGULAR = (0x30, 0x00, 0x37)  # '0', NUL (old regular file), '7' (contiguous fil
 GNU_LONGNAME, GNU_LONGLINK = 0x4C, 0x4B  # 'L', 'K'
 PAX, PAX_GLOBAL, PAX_SOLARIS = 0x78, 0x67, 0x58  # 'x', 'g', 'X'
 GNU_SPARSE = 0x53  # 'S'
+EXTENSIONS = (GNU_LONGNAME, GNU_LONGLINK, PAX, PAX_GLOBAL, PAX_SOLARIS)  # headers that describe the next member
 USTAR_MAGIC = b"ustar\x00"
 _SHIFTS = np.array([15, 12, 9, 6, 3, 0], dtype=np.uint32)
 
 
 def parse_number(field: bytes, what: str) -> int:
-    """A tar numeric field: octal text, or GNU base-256 when the top bit is set."""
+    """A tar numeric field: octal digits (ended by NUL or space), or a positive GNU base-256 number.
+
+    Anything else raises ``ValueError``: ``int()`` alone would take a sign,
+    underscores and inner spaces, and a negative size walks a reader backwards.
+    """
     if field and field[0] & 0x80:
-        value = int.from_bytes(field[1:], "big")
         if field[0] & 0x40:  # negative base-256 numbers make no sense for sizes
             raise ValueError(f"negative {what}")
-        return value | ((field[0] & 0x3F) << (8 * (len(field) - 1)))
+        return int.from_bytes(field[1:], "big") | ((field[0] & 0x3F) << (8 * (len(field) - 1)))
     text = field.split(b"\x00", 1)[0].strip(b" ")
     if not text:
         return 0
+    if not text.isdigit():  # ASCII digits only (bytes.isdigit): no sign, underscore or space inside
+        raise ValueError(f"{what} is not an octal number: {text[:16]!r}")
     return int(text, 8)
+
+
+def pax_number(value: str, what: str, url: object, offset: int) -> int:
+    """A pax record's decimal number (``size``): ASCII digits only, else a :class:`TarFormatError`."""
+    if not (value.isascii() and value.isdigit()) or len(value) > 20:
+        raise TarFormatError(f"bad {what} in pax header: {value[:24]!r}", url=url, offset=offset)
+    return int(value)
 
 
 def checksum_ok(block: bytes) -> bool:
@@ -130,50 +146,113 @@ def ustar_name(buf: bytes, pos: int) -> bytes:
     return raw
 
 
-def member_size(header: bytes, pax: dict[str, str] | None, url: object, offset: int) -> int:
-    try:
-        size = parse_number(header[124:136], "size")
-        if pax is not None and "size" in pax:
-            size = int(pax["size"])
-    except ValueError:
-        raise TarFormatError("bad member size in tar header", url=url, offset=offset) from None
-    return size
+class Extensions:
+    """The extension headers in force for a shard's next member, with what they hold counted.
 
+    GNU long names (``L``) and pax records (``x``; ``g`` for the rest of the
+    shard) rename and resize the member after them; the readers (streaming and
+    indexing) keep them here between headers, so both interpret a header the
+    same way and are held to the same bounds:
 
-def special_header(
-    buf: bytes,
-    pos: int,
-    kind: int,
-    data: bytes,
-    longname: bytes | None,
-    pax: dict[str, str] | None,
-    glob: dict[str, str],
-    url: object,
-    offset: int,
-) -> tuple[str | None, bytes | None, dict[str, str] | None]:
-    """Handle a header that is not a plain regular file.
-
-    Returns ``(name, longname, pax)``: the name of a regular member to yield (or
-    ``None``) and the extension state for the headers that follow.
+    * sizes are validated (:meth:`size`): octal or base-256 digits in the
+      header, decimal digits in a pax ``size``; never negative;
+    * a member's own extensions together, and the shard's global records
+      together, may hold ``limits.header_bytes``: :meth:`fits` says whether
+      the next extension's data may be read at all.  An extension that does
+      not fit is skipped (:meth:`skip`) and the member it describes is
+      refused (:meth:`refusal`).
     """
-    if kind == GNU_LONGNAME:
-        return None, data.split(b"\x00", 1)[0], pax
-    if kind == GNU_LONGLINK:
-        return None, longname, pax
-    if kind in (PAX, PAX_SOLARIS):
-        records = parse_pax(data, url, offset)
-        return None, longname, records if pax is None else {**pax, **records}
-    if kind == PAX_GLOBAL:
-        glob.update(parse_pax(data, url, offset))
-        return None, longname, pax
-    if kind == GNU_SPARSE:
-        raise TarFormatError("GNU sparse members are not supported", url=url, offset=offset)
-    if kind not in REGULAR:
-        return None, None, None  # directories, links, devices: skipped with their extensions
-    path = (pax or {}).get("path") or glob.get("path")
-    if path is not None:
-        return path, None, None
-    return decode_name(longname if longname is not None else ustar_name(buf, pos)), None, None
+
+    __slots__ = ("longname", "pax", "glob", "start", "held", "glob_held", "limits", "url", "refused")
+
+    def __init__(self, url: object, limits: Any, glob: dict[str, str] | None = None) -> None:
+        self.url, self.limits = url, limits
+        self.glob = {} if glob is None else glob
+        self.glob_held = sum(len(k) + len(v) for k, v in self.glob.items())
+        self.longname: bytes | None = None
+        self.pax: dict[str, str] | None = None
+        self.start = -1  # offset of the first extension header of the pending member
+        self.held = 0  # bytes of the pending member's extensions
+        self.refused: tuple[int, int] | None = None  # (bytes, offset) of an extension over the limit
+
+    @property
+    def plain(self) -> bool:
+        """Nothing pending: the next regular member is named and sized by its own header alone."""
+        return self.longname is None and self.pax is None and self.refused is None and "path" not in self.glob
+
+    def size(self, header: bytes, offset: int) -> int:
+        """The size field of the ``header`` at ``offset``, validated (a pending pax ``size`` is applied by the
+        caller to the member's own header: :func:`pax_number`)."""
+        try:
+            return parse_number(header[124:136], "size")
+        except ValueError as exn:
+            raise TarFormatError(f"bad member size in tar header ({exn})", url=self.url, offset=offset) from None
+
+    def fits(self, kind: int, size: int) -> bool:
+        """Whether an extension header with ``size`` bytes of data stays within the limit (read it only then)."""
+        if kind == PAX_GLOBAL:
+            return self.glob_held + size <= self.limits.header_bytes
+        return kind == GNU_LONGLINK or self.held + size <= self.limits.header_bytes
+
+    def skip(self, kind: int, size: int, offset: int) -> OverLimitError | None:
+        """Skip an extension that does not fit: the refusal of the shard's global records (returned), or of
+        the member this one describes (kept until that member's header: :meth:`refusal`)."""
+        if kind == PAX_GLOBAL:
+            what = "the shard's global pax records would hold"
+            where = {"url": self.url, "offset": offset}
+            return self.limits.over(what, self.glob_held + size, "header_bytes", "tarfile_to_samples", **where)
+        if self.start < 0:
+            self.start = offset
+        self.refused = (self.held + size, offset)
+        return None
+
+    def extend(self, kind: int, data: bytes, offset: int) -> None:
+        """Take the data of an extension header (one that :meth:`fits`) at ``offset``."""
+        if kind == PAX_GLOBAL:  # not part of the next member: it starts at its own headers
+            self.glob_held += len(data)
+            self.glob.update(parse_pax(data, self.url, offset))
+            return
+        if self.start < 0:
+            self.start = offset
+        if kind == GNU_LONGNAME:
+            self.held += len(data)
+            self.longname = data.split(b"\x00", 1)[0]
+        elif kind in (PAX, PAX_SOLARIS):
+            self.held += len(data)
+            records = parse_pax(data, self.url, offset)
+            self.pax = records if self.pax is None else {**self.pax, **records}
+        # GNU_LONGLINK: a link's target, nothing a regular member needs
+
+    def name(self, buf: bytes, pos: int, kind: int, offset: int) -> str | None:
+        """The name of the member whose (non-extension) header is at ``buf[pos]``; ``None`` unless it is a
+        regular file.  Call :meth:`done` once the member is dealt with."""
+        if kind == GNU_SPARSE:
+            raise TarFormatError("GNU sparse members are not supported", url=self.url, offset=offset)
+        if kind not in REGULAR:
+            return None  # directories, links, devices: skipped with their extensions
+        path = (self.pax or {}).get("path") or self.glob.get("path")
+        if path is not None:
+            return path
+        return decode_name(self.longname if self.longname is not None else ustar_name(buf, pos))
+
+    def first(self, offset: int) -> int:
+        """Where the member whose header is at ``offset`` starts: at its first extension header, if any."""
+        return self.start if self.start >= 0 else offset
+
+    def refusal(self, name: str | None) -> OverLimitError | None:
+        """The refusal of the pending member (``name``) when one of its extensions was over the limit."""
+        if self.refused is None:
+            return None
+        held, offset = self.refused
+        member = "the member after them" if name is None else f"member {name!r}"
+        what = f"the extension headers (long name, pax records) of {member} hold"
+        where = {"url": self.url, "member": name, "offset": self.first(offset)}
+        return self.limits.over(what, held, "header_bytes", "tarfile_to_samples", **where)
+
+    def done(self) -> None:
+        """Forget the pending member's extensions (its header has been read)."""
+        self.longname = self.pax = self.refused = None
+        self.start, self.held = -1, 0
 
 
 def corrupt_header(offset: int, url: object) -> TarFormatError:

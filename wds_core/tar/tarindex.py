@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
+from ..fieldcodecs.limits import DecodeLimits
 from ..grouping import is_meta, split_key
 from ..io.decompress import is_compressed
 from ..io.remote import DEFAULT_RETRY, RetryPolicy
@@ -37,40 +38,39 @@ from ..io.sinks import create_shard
 from ..io.storage import RandomAccess, local_path, open_random_access, read_bytes
 from .headers import (
     BLOCK,
+    EXTENSIONS,
     GNU_LONGLINK,
-    GNU_LONGNAME,
-    PAX,
-    PAX_GLOBAL,
-    PAX_SOLARIS,
     REGULAR,
     ZERO_BLOCK,
+    Extensions,
     checksum_ok,
     corrupt_header,
     decode_name,
-    member_size,
-    special_header,
+    pax_number,
     ustar_name,
 )
 
 __all__ = ["INDEX_FORMAT", "ShardIndex", "index_shard", "stored_index", "walk_headers"]
 
 INDEX_FORMAT = "wds-index-1"
-_EXTENSIONS = (GNU_LONGNAME, GNU_LONGLINK, PAX, PAX_GLOBAL, PAX_SOLARIS)
 
 ReadAt = Callable[[int, int], bytes]
 
 
-def walk_headers(read_at: ReadAt, size: int, url: object = None) -> Iterator[tuple[str, int, int, int]]:
+def walk_headers(
+    read_at: ReadAt, size: int, url: object = None, limits: DecodeLimits | None = None
+) -> Iterator[tuple[str, int, int, int]]:
     """``(name, header offset, data offset, data size)`` of every regular member, reading headers only.
 
     ``read_at(offset, n)`` returns up to ``n`` bytes at ``offset`` of the
-    uncompressed tar, ``size`` is its length.  Errors name the offset.
+    uncompressed tar, ``size`` is its length.  Headers are read as the
+    streaming reader reads them (:class:`~.headers.Extensions`): a size that
+    is not a number or runs past the end is an error naming the offset, and
+    extension headers over ``limits.header_bytes`` are refused (an
+    :class:`OverLimitError`) before their data is read.
     """
+    ext = Extensions(url, limits or DecodeLimits.of())
     pos = 0
-    longname: bytes | None = None
-    pax: dict[str, str] | None = None
-    glob: dict[str, str] = {}
-    start = -1
     while True:
         header = read_at(pos, BLOCK)
         if len(header) < BLOCK:
@@ -81,33 +81,37 @@ def walk_headers(read_at: ReadAt, size: int, url: object = None) -> Iterator[tup
             raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=pos)
         if header == ZERO_BLOCK:
             return
-        try:  # the common case: octal size and checksum (six digits, NUL, space)
-            dsize = int(header[124:135], 8)
-            fast = int(header[148:154], 8) == sum(header) - sum(header[148:156]) + 256
-        except ValueError:
-            fast = False
+        field = header[124:135]
+        fast = False
+        if field.isdigit():  # the common case: octal size and checksum (six digits, NUL, space)
+            try:
+                dsize = int(field, 8)
+                fast = int(header[148:154], 8) == sum(header) - sum(header[148:156]) + 256
+            except ValueError:
+                fast = False
         if not fast:
             if not checksum_ok(header):
                 raise corrupt_header(pos, url)
-            dsize = member_size(header, None, url, pos)
-        if pax is not None and "size" in pax:
-            dsize = member_size(header, pax, url, pos)
+            dsize = ext.size(header, pos)
         kind = header[156]
+        if kind not in EXTENSIONS and ext.pax is not None and "size" in ext.pax:
+            dsize = pax_number(ext.pax["size"], "size", url, ext.first(pos))
         dpos = pos + BLOCK
         if dpos + dsize > size:
-            name = decode_name(longname or ustar_name(header, 0))
+            name = decode_name(ext.longname or ustar_name(header, 0))
             raise TruncatedShardError("the shard ends inside a member", url=url, member=name, offset=size)
-        if kind in REGULAR and longname is None and pax is None and "path" not in glob:
+        if kind in REGULAR and ext.plain:
             yield decode_name(ustar_name(header, 0)), pos, dpos, dsize
+        elif kind in EXTENSIONS:
+            if not ext.fits(kind, dsize):
+                raise ext.skip(kind, dsize, pos) or ext.refusal(None)  # type: ignore[misc]
+            ext.extend(kind, read_at(dpos, dsize) if kind != GNU_LONGLINK else b"", pos)
         else:
-            if start < 0:
-                start = pos
-            data = read_at(dpos, dsize) if kind in _EXTENSIONS else b""
-            special, longname, pax = special_header(header, 0, kind, data, longname, pax, glob, url, pos)
-            if special is not None:
-                yield special, start, dpos, dsize
-            if longname is None and pax is None:
-                start = -1
+            member = ext.name(header, 0, kind, pos)
+            start = ext.first(pos)
+            ext.done()
+            if member is not None:
+                yield member, start, dpos, dsize
         pos = dpos + ((dsize + BLOCK - 1) & ~(BLOCK - 1))
 
 
@@ -130,9 +134,10 @@ class ShardIndex:
         return self.members[self.starts[i] : self.starts[i + 1]]
 
     @classmethod
-    def build(cls, read_at: ReadAt, size: int, url: object = None) -> ShardIndex:
+    def build(cls, read_at: ReadAt, size: int, url: object = None, limits: DecodeLimits | None = None) -> ShardIndex:
+        """Walk the headers (:func:`walk_headers`, held to ``limits``) of a tar of ``size`` bytes."""
         rows = []
-        for name, header, data, length in walk_headers(read_at, size, url):
+        for name, header, data, length in walk_headers(read_at, size, url, limits):
             if name[0] == "_" and is_meta(name):
                 continue
             if split_key(name)[0] is None:
@@ -155,12 +160,16 @@ class ShardIndex:
 
     @classmethod
     def from_json(cls, text: str | bytes, where: object = None) -> ShardIndex:
+        """An index read back; its rows must describe a tar of ``size`` bytes (a sidecar may come from anywhere:
+        offsets that go backwards or past the end, or negative sizes, are refused)."""
         try:
             body = json.loads(text)
             if body.get("format") != INDEX_FORMAT:
                 raise ValueError(f"format {body.get('format')!r}, expected {INDEX_FORMAT!r}")
+            size = int(body["size"])
             rows = [(str(n), int(h), int(d), int(s)) for n, h, d, s in body["members"]]
-            return cls(int(body["size"]), rows)
+            _check_rows(rows, size)
+            return cls(size, rows)
         except (ValueError, KeyError, TypeError, AttributeError) as exn:
             raise TarFormatError(f"not a usable shard index: {exn}", url=where) from None
 
@@ -180,6 +189,19 @@ class ShardIndex:
         with open(partial, "w") as out:
             out.write(self.to_json())
         os.replace(partial, local)
+
+
+def _check_rows(rows: list[tuple[str, int, int, int]], size: int) -> None:
+    """Rows in archive order, each member's header before its data and its data inside the shard."""
+    if size < 0:
+        raise ValueError(f"a negative shard size {size}")
+    end = 0
+    for name, header, data, length in rows:
+        if not (end <= header and header + BLOCK <= data and length >= 0 and data + length <= size):
+            raise ValueError(
+                f"member {name!r} at {header} (data {data}, {length} bytes) does not fit a {size}-byte tar"
+            )
+        end = data + length
 
 
 def _sample_starts(members: list[tuple[str, int, int, int]]) -> list[int]:
@@ -220,6 +242,7 @@ def index_shard(
     cache_path: str | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
     size: int | None = None,
+    limits: DecodeLimits | None = None,
 ) -> ShardIndex:
     """The offset index of one shard: an up-to-date stored one (see :func:`stored_index`), or built.
 
@@ -244,7 +267,7 @@ def index_shard(
             raise ShardOpenError("the shard is compressed: an offset index needs an uncompressed tar", url=url)
         index = None if fresh else stored_index(url, shard.size, storage_options, cache_path)
         if index is None:
-            index = ShardIndex.build(shard.walk, shard.size, url)
+            index = ShardIndex.build(shard.walk, shard.size, url, limits)
             if cache_path is not None:
                 try:
                     os.makedirs(os.path.dirname(cache_path), exist_ok=True)

@@ -28,19 +28,17 @@ from ..io.decompress import decompressing
 from ..io.streams import ReadStream
 from .headers import (
     BLOCK,
-    GNU_LONGNAME,
-    PAX,
-    PAX_GLOBAL,
-    PAX_SOLARIS,
+    EXTENSIONS,
+    GNU_LONGLINK,
     REGULAR,
     ZERO_BLOCK,
+    Extensions,
     checksum_ok,
     corrupt_header,
     decode_name,
     first_bad_checksum,
-    member_size,
     parse_number,
-    special_header,
+    pax_number,
     ustar_name,
 )
 
@@ -48,7 +46,6 @@ __all__ = ["BLOCK", "iter_members", "open_decompressed"]
 
 CHUNK = 1 << 20  # bytes per read while headers are dense
 DIRECT = 1 << 16  # members at least this large are read with one copy, header by header
-_EXTENSIONS = (GNU_LONGNAME, PAX, PAX_SOLARIS, PAX_GLOBAL)  # headers whose data the next member needs
 
 Member = tuple[str, bytes, int]
 
@@ -162,6 +159,7 @@ def iter_members(
     pax_global: dict[str, str] | None = None,
     want: Callable[[str], bool] | None = None,
     limits: DecodeLimits | None = None,
+    over_limit: str = "raise",
 ) -> Iterator[Member]:
     """Yield ``(name, data, offset)`` for each regular file in a tar stream.
 
@@ -174,29 +172,38 @@ def iter_members(
 
     ``limits`` (default: the configuration file's ``decode_limits``, else the
     defaults of :class:`~wds_core.fieldcodecs.limits.DecodeLimits`) bounds the
-    memory one member may take: a member larger than ``field_bytes`` is refused
-    with an :class:`OverLimitError` naming it before its data is read, since a small
-    compressed shard can inflate to members of any size.
+    memory a member may take, since a small compressed shard can inflate to
+    members of any size: a member larger than ``field_bytes``, or whose
+    extension headers (GNU long name, pax records) hold more than
+    ``header_bytes``, is refused before its data is read, with an
+    :class:`OverLimitError` naming it; so are global pax records passing
+    ``header_bytes`` together.  ``over_limit="raise"`` (the default) raises the
+    refusal; ``over_limit="skip"`` yields ``(name, error, offset)`` in place of
+    the member (the error where the data would be; ``name`` is ``None`` for
+    global records), streams past its data and goes on.
 
     Ends at the first end-of-archive block.  Raises :class:`TruncatedShardError`
     when the stream ends inside a header or a member or without an end-of-archive
-    block, and :class:`TarFormatError` for a corrupt header; members before the
-    problem have all been yielded by then.
+    block, and :class:`TarFormatError` for a corrupt header or a size that is not
+    a number (never negative); members before the problem have all been yielded
+    by then.
     """
+    if over_limit not in ("raise", "skip"):
+        raise ValueError(f"over_limit must be 'raise' or 'skip', got {over_limit!r}")
+    skipping = over_limit == "skip"
     src = _Source(stream, url)
     read = src.read
     limits = limits or DecodeLimits.of()
     max_member = limits.field_bytes
-    glob = pax_global if pax_global is not None else {}
+    ext = Extensions(url, limits, pax_global)
+    plain = ext.plain  # no extension pending: the next member is named by its own header
     buf = b""
     pos = 0
     base = start_offset  # absolute offset of buf[0]
     next_read = CHUNK
     skip = 0  # padding still to skip before the next header
-    longname: bytes | None = None
-    pax: dict[str, str] | None = None
-    start = -1  # offset of the first extension header of the pending member
     seen_any = start_offset > 0
+    size = 0
 
     while True:
         # -- refill: a new aligned block; a header never straddles two blocks
@@ -221,119 +228,164 @@ def iter_members(
         headers: list[int] = []
         straddle = -1
         ended = False
-        refused: OverLimitError | None = None
-        while pos + BLOCK <= n:
-            if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
-                ended = True
-                break
-            try:
-                size = int(buf[pos + 124 : pos + 135], 8)
-            except ValueError:
-                try:
-                    size = parse_number(buf[pos + 124 : pos + 136], "size")
-                except ValueError:
-                    size = -1
-                if size < 0 or not checksum_ok(buf[pos : pos + BLOCK]):
-                    break  # reported below as a corrupt header
-            headers.append(pos)
-            dpos = pos + BLOCK
-            if pax is not None and "size" in pax:
-                try:
-                    size = int(pax["size"])
-                except ValueError:
-                    raise TarFormatError("bad size in pax header", url=url, offset=base + pos) from None
-            dend = dpos + size
-            if dend > n:
-                straddle = pos
-                break
-            kind = buf[pos + 156]
-            if kind in REGULAR and longname is None and pax is None and "path" not in glob:
-                name = decode_name(ustar_name(buf, pos))
-                if want is None or want(name):
-                    if size > max_member:
-                        refused = _too_big(name, size, limits, url, base + pos)
-                        break
-                    out.append((name, buf[dpos:dend], base + pos))
-            else:
-                if start < 0:
-                    start = base + pos
-                if kind in _EXTENSIONS and size > max_member:
-                    refused = _too_big(None, size, limits, url, base + pos)
+        problem: WdsError | None = None  # a refusal (raise mode) or a bad header value, after the members before it
+        try:
+            while pos + BLOCK <= n:
+                if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
+                    ended = True
                     break
-                data = buf[dpos:dend]
-                special, longname, pax = special_header(buf, pos, kind, data, longname, pax, glob, url, base + pos)
-                if special is not None and (want is None or want(special)):
-                    if size > max_member:
-                        refused = _too_big(special, size, limits, url, start)
-                        break
-                    out.append((special, data, start))
-                if longname is None and pax is None:
-                    start = -1
-            pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
+                field = buf[pos + 124 : pos + 135]
+                try:  # the common case: eleven octal digits (an 8 or a 9 raises)
+                    size = int(field, 8) if field.isdigit() else parse_number(buf[pos + 124 : pos + 136], "size")
+                except ValueError as exn:
+                    problem = _bad_size(buf, pos, exn, url, base)
+                    break
+                headers.append(pos)
+                dpos = pos + BLOCK
+                kind = buf[pos + 156]
+                if not plain and kind not in EXTENSIONS and ext.pax is not None and "size" in ext.pax:
+                    size = pax_number(ext.pax["size"], "size", url, ext.first(base + pos))
+                dend = dpos + size
+                if dend > n:
+                    straddle = pos
+                    break
+                if plain and kind in REGULAR:
+                    name = decode_name(ustar_name(buf, pos))
+                    if want is None or want(name):
+                        if size <= max_member:
+                            out.append((name, buf[dpos:dend], base + pos))
+                        elif skipping:
+                            out.append((name, _too_big(name, size, limits, url, base + pos), base + pos))  # type: ignore[arg-type]
+                        else:
+                            problem = _too_big(name, size, limits, url, base + pos)
+                            break
+                elif kind in EXTENSIONS:
+                    refused = None
+                    if ext.fits(kind, size):
+                        ext.extend(kind, buf[dpos:dend], base + pos)
+                    else:
+                        refused = ext.skip(kind, size, base + pos)
+                    plain = ext.plain
+                    if refused is not None:
+                        if not skipping:
+                            problem = refused
+                            break
+                        out.append((None, refused, base + pos))  # type: ignore[arg-type]
+                else:
+                    item = _member(ext, buf, pos, kind, size, base + pos, want, max_member)
+                    plain = ext.plain
+                    if item is not None:
+                        if item[1].__class__ is OverLimitError and not skipping:
+                            problem = item[1]  # type: ignore[assignment]
+                            break
+                        refused_item = item[1].__class__ is OverLimitError
+                        out.append(item if refused_item else (item[0], buf[dpos:dend], item[2]))  # type: ignore[arg-type]
+                pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
+        except TarFormatError as exn:  # a pax size that is not a number, a malformed pax record
+            problem = exn
 
         bad = first_bad_checksum(buf, headers, origin)
         if bad >= 0:
             yield from _before(out, base + headers[bad])
             raise corrupt_header(base + headers[bad], url)
         yield from out
-        if refused is not None:
-            raise refused
+        if problem is not None:
+            raise problem
         if ended:
             return
         if straddle < 0 and pos < n:
-            if pos + BLOCK <= n:  # the walk stopped at a header it could not parse
+            if pos + BLOCK <= n:  # pragma: no cover - every stop of the walk above is reported already
                 raise corrupt_header(base + pos, url)
             raise src.short("the shard ends inside a tar header", offset=base + pos)
         if straddle < 0:
             skip = pos - n
             continue
 
-        # -- a member whose data runs past this block: read the rest directly
+        # -- a header whose data runs past this block: read (or drop) the rest directly
         header = buf[straddle : straddle + BLOCK]
         header_offset = base + straddle
         have = buf[straddle + BLOCK :]
         buf = b""
-        size = member_size(header, pax, url, header_offset)
         kind = header[156]
-        carried = kind in _EXTENSIONS  # a long name or pax records: the data is part of the header
-        member: str | None = None
-        member_offset = header_offset
-        if kind in REGULAR and longname is None and pax is None and "path" not in glob:
-            member = decode_name(ustar_name(header, 0))
-        elif not carried:
-            if start < 0:
-                start = header_offset
-            member, longname, pax = special_header(header, 0, kind, b"", longname, pax, glob, url, header_offset)
-            member_offset = start
-            if longname is None and pax is None:
-                start = -1
-        wanted = carried or (member is not None and (want is None or want(member)))
-        if wanted and size > max_member:
-            raise _too_big(member, size, limits, url, member_offset)
-        if wanted:
-            rest = read(size - len(have))
-            got = len(have) + len(rest)
+        taken: bytes | None = None  # the data, when it is read
+        yielded: Member | None = None
+        label: str | None = None  # what a truncation names
+        if kind in EXTENSIONS:
+            if ext.fits(kind, size) and kind != GNU_LONGLINK:
+                taken = have + read(size - len(have))
+            else:
+                refused = ext.skip(kind, size, header_offset) if kind != GNU_LONGLINK else None
+                if refused is not None:
+                    if not skipping:
+                        raise refused
+                    yielded = (None, refused, header_offset)  # type: ignore[assignment]
+            label = decode_name(ustar_name(header, 0))
         else:
+            item = _member(ext, header, 0, kind, size, header_offset, want, max_member)
+            plain = ext.plain
+            if item is not None:
+                label = item[0]
+                if item[1].__class__ is OverLimitError:
+                    if not skipping:
+                        raise item[1]  # type: ignore[misc]
+                    yielded = item  # type: ignore[assignment]
+                else:
+                    taken = have + read(size - len(have))
+                    yielded = (item[0], taken, item[2])
+            if label is None:
+                label = decode_name(ustar_name(header, 0))
+        if taken is None:
+            if yielded is not None:  # the refusal first: the consumer may stop before the data is streamed past
+                yield yielded
+                yielded = None
             got = len(have) + _discard(read, size - len(have))
+        else:
+            got = len(taken)
         if got < size:
-            raise src.short(
-                "the shard ends inside a member",
-                member=member or decode_name(longname or ustar_name(header, 0)),
-                offset=header_offset + BLOCK + got,
-            )
+            raise src.short("the shard ends inside a member", member=label, offset=header_offset + BLOCK + got)
         base = header_offset + BLOCK + size
         skip = (-size) % BLOCK
         if size >= DIRECT:
             next_read = BLOCK  # only the next header: large members tend to follow each other
-        if carried:
-            if start < 0:
-                start = header_offset
-            data = have + rest if have else rest
-            _, longname, pax = special_header(header, 0, kind, data, longname, pax, glob, url, header_offset)
-            if longname is None and pax is None:
-                start = -1
-        elif wanted:
-            yield (member, have + rest if have else rest, member_offset)  # type: ignore[misc]
+        if kind in EXTENSIONS:
+            if taken is not None:
+                ext.extend(kind, taken, header_offset)
+            elif kind == GNU_LONGLINK:
+                ext.extend(kind, b"", header_offset)
+            plain = ext.plain
+        elif yielded is not None:
+            yield yielded
+
+
+def _member(
+    ext: Extensions,
+    buf: bytes,
+    pos: int,
+    kind: int,
+    size: int,
+    offset: int,
+    want: Callable[[str], bool] | None,
+    max_member: int,
+) -> tuple[str, object, int] | None:
+    """A member header after extensions (or of another kind) at ``buf[pos]``: ``(name, True, start)`` for a
+    wanted regular member, ``(name, OverLimitError, start)`` for a refused one, else ``None``; the pending
+    extensions are done with."""
+    name = ext.name(buf, pos, kind, offset)
+    start = ext.first(offset)
+    refused = ext.refusal(name) if name is not None else None
+    ext.done()
+    if name is None or not (want is None or want(name)):
+        return None
+    if refused is None and size > max_member:
+        refused = _too_big(name, size, ext.limits, ext.url, start)
+    return (name, True if refused is None else refused, start)
+
+
+def _bad_size(buf: bytes, pos: int, exn: Exception, url: object, base: int) -> TarFormatError:
+    """A header whose size field is not a number: a bad value when its checksum holds, else a corrupt header."""
+    if checksum_ok(buf[pos : pos + BLOCK]):
+        return TarFormatError(f"bad member size in tar header ({exn})", url=url, offset=base + pos)
+    return corrupt_header(base + pos, url)
 
 
 def _discard(read: Callable[[int], bytes], count: int) -> int:
