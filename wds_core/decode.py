@@ -27,7 +27,15 @@ from typing import Any
 from .elastic import WindowProgress
 from .errors import CheckpointError, DecodingError, SampleShapeError
 from .fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
-from .fieldcodecs.limits import DecodeLimitError, DecodeLimits, decoded_size, reset_limits, use_limits
+from .fieldcodecs.limits import (
+    DecodeLimitError,
+    DecodeLimits,
+    charge,
+    charged,
+    decoded_size,
+    reset_limits,
+    use_limits,
+)
 from .handlers import Handler, reraise_exception
 from .imageops import ImageCrop, image_crop
 from .io.secure import refuse_pickle
@@ -84,8 +92,8 @@ class Decoder:
         self.allow_pickle = allow_pickle
         self.limits = DecodeLimits.of(limits)
 
-    def decode1(self, field: str, data: Any, sizes: list[int] | None = None) -> Any:
-        """The decoded value of one field (``field`` without a leading dot); ``sizes`` gets what it expanded to."""
+    def decode1(self, field: str, data: Any) -> Any:
+        """The decoded value of one field (``field`` without a leading dot)."""
         key = "." + field
         for handler in self.handlers:
             result = handler(key, data)
@@ -95,8 +103,6 @@ class Decoder:
                 return None
             if isinstance(result, Continue):
                 key, data = result.key, result.data
-                if sizes is not None:
-                    sizes.append(len(data))
                 continue
             return result
         return data
@@ -112,9 +118,10 @@ class Decoder:
             reset_limits(token)
 
     def _decode(self, sample: dict[str, Any]) -> dict[str, Any]:
+        """Decode each field; what the fields take is charged to the sample (:func:`~.fieldcodecs.limits.charge`)
+        by the built-in decoders as they allocate, and measured afterwards for other handlers' results."""
         result: dict[str, Any] = {}
         only, partial, limits = self.only, self.partial, self.limits
-        expanded: list[int] = []  # bytes the fields decoded to (inflated data, arrays)
         for field, value in sample.items():
             if field[:2] == "__":
                 result[field] = bytes(value).decode("utf-8", "replace") if isinstance(value, _BYTES) else value
@@ -128,18 +135,17 @@ class Decoder:
                     continue
                 message = f"the field holds a {type(value).__name__}, not bytes (pass partial=True)"
                 raise DecodingError.in_sample(message, sample, field)
+            before = charged()
             try:
-                result[field] = decoded = self.decode1(field, value, expanded)
+                result[field] = decoded = self.decode1(field, value)
+                if charged() == before and decoded is not value:  # a handler's own result: measured
+                    charge(decoded_size(decoded, limits.sample_bytes), f"field {field!r}")
             except DecodingError:
                 raise
             except (PickleNotAllowed, DecodeLimitError) as exn:
                 raise DecodingError.in_sample(str(exn), sample, field) from None
             except Exception as exn:
                 raise DecodingError.in_sample(f"cannot decode: {type(exn).__name__}: {exn}", sample, field) from exn
-            expanded.append(decoded_size(decoded))
-            if sum(expanded) > limits.sample_bytes:
-                message = str(limits.refuse("the sample's fields decode to", sum(expanded), "sample_bytes"))
-                raise DecodingError.in_sample(message, sample, field)
         return result
 
     def __call__(self, sample_or_samples: Any) -> Any:

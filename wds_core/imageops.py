@@ -40,6 +40,7 @@ import numpy as np
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import image_spec
 from .fieldcodecs.jpeg import decode_jpeg
+from .fieldcodecs.limits import check_pixels
 from .rng import Rng, derive_seed
 from .state import RunContext
 
@@ -121,6 +122,7 @@ def decode_at_scale(data: bytes, min_height: int, min_width: int, opened: Any = 
     img = PIL.Image.open(io.BytesIO(data)) if opened is None else opened
     if img.format == "JPEG":
         img.draft("RGB", (min_width, min_height))  # picks a scale keeping the image at least this size
+    check_pixels(img.width, img.height, 4, img.format)  # Pillow's buffer, before it is made
     img.load()
     return img if img.mode == "RGB" else img.convert("RGB")
 

@@ -77,7 +77,8 @@ def register() -> None:
     without ``import wds_torch``.
     """
     for name, mode, convert in _IMAGE_SPECS:
-        register_image_spec(name, ImageSpec(mode, convert, array=True))
+        value_bytes = 4 if convert is _float_tensor else 1
+        register_image_spec(name, ImageSpec(mode, convert, array=True, value_bytes=value_bytes))
     register_decoder("pth", torch_loads, takes_allow_pickle=True)
     register_encoder("pth", torch_dumps)
 

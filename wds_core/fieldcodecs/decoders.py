@@ -14,14 +14,15 @@ Pickle is never loaded unless the decoder was built with ``allow_pickle=True``.
 from __future__ import annotations
 
 import io
-import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .limits import bounded_gunzip, check_npy, check_npz
+from .limits import bounded_gunzip, charge, check_npy, check_npz
 from .plugins import load_provider
+from .structured import decode_cbor, decode_json, decode_msgpack
 
 __all__ = [
     "NULL",
@@ -62,43 +63,30 @@ class Continue:
 
 
 def _text(data: bytes) -> str:
-    return bytes(data).decode("utf-8")
+    text = bytes(data).decode("utf-8")
+    charge(sys.getsizeof(text), "a text field")
+    return text
 
 
 def _integer(data: bytes) -> int:
     return int(bytes(data))
 
 
-def _json(data: bytes) -> Any:
-    return json.loads(data)
-
-
 def _npy(data: bytes) -> np.ndarray:
-    check_npy(data)  # before numpy allocates what the header claims
+    charge(check_npy(data), "an .npy field")  # before numpy allocates what the header claims
     return np.load(io.BytesIO(data), allow_pickle=False)
 
 
 def _npz(data: bytes) -> dict[str, np.ndarray]:
-    check_npz(data)
+    charge(check_npz(data), "an .npz field")
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
         return {name: archive[name] for name in archive.files}
-
-
-def _msgpack(data: bytes) -> Any:
-    import msgpack
-
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
-
-
-def _cbor(data: bytes) -> Any:
-    import cbor2
-
-    return cbor2.loads(data)
 
 
 def _tenbin(data: bytes) -> list[np.ndarray]:
     from .tenbin import decode_buffer
 
+    charge(len(data), "a tenbin field")  # arrays over the field's own bytes
     return decode_buffer(data)
 
 
@@ -125,11 +113,11 @@ def register_decoder(extensions: str, fn: Callable[..., Any], *, takes_allow_pic
 
 register_decoder("txt text transcript", _text)
 register_decoder("cls cls2 class count index inx id", _integer)
-register_decoder("json jsn", _json)
+register_decoder("json jsn", decode_json)
 register_decoder("npy", _npy)
 register_decoder("npz", _npz)
-register_decoder("mp msg msgpack", _msgpack)
-register_decoder("cbor", _cbor)
+register_decoder("mp msg msgpack", decode_msgpack)
+register_decoder("cbor", decode_cbor)
 register_decoder("ten tb tenbin", _tenbin)
 
 
@@ -179,7 +167,9 @@ def gzfilter(key: str, data: bytes) -> Continue | None:
     """Gunzip ``*.gz`` fields (within the decode limits, :mod:`.limits`) and continue by their inner extension."""
     if not key.lower().endswith(".gz"):
         return None
-    return Continue(key[:-3], bounded_gunzip(data))
+    inflated = bounded_gunzip(data)
+    charge(len(inflated), "a .gz field")
+    return Continue(key[:-3], inflated)
 
 
 class _ExtensionHandler:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import SpecError
 from .jpeg import decode_jpeg
-from .limits import current_limits
+from .limits import charge, check_pixels
 from .plugins import load_provider
 
 __all__ = [
@@ -63,12 +63,15 @@ class ImageSpec:
     """``mode`` is the Pillow mode to convert to; ``convert`` maps the decoded image to the result.
 
     ``convert`` receives a PIL image, or with ``array=True`` a fresh, writable
-    uint8 array (HxW for ``L``, HxWxC otherwise).
+    uint8 array (HxW for ``L``, HxWxC otherwise).  ``value_bytes`` is what one
+    channel of one pixel takes in the result (4 for float32), which the decode
+    limits count before decoding.
     """
 
     mode: str
     convert: Callable[[Any], Any]
     array: bool = False
+    value_bytes: int = 1
 
 
 # spec name (lower case) -> ImageSpec, added to by register_image_spec.
@@ -80,9 +83,9 @@ IMAGE_SPECS: dict[str, ImageSpec] = {
     "l8": ImageSpec("L", _uint8, array=True),
     "rgb8": ImageSpec("RGB", _uint8, array=True),
     "rgba8": ImageSpec("RGBA", _uint8, array=True),
-    "l": ImageSpec("L", _float, array=True),
-    "rgb": ImageSpec("RGB", _float, array=True),
-    "rgba": ImageSpec("RGBA", _float, array=True),
+    "l": ImageSpec("L", _float, array=True, value_bytes=4),
+    "rgb": ImageSpec("RGB", _float, array=True, value_bytes=4),
+    "rgba": ImageSpec("RGBA", _float, array=True, value_bytes=4),
 }
 
 
@@ -109,27 +112,29 @@ def image_spec(name: str) -> ImageSpec:
     return IMAGE_SPECS[key]
 
 
-def check_pixels(width: int, height: int, bands: int, kind: object = "image") -> None:
-    """Refuse an image whose header promises more bytes of pixels than a field may decode to (before decoding).
-
-    Pillow's own decompression-bomb check only warns between its limit and twice it, and a damaged
-    header can claim anything: the decode limit (``field_bytes``, :mod:`.limits`) bounds what is spent.
-    """
-    limits = current_limits()
-    nbytes = width * height * max(bands, 1)
-    if nbytes > limits.field_bytes:
-        raise limits.refuse(f"the {kind} header says {width}x{height}x{bands}:", nbytes, "field_bytes")
+def _pillow_pixel_bytes(mode: str) -> int:
+    """What Pillow keeps a pixel of ``mode`` in while decoding (multi-band modes in 4 bytes)."""
+    if mode in ("1", "L", "P"):
+        return 1
+    return 2 if mode.startswith("I;16") else 4
 
 
 def decode_image(data: bytes | bytearray | memoryview, spec: ImageSpec) -> Any:
+    channels = len(spec.mode)
     if spec.array:
-        pixels = decode_jpeg(data, spec.mode)  # a JPEG, by libjpeg-turbo without the GIL, when installed
+        # a JPEG, by libjpeg-turbo without the GIL, when installed (it checks the size from the header)
+        pixels = decode_jpeg(data, spec.mode, value_bytes=spec.value_bytes)
         if pixels is not None:
+            charge(pixels.nbytes * spec.value_bytes, "a JPEG image")
             return spec.convert(pixels)
     import PIL.Image
 
     with PIL.Image.open(io.BytesIO(data)) as opened:
-        check_pixels(opened.width, opened.height, len(opened.getbands()), opened.format)
+        native = _pillow_pixel_bytes(opened.mode)
+        if native > channels * spec.value_bytes:  # Pillow's own buffer is the larger one
+            check_pixels(opened.width, opened.height, native, f"{opened.format} (as Pillow holds it)")
+        result = check_pixels(opened.width, opened.height, channels, opened.format, spec.value_bytes)
+        charge(result, f"a {opened.format} image")
         if not spec.array and opened.format == "JPEG":
             pixels = decode_jpeg(data, spec.mode)
             if pixels is not None:

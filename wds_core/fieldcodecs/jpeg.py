@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from .limits import check_pixels
 
-__all__ = ["beyond_pillow_limit", "decode_jpeg", "is_jpeg", "jpeg_decoder", "set_jpeg_decoder"]
+__all__ = ["beyond_pillow_limit", "decode_jpeg", "is_jpeg", "jpeg_decoder", "reduced_size", "set_jpeg_decoder"]
 
 _CHOICES = ("auto", "pillow", "simplejpeg")
 _choice: list[str] = []  # the decoder asked for, once read from the environment
@@ -71,20 +72,32 @@ def jpeg_decoder() -> str:
 
 
 def decode_jpeg(
-    data: bytes | bytearray | memoryview, mode: str, *, min_height: int = 0, min_width: int = 0
+    data: bytes | bytearray | memoryview,
+    mode: str,
+    *,
+    min_height: int = 0,
+    min_width: int = 0,
+    value_bytes: int = 1,
 ) -> np.ndarray | None:
     """The pixels of a JPEG as a fresh uint8 array in ``mode`` (``L``: HxW, ``RGB``/``RGBA``: HxWxC).
 
     With ``min_height``/``min_width`` the image is reduced while decoding (by
     1/2, 1/4 or 1/8 in the DCT domain) as far as keeps it at least that size.
     ``None`` when the fast path does not apply (see the module doc): the caller
-    decodes with Pillow then.
+    decodes with Pillow then.  The size the header gives is held to the decode
+    limits first (:func:`~.limits.check_pixels`), counting ``value_bytes`` a
+    channel for what the caller turns the pixels into.
     """
     turbo = _simplejpeg() if jpeg_decoder() == "simplejpeg" else None
     if turbo is None or not is_jpeg(data):
         return None
     try:
         height, width, colorspace, _ = turbo.decode_jpeg_header(data)
+    except ValueError:
+        return None  # corrupt or truncated: Pillow says what is wrong
+    out_h, out_w = reduced_size(height, width, min_height, min_width)
+    check_pixels(out_w, out_h, len(mode), "JPEG", value_bytes)
+    try:
         if colorspace not in ("YCbCr", "Gray") or beyond_pillow_limit(height, width):
             return None  # CMYK, YCCK and RGB-coded JPEGs: Pillow's conversions differ; huge ones: Pillow's policy
         scale = {"min_height": min_height, "min_width": min_width}
@@ -97,6 +110,18 @@ def decode_jpeg(
     except ValueError:
         return None  # corrupt or truncated: Pillow says what is wrong
     return None
+
+
+def reduced_size(height: int, width: int, min_height: int, min_width: int) -> tuple[int, int]:
+    """The size of a JPEG decoded reduced as far as keeps it at least ``min_height x min_width`` (at most: the
+    decoder may pick a finer scale, never a larger result); full size when neither is given."""
+    if min_height <= 0 and min_width <= 0:
+        return height, width
+    for divisor in (8, 4, 2):
+        h, w = -(-height // divisor), -(-width // divisor)
+        if h >= min_height and w >= min_width:
+            return h, w
+    return height, width
 
 
 def beyond_pillow_limit(height: int, width: int) -> bool:

@@ -1,24 +1,29 @@
-"""Bounded decoding: what one field, and one sample, may expand to.
+r"""Bounded decoding: what one field, and one sample, may expand to.
 
 Shards often come from the internet: a 400 KB ``.json.gz`` may inflate to
-400 MB, a ``.npy`` header may claim 37 GiB.  The decoder checks before it
-spends the memory:
+400 MB, a ``.npy`` header may claim 37 GiB, 20 MB of MessagePack may decode to
+1.5 GB of empty lists.  Every decoder checks before it spends the memory
+(:meth:`DecodeLimits.allowed` is what one field may take):
 
-* ``.gz`` fields are inflated incrementally and given up on as soon as they
-  pass ``field_bytes`` (memory: the limit plus one chunk);
-* ``.npy`` fields (and each array of an ``.npz``) are checked from their
-  header: the array's bytes must fit ``field_bytes`` and the data actually
-  present, before anything is allocated;
-* the fields of one sample together may decode to ``sample_bytes`` at most.
+* ``field_bytes`` bounds what one field decodes to: arrays from their headers,
+  images from their headers (output pixels x channels x bytes per value, on
+  every decoding path), structured fields (JSON, MessagePack, CBOR) from an
+  upper bound of their decoded objects, containers included
+  (:mod:`.structured`), before anything is decoded;
+* ``expansion`` bounds compressed data: a ``.gz`` field, or an ``.npz``'s
+  members, may inflate to ``expansion`` times their compressed bytes (but
+  always to ``expansion_floor``); inflating stops as soon as it passes;
+* ``sample_bytes`` bounds the fields of one sample together: each decoder
+  :func:`charge`\ s what it allocates, and the sample is refused as soon as the
+  total passes.
 
 The shard readers hold members and records to the same limits before reading
 them (:func:`wds_core.tar.tario.iter_members`, :mod:`wds_core.grouping`,
-:mod:`wds_core.recordstreams`), since a small compressed shard can inflate to
-members of any size.  MessagePack and CBOR containers and JSON nesting are
-already bounded by the field's own bytes (their readers refuse lengths beyond the data and deep
-nesting), which a test checks.  Defaults are far beyond any honest dataset's
-fields; raise them with ``decode(..., limits={"field_bytes": 8 << 30})`` or the
-configuration file's ``decode_limits`` mapping (``WDS_CONFIG``).
+:mod:`wds_core.recordstreams`); ``header_bytes`` bounds a tar member's
+extension headers (long names and pax records).  Defaults are far beyond any
+honest dataset's fields; raise them with
+``decode(..., limits={"field_bytes": 8 << 30})`` or the configuration file's
+``decode_limits`` mapping (``WDS_CONFIG``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import contextvars
 import io
 import math
+import sys
 import zipfile
 import zlib
 from dataclasses import dataclass, fields, replace
@@ -35,7 +41,18 @@ import numpy as np
 
 from ..errors import OverLimitError
 
-__all__ = ["DecodeLimitError", "DecodeLimits", "bounded_gunzip", "check_npy", "check_npz", "current_limits"]
+__all__ = [
+    "DecodeLimitError",
+    "DecodeLimits",
+    "bounded_gunzip",
+    "charge",
+    "charged",
+    "check_npy",
+    "check_npz",
+    "check_pixels",
+    "current_limits",
+    "decoded_size",
+]
 
 GiB = 1 << 30
 _CHUNK = 1 << 20  # bytes inflated per step
@@ -47,10 +64,20 @@ class DecodeLimitError(ValueError):
 
 @dataclass(frozen=True)
 class DecodeLimits:
-    """How much one field (``field_bytes``) and one sample (``sample_bytes``) may decode to."""
+    """How much decoding may take (see the module doc): a field (``field_bytes``), a sample (``sample_bytes``),
+    compressed data as a multiple of its bytes (``expansion``, at least ``expansion_floor``) and a tar member's
+    extension headers (``header_bytes``)."""
 
     field_bytes: int = GiB
     sample_bytes: int = 4 * GiB
+    header_bytes: int = 1 << 20
+    expansion: int = 100
+    expansion_floor: int = 64 << 20
+
+    def allowed(self, encoded: int) -> int:
+        """What a compressed field of ``encoded`` bytes may inflate to: ``expansion`` times, at least
+        ``expansion_floor``, at most ``field_bytes``."""
+        return min(self.field_bytes, max(self.expansion_floor, self.expansion * encoded))
 
     @classmethod
     def of(cls, given: Any = None) -> DecodeLimits:
@@ -72,11 +99,26 @@ class DecodeLimits:
         return limits
 
     def refuse(self, what: str, size: int | str, limit: str, where: str = "decode") -> DecodeLimitError:
-        """The error for ``what`` (``size`` bytes) over ``limit``, saying how to raise it (``where(limits=)``)."""
-        value = getattr(self, limit)
+        """The error for ``what`` (``size`` bytes) over ``limit``, saying how to raise it (``where(limits=)``).
+
+        ``limit`` is a limit's name, or ``"allowed:N"`` for what :meth:`allowed` gave a field of ``N``
+        compressed bytes (the message then names the limit that set it).
+        """
+        if limit.startswith("allowed:"):
+            encoded = int(limit.split(":", 1)[1])
+            value = self.allowed(encoded)
+            limit = "field_bytes" if value == self.field_bytes else "expansion"
+            if limit == "expansion":
+                shown = f"{value:,} ({self.expansion}x its {encoded:,} bytes, at least expansion_floor="
+                shown += f"{self.expansion_floor:,})"
+                return self._refusal(what, size, limit, shown, where)
+        return self._refusal(what, size, limit, f"{getattr(self, limit):,}", where)
+
+    @staticmethod
+    def _refusal(what: str, size: int | str, limit: str, shown: str, where: str) -> DecodeLimitError:
         return DecodeLimitError(
             f"{what} {size if isinstance(size, str) else f'{size:,} bytes'}, over the decode limit {limit}="
-            f"{value:,} (raise it with {where}(..., limits={{'{limit}': ...}}) or the config file's decode_limits)"
+            f"{shown} (raise it with {where}(..., limits={{'{limit}': ...}}) or the config file's decode_limits)"
         )
 
     def over(self, what: str, size: int | str, limit: str, where: str, **located: Any) -> OverLimitError:
@@ -85,27 +127,73 @@ class DecodeLimits:
         return OverLimitError(str(self.refuse(what, size, limit, where)), **located)
 
 
-_CURRENT: contextvars.ContextVar[DecodeLimits | None] = contextvars.ContextVar("wds_decode_limits", default=None)
-_DEFAULT = DecodeLimits()
+def check_pixels(width: int, height: int, bands: int, kind: object = "image", value_bytes: int = 1) -> int:
+    """Refuse an image whose decoding would take more than a field may (before decoding); what the result takes.
+
+    ``bands`` x ``value_bytes`` is what one pixel of the result takes (an ``rgb`` float32 array: 3 x 4).
+    Pillow's own decompression-bomb check only warns below twice its limit, and a damaged header can claim
+    anything: the decode limit (``field_bytes``, :mod:`.limits`) bounds what is spent.
+    """
+    limits = current_limits()
+    nbytes = width * height * max(bands, 1) * value_bytes
+    if nbytes > limits.field_bytes:
+        shown = f"{width}x{height}x{bands}" + (f" of {value_bytes}-byte values" if value_bytes > 1 else "")
+        raise limits.refuse(f"the {kind} header says {shown}:", nbytes, "field_bytes")
+    return nbytes
+
+
+class _Decoding:
+    """The limits of the decoder running in this thread, and what the sample being decoded has taken."""
+
+    __slots__ = ("limits", "charged")
+
+    def __init__(self, limits: DecodeLimits) -> None:
+        self.limits, self.charged = limits, 0
+
+
+_CURRENT: contextvars.ContextVar[_Decoding | None] = contextvars.ContextVar("wds_decoding", default=None)
 
 
 def current_limits() -> DecodeLimits:
-    """The limits of the decoder running in this thread (the defaults outside one)."""
-    return _CURRENT.get() or _DEFAULT
+    """The limits of the decoder running in this thread (outside one: the configuration file's, or the defaults)."""
+    decoding = _CURRENT.get()
+    return DecodeLimits.of() if decoding is None else decoding.limits
 
 
 def use_limits(limits: DecodeLimits) -> contextvars.Token:
-    return _CURRENT.set(limits)
+    """Decode a sample under ``limits`` in this thread, its charges counted from zero (until :func:`reset_limits`)."""
+    return _CURRENT.set(_Decoding(limits))
 
 
 def reset_limits(token: contextvars.Token) -> None:
     _CURRENT.reset(token)
 
 
+def charged() -> int:
+    """What the sample being decoded in this thread has been charged so far (0 outside a decoder)."""
+    decoding = _CURRENT.get()
+    return 0 if decoding is None else decoding.charged
+
+
+def charge(nbytes: int, what: str) -> None:
+    """Count ``nbytes`` that decoding ``what`` is about to take against the sample's ``sample_bytes``; refused
+    (a :class:`DecodeLimitError`) before it is taken when the sample would pass it.  Outside a decoder, only
+    counted against nothing."""
+    decoding = _CURRENT.get()
+    if decoding is None:
+        return
+    total = decoding.charged + nbytes
+    if total > decoding.limits.sample_bytes:
+        raise decoding.limits.refuse(f"the sample's fields would decode to ({what})", total, "sample_bytes")
+    decoding.charged = total
+
+
 def bounded_gunzip(data: bytes, limits: DecodeLimits | None = None) -> bytes:
-    """``gzip.decompress(data)``, refused as soon as the output passes ``field_bytes``."""
+    """``gzip.decompress(data)``, refused as soon as the output passes what the field may inflate to
+    (:meth:`DecodeLimits.allowed`: ``expansion`` times its bytes, at least ``expansion_floor``, at most
+    ``field_bytes``)."""
     limits = limits or current_limits()
-    limit = limits.field_bytes
+    limit = limits.allowed(len(data))
     chunks: list[bytes] = []
     total = 0
     rest = memoryview(data)
@@ -116,7 +204,10 @@ def bounded_gunzip(data: bytes, limits: DecodeLimits | None = None) -> bytes:
             chunk = inflater.decompress(pending, _CHUNK)
             total += len(chunk)
             if total > limit:
-                raise limits.refuse("the gzip data inflates to more than", total - len(chunk), "field_bytes")
+                raise limits.refuse(
+                    f"the gzip data ({len(data):,} bytes) inflates to more than", total - len(chunk),
+                    f"allowed:{len(data)}",
+                )  # fmt: skip
             chunks.append(chunk)
             pending = inflater.unconsumed_tail
             if not chunk and not pending:  # it needs input that is not there
@@ -156,31 +247,57 @@ def check_npy(data: bytes, limits: DecodeLimits | None = None) -> int:
 
 
 def check_npz(data: bytes, limits: DecodeLimits | None = None) -> int:
-    """Check every array of an ``.npz`` from its header and its zip entry's size; their bytes together."""
+    """Check an ``.npz`` from its zip directory and its arrays' headers before anything is inflated; the bytes
+    its members inflate to together (every member, arrays or not, is read by ``numpy.load``).
+
+    They may take what a compressed field may (:meth:`DecodeLimits.allowed`), and each array's header must
+    agree with its member's size.
+    """
     limits = limits or current_limits()
+    allowed = limits.allowed(len(data))
     total = 0
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for info in archive.infolist():
-            if info.file_size > limits.field_bytes:
-                raise limits.refuse(f"the .npz member {info.filename} inflates to", info.file_size, "field_bytes")
+        members = archive.infolist()
+        total = sum(info.file_size + _ZIP_ENTRY for info in members)  # ZipInfo objects cost too
+        if total > allowed:
+            what = f"the {len(members)} members of the .npz ({len(data):,} bytes) inflate to"
+            raise limits.refuse(what, total, f"allowed:{len(data)}")
+        for info in members:
             if not info.filename.endswith(".npy"):
                 continue
             with archive.open(info) as member:
                 head = io.BytesIO(member.read(min(info.file_size, 1 << 16)))  # the header is within the first 64 KB
-            total += _array_bytes(head, info.file_size, f"the .npz member {info.filename}", limits)
-            if total > limits.field_bytes:
-                raise limits.refuse("the .npz arrays together hold", total, "field_bytes")
+            _array_bytes(head, info.file_size, f"the .npz member {info.filename}", limits)
     return total
 
 
-def decoded_size(value: Any) -> int:
-    """About how many bytes a decoded field holds (arrays and bytes exactly; other objects: not counted)."""
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if isinstance(value, (bytes, bytearray, memoryview, str)):
-        return len(value)
-    if isinstance(value, (list, tuple)) and value and isinstance(value[0], np.ndarray):
-        return sum(v.nbytes for v in value if isinstance(v, np.ndarray))
-    if isinstance(value, dict) and value and isinstance(next(iter(value.values())), np.ndarray):
-        return sum(v.nbytes for v in value.values() if isinstance(v, np.ndarray))
-    return 0
+_ZIP_ENTRY = 512  # bytes of Python objects per zip directory entry, about
+
+
+def decoded_size(value: Any, limit: int = sys.maxsize) -> int:
+    """About how many bytes a decoded value holds, containers and what they hold included (arrays and bytes
+    exactly); counting stops once it passes ``limit``.  Objects met twice are counted once."""
+    total = 0
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, np.ndarray):
+            total += item.nbytes if item.base is None else 0  # a view's bytes are its base's
+        elif isinstance(item, (bytes, bytearray, memoryview, str, int, float, bool)) or item is None:
+            total += sys.getsizeof(item) if item is not None else 0
+        elif isinstance(item, (list, tuple, dict, set, frozenset)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            total += sys.getsizeof(item)
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
+        else:
+            total += sys.getsizeof(item, 64)
+        if total > limit:
+            break
+    return total
