@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import threading
 
 import pytest
 
@@ -42,12 +43,58 @@ def _shm_slots() -> set[str]:
         return set()
 
 
+class _SlotWatch(threading.Thread):
+    """Notes which new slots belong to this session: made by it or by a process descending from it.
+
+    A slot's name gives the pid that made it (``wds_<pid>_...``); whether that process descends from this
+    session can only be asked while it runs, so new names are looked at every few hundredths of a second.
+    Slots of other wds programs on the machine (one killed during the run, say) are not this session's.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="wds-test-slot-watch")
+        self.seen: set[str] = set()
+        self.ours: set[str] = set()
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.02):
+            self.scan()
+
+    def scan(self) -> None:
+        from wds_core.shmring import slot_owner
+
+        for name in _shm_slots() - self.seen:
+            self.seen.add(name)
+            owner = slot_owner(name)
+            if owner is not None and _descends_from(owner, os.getpid()):
+                self.ours.add(name)
+
+
+def _descends_from(pid: int, root: int) -> bool:
+    for _ in range(64):
+        if pid == root:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                pid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid <= 1:
+            return False
+    return False
+
+
 def pytest_sessionstart(session):
     session.config.stash[_SHM_BEFORE] = _shm_slots()
+    watch = session.config.stash[_SHM_WATCH] = _SlotWatch()
+    watch.seen |= session.config.stash[_SHM_BEFORE]
+    watch.start()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the run when a slot made during it belongs to a process that is gone: nothing would ever free it.
+    """Fail the run when a slot this session made (it or its children) belongs to a process that is gone:
+    nothing would ever free it.
 
     (Slots of this process and its live workers are freed at exit; ``.ci/run`` checks ``/dev/shm`` after.)
     """
@@ -57,20 +104,26 @@ def pytest_sessionfinish(session, exitstatus):
     from wds_core.shmring import slot_owner
 
     before = session.config.stash.get(_SHM_BEFORE, None)
-    if before is None:
+    watch = session.config.stash.get(_SHM_WATCH, None)
+    if before is None or watch is None:
         return
     gc.collect()
-    owners = {name: slot_owner(name) for name in _shm_slots() - before}
+    watch.halt.set()
+    watch.join()
+    watch.scan()
+    new = _shm_slots() - before
+    owners = {name: slot_owner(name) for name in new if name in watch.ours or slot_owner(name) == os.getpid()}
     orphans = sorted(name for name, pid in owners.items() if pid is not None and not process_running(pid))
     if orphans:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = f"shared memory left by processes that are gone: {orphans}"
+        message = f"shared memory left by processes of this session that are gone: {orphans}"
         if reporter is not None:
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _SHM_BEFORE = pytest.StashKey[set]()
+_SHM_WATCH = pytest.StashKey[_SlotWatch]()
 
 
 def write_shard(path, samples, fields=("txt", "cls")):

@@ -11,6 +11,10 @@ timing.  ``in_order=False`` takes whichever item is ready first instead.
   with its error, re-raised in the main process with the worker's traceback.
 * Leaving the loop (``break``, an exception, KeyboardInterrupt) stops and
   joins every worker; workers ignore SIGINT so the main process decides.
+  A main process killed outright (SIGKILL, the OOM killer) cannot stop them:
+  each worker notices within half a second that its parent is gone, unlinks
+  its slots and exits, and a new ``Loader`` sweeps the slots of loaders that
+  are gone (:func:`~wds_core.shmring.sweep_dead_slots`).
 * Large numpy arrays travel through a few reused shared-memory slots per
   worker and arrive as arrays viewing the slot, which goes back to the worker
   when they are freed (:mod:`wds_core.shmring`; ``shm_slots=0`` turns this
@@ -24,21 +28,26 @@ timing.  ``in_order=False`` takes whichever item is ready first instead.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import queue as queue_module
 import signal
+import threading
+import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
 
 from .elastic import is_merged
 from .errors import CheckpointError, SpecError, WdsError
-from .shmring import HAVE_SLOTS, SlotReader, SlotWriter, create_slots
+from .io.sinks import process_running
+from .shmring import HAVE_SLOTS, SlotReader, SlotWriter, create_slots, sweep_dead_slots, unlink_slot
 
 __all__ = ["Loader"]
 
 STATE_FORMAT = "wds-loader-1"
 _POLL = 0.1  # seconds between checks that a silent worker is still alive
+_PARENT_POLL = 0.5  # seconds between a worker's checks that the process that started it is alive
 
 
 def _worker_main(
@@ -51,11 +60,14 @@ def _worker_main(
     stop: Any,
     snapshot_every: int,
     slots: list[str] | None,
+    parent: int = 0,
 ) -> None:
     """Run one epoch per command ``(generation, epoch, start)`` until the command ``None``."""
     from . import dist
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent:
+        threading.Thread(target=_watch_parent, args=(parent, slots), daemon=True, name="wds-parent-watch").start()
     send = _ItemSender(out, slots)
     dist.set_worker_info_provider(lambda: (worker, num_workers))
     if node is not None:
@@ -94,6 +106,23 @@ def _worker_main(
                 payload = None
             out.put((generation, "error", (payload, repr(exn), text)))
         items = None  # type: ignore[assignment]  # close the epoch's generators before waiting
+
+
+def _watch_parent(parent: int, slots: list[str] | None) -> None:
+    """Exit as soon as the process that started this worker is gone.
+
+    A main process killed outright (the OOM killer's SIGKILL) runs none of its
+    cleanup: its daemonic workers would live on, blocked on their queues, and
+    its shared-memory slots would stay.  So each worker looks every
+    :data:`_PARENT_POLL` seconds, and when its parent is gone it unlinks the
+    slots it wrote to (named by the parent) and ends itself.
+    """
+    while True:
+        time.sleep(_PARENT_POLL)
+        if not process_running(parent):
+            for name in slots or ():
+                unlink_slot(name)
+            os._exit(1)
 
 
 class _ItemSender:
@@ -245,6 +274,8 @@ class _Workers:
         use_slots = loader.shm_slots > 0 and loader.shm_slot_bytes > 0 and HAVE_SLOTS
         self.procs: list[Any] = []
         self.closed = False
+        if use_slots:
+            sweep_dead_slots(min_age=60)  # left by loaders killed outright (a minute old at least)
         try:
             for w in range(n):
                 slots = None
@@ -253,7 +284,7 @@ class _Workers:
                     self.readers[w] = SlotReader(blocks)
                     slots = [block.name for block in blocks]
                 args: tuple[Any, ...] = (loader.dataset, w, n, loader.node, self.commands[w], self.queues[w])
-                args += (self.stop, loader.snapshot_every, slots)
+                args += (self.stop, loader.snapshot_every, slots, os.getpid())
                 proc = ctx.Process(target=_worker_main, args=args, daemon=True, name=f"wds-loader-{w}")
                 proc.start()
                 self.procs.append(proc)

@@ -248,3 +248,52 @@ def test_persistent_workers_after_a_worker_error(spec):
         list(loader)
     loader.close()
     assert no_children()
+
+
+KILLED_MAIN = """
+import json, os, sys, time
+import numpy as np
+import wds_core as wds
+
+def big(sample):
+    return sample, np.full((300, 300), 1, np.int64)
+
+loader = wds.Loader(wds.WebDataset(sys.argv[1]).map(big), num_workers=2, shm_slot_bytes=1 << 20, prefetch=2,
+                    persistent_workers=True, start_method="fork")
+items = iter(loader)
+held = [next(items) for _ in range(3)]  # workers busy, slots in use
+children = [p.pid for p in __import__("multiprocessing").active_children()]
+print(json.dumps({"workers": children}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_workers_and_slots_do_not_outlive_a_killed_main_process(spec):
+    """Issue 28: a SIGKILLed main process left its workers alive after 60 s and 22 slots held; a later Loader
+    never swept them."""
+    import signal
+    import subprocess
+    import sys
+
+    from wds_core.io.sinks import process_running
+    from wds_core.shmring import slot_owner
+
+    spec, _ = spec
+
+    def all_slots():
+        return {name for name in os.listdir("/dev/shm") if name.startswith("wds_")}
+
+    before = all_slots()
+    main = subprocess.Popen([sys.executable, "-c", KILLED_MAIN, spec], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = json.loads(main.stdout.readline())["workers"]
+        mine = {name for name in all_slots() - before if slot_owner(name) == main.pid}
+        assert len(workers) == 2 and mine, (workers, mine)
+    finally:
+        main.send_signal(signal.SIGKILL)
+        main.wait()
+    deadline = time.monotonic() + 20
+    while any(process_running(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(process_running(pid) for pid in workers)  # they noticed and exited
+    assert not (all_slots() & mine)  # and took their parent's slots with them
