@@ -25,7 +25,9 @@ from typing import Any
 
 from .errors import EncodingError, ShardOpenError, SpecError
 from .fieldcodecs import FieldEncoder
+from .io.locks import PatternLock
 from .io.sinks import CommitOnExit, ShardSink, create_shard
+from .io.storage import local_path
 from .tar.tarindex import ShardIndex
 from .tar.tarwrite import MemberPacker, end_of_archive
 
@@ -110,6 +112,9 @@ def _make_encoder(encoder: Any, allow_pickle: bool) -> Callable[[dict], dict] | 
     raise SpecError(f"encoder must be True, False, a dict {{extension: function}} or a callable, got {encoder!r}")
 
 
+_SHOWN_KEYS = 100  # keys a lost shard's error shows in its message (all are in its lost_keys)
+
+
 class TarWriter(CommitOnExit):
     """Write samples to one tar shard: ``with TarWriter("out.tar") as sink: sink.write(sample)``.
 
@@ -159,12 +164,13 @@ class TarWriter(CommitOnExit):
         self._pending_size = 0
         self._layouts: dict[tuple, list[str]] = {}  # the sample's keys, in dict order -> fields to write
         self.count = 0  # samples written
+        self.keys: list[str] = []  # their keys, to name them when the shard cannot be finished
         self.size = 0  # uncompressed tar bytes written, end-of-archive blocks excluded
         self.closed = False
         self._failed: str | None = None  # why the sink cannot take more (a write failed part way)
 
-    def pack(self, sample: dict[str, Any]) -> tuple[list[Any], int]:
-        """The encoded pieces of ``sample`` and their total size, without writing them."""
+    def pack(self, sample: dict[str, Any]) -> tuple[list[Any], int, str]:
+        """The encoded pieces of ``sample``, their total size and its key, without writing them."""
         if not isinstance(sample, dict):
             raise EncodingError(f"samples to write must be dicts, got {type(sample).__name__}", url=self.url)
         if "__key__" not in sample:
@@ -194,7 +200,7 @@ class TarWriter(CommitOnExit):
             except Exception as exn:
                 raise EncodingError(f"cannot encode: {exn}", url=self.url, key=key, field=field) from exn
             size += pack_into(pieces, f"{key}.{field}", value)
-        return pieces, size
+        return pieces, size, key
 
     def _layout(self, sample: dict[str, Any], key: str) -> list[str]:
         """The fields of samples with these keys to write, in order; checked once per set of keys."""
@@ -218,11 +224,11 @@ class TarWriter(CommitOnExit):
 
     def write(self, sample: dict[str, Any]) -> int:
         """Encode and write one sample; returns the number of tar bytes it took."""
-        pieces, size = self.pack(sample)
-        self.write_packed(pieces, size)
+        pieces, size, key = self.pack(sample)
+        self.write_packed(pieces, size, key)
         return size
 
-    def write_packed(self, pieces: list[Any], size: int) -> None:
+    def write_packed(self, pieces: list[Any], size: int, key: str) -> None:
         if self.closed:
             raise ValueError("write to a closed TarWriter")
         if self._failed is not None:
@@ -243,6 +249,7 @@ class TarWriter(CommitOnExit):
                 raise
         self.count += 1
         self.size += size
+        self.keys.append(key)
 
     def _flush(self) -> None:
         """Hand the pending samples to the sink; a failure is a ShardOpenError naming the shard."""
@@ -265,7 +272,7 @@ class TarWriter(CommitOnExit):
             return
         if self._failed is not None:
             self.abort()
-            raise ShardOpenError(f"not finished: an earlier write failed ({self._failed})", url=self.url)
+            raise self._lost(f"not finished: an earlier write failed ({self._failed})")
         self.closed = True
         try:
             self._pending.append(end_of_archive())
@@ -273,9 +280,25 @@ class TarWriter(CommitOnExit):
             self._sink.commit()
         except BaseException as exn:
             self._sink.abort()
-            if isinstance(exn, OSError) and not isinstance(exn, ShardOpenError):
-                raise ShardOpenError(f"cannot finish shard: {exn.strerror or exn}", url=self.url) from None
+            if isinstance(exn, ShardOpenError):
+                raise self._lost(exn.reason, exn) from None
+            if isinstance(exn, OSError):
+                raise self._lost(f"cannot finish shard: {exn.strerror or exn}", exn) from None
             raise
+
+    def _lost(self, why: str, cause: OSError | None = None) -> ShardOpenError:
+        """The error for a shard that could not be finished (of ``cause``'s kind: a ``PipeError`` stays one): it
+        names every sample it held (``lost_keys``), which were written by calls that returned, and must be
+        written again."""
+        shown = ", ".join(repr(k) for k in self.keys[:_SHOWN_KEYS])
+        more = f" and {len(self.keys) - _SHOWN_KEYS} more" if len(self.keys) > _SHOWN_KEYS else ""
+        lost = f"; its {len(self.keys)} samples are not written: {shown}{more} (all in the error's lost_keys)"
+        kind = type(cause) if isinstance(cause, ShardOpenError) else ShardOpenError
+        error = kind(why + (lost if self.keys else ""), url=self.url)
+        error.lost_keys = list(self.keys)  # type: ignore[attr-defined]
+        if cause is not None:
+            error.errno, error.strerror = cause.errno, cause.strerror
+        return error
 
     def abort(self) -> None:
         """Discard the shard: nothing appears under its name."""
@@ -332,13 +355,22 @@ class ShardWriter(CommitOnExit):
         self.total = 0  # samples written in all
         self.shards: list[dict[str, Any]] = []  # {"url", "nsamples", "filesize"} of each finished shard
         self.closed = False
+        local = opener is None and local_path(pattern) is not None
+        self._lock = PatternLock(local_path(pattern) or pattern) if local else None  # one writer per pattern
 
     def abort(self) -> None:
         """Discard the shard being written; finished shards stay."""
         stream, self.tarstream = self.tarstream, None
-        if stream is not None:
-            stream.abort()
-        self.closed = True
+        try:
+            if stream is not None:
+                stream.abort()
+        finally:
+            self.closed = True
+            self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def _open(self) -> TarWriter:
         self.fname = self.pattern % self.shard
@@ -366,11 +398,11 @@ class ShardWriter(CommitOnExit):
         if self.closed:
             raise ValueError("write to a closed ShardWriter")
         stream = self.tarstream or self._open()
-        pieces, size = stream.pack(sample)
+        pieces, size, key = stream.pack(sample)
         if self.count > 0 and (self.count >= self.maxcount or self.size + size > self.maxsize):
-            self.finish()
+            self.finish()  # when it cannot be finished, its error names the samples it held: this one is not in
             stream = self._open()
-        stream.write_packed(pieces, size)
+        stream.write_packed(pieces, size, key)
         self.total += 1
         return size
 
@@ -383,7 +415,11 @@ class ShardWriter(CommitOnExit):
             stream.abort()
             self.shard -= 1
             return
-        stream.close()
+        try:
+            stream.close()
+        except ShardOpenError:
+            self.shard -= 1  # the shard is not there: its number is used again by the next one
+            raise
         assert self.fname is not None
         entry: dict[str, Any] = {"url": self.fname, "nsamples": stream.count}
         if os.path.exists(self.fname):
@@ -399,6 +435,7 @@ class ShardWriter(CommitOnExit):
             return
         self.finish()
         self.closed = True
+        self._release()
         if self.descriptor is not None:
             write_descriptor(self.descriptor, self.shards, name=os.path.basename(self.pattern))
 

@@ -4,6 +4,7 @@ import gzip
 import json
 import os
 import subprocess
+import sys
 import tarfile
 
 import numpy as np
@@ -282,3 +283,77 @@ def test_write_then_read_round_trips(tmp_path_factory, rows, prefix):
     got = list(wds.WebDataset(path))
     assert [s["__key__"] for s in got] == keys
     assert [{k: v for k, v in s.items() if not k.startswith("__")} for s in got] == rows
+
+
+LOST_AT_ROTATION = r"""
+import json, os, resource, signal, sys
+import wds_core as wds
+folder = sys.argv[1]
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+samples = [{"__key__": f"k{i:03d}", "bin": b"x" * 30_000} for i in range(17)]
+sink = wds.ShardWriter(os.path.join(folder, "s-%02d.tar"), maxcount=5)
+report = {"lost": None}
+i = 0
+while i < len(samples):
+    if i == 7:  # shard 1 holds 2 samples in memory; it is finished (and lost) by the write of sample 10
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+    try:
+        sink.write(samples[i])
+    except OSError as exn:
+        report.update(lost=exn.lost_keys, error=str(exn), at=samples[i]["__key__"])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space again: write them again
+        for key in exn.lost_keys:
+            sink.write(samples[int(key[1:])])
+        continue  # the sample that found the shard full was not written either
+    i += 1
+sink.close()
+report["files"] = sorted(os.listdir(folder))
+print(json.dumps(report))
+"""
+
+
+def test_a_shard_lost_at_rotation_names_its_samples_and_they_can_be_written_again(tmp_path):
+    """Issue 28: 8 samples whose write() returned were gone with the discarded shard."""
+    done = subprocess.run([sys.executable, "-c", LOST_AT_ROTATION, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["at"] == "k010" and report["lost"] == ["k005", "k006", "k007", "k008", "k009"], report
+    assert "s-01.tar" in report["error"] and "'k005', 'k006'" in report["error"] and "lost_keys" in report["error"]
+    assert report["files"] == ["s-00.tar", "s-01.tar", "s-02.tar", "s-03.tar"]  # no lock, no .partial left
+    keys = [s["__key__"] for s in wds.WebDataset(str(tmp_path / "s-{00..03}.tar"), shardshuffle=False)]
+    assert sorted(keys) == [f"k{i:03d}" for i in range(17)]  # every sample once
+
+
+def test_two_writers_of_one_pattern_fail_fast(tmp_path):
+    pattern = str(tmp_path / "out-%03d.tar")
+    first = wds.ShardWriter(pattern, maxcount=2)
+    first.write({"__key__": "a", "txt": "1"})
+    with pytest.raises(wds.SpecError, match=rf"another writer \(process {os.getpid()}\) is writing shards of"):
+        wds.ShardWriter(pattern)
+    other = subprocess.run(
+        [sys.executable, "-c", "import sys, wds_core as wds; wds.ShardWriter(sys.argv[1])", pattern],
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode != 0 and "another writer" in other.stderr
+    first.close()
+    with wds.ShardWriter(pattern) as second:  # released: the next one may write
+        second.write({"__key__": "b", "txt": "2"})
+    assert sorted(os.listdir(tmp_path)) == ["out-000.tar"]  # b replaced a's shard: one writer at a time
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, wds_core as wds; w = wds.ShardWriter(sys.argv[1]); print(1, flush=True); time.sleep(60)",
+            pattern,
+        ],
+        stdout=subprocess.PIPE,
+    )
+    killed.stdout.readline()
+    killed.kill()
+    killed.wait()
+    with wds.ShardWriter(pattern) as third:  # a killed writer's lock went with its process
+        third.write({"__key__": "c", "txt": "3"})
+    with wds.ShardWriter(str(tmp_path / "other-%03d.tar")), wds.ShardWriter(str(tmp_path / "x" / "out-%03d.tar")):
+        pass  # other patterns are not held
