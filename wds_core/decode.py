@@ -346,6 +346,7 @@ def decode_text(stream: Any) -> str:
 
 def decode_pickle(stream: Any) -> Any:
     """xdecode's ``*.pyd`` with ``allow_pickle=True``: unpickling runs code chosen by whoever wrote it."""
+    refuse_pickle("unpickling a field")  # secure mode may have been turned on since the stage was made
     return pickle.load(stream)
 
 
@@ -387,7 +388,9 @@ class XDecode(PerSample):
                 raise TypeError(f"xdecode takes (pattern, function) pairs, got {entry!r}")
             if entry[1] is not False and not callable(entry[1]):
                 raise TypeError(f"xdecode: the decoder for {entry[0]!r} must be callable or False, got {entry[1]!r}")
-        if not allow_pickle:
+        if allow_pickle:
+            refuse_pickle()
+        else:
             table = [(p, _pickle_refused if fn is decode_pickle else fn) for p, fn in table]
         self.table = table[::-1]
         self.must_decode, self.handler = must_decode, handler

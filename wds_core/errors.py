@@ -57,23 +57,43 @@ __all__ = [
     "TarFormatError",
     "TruncatedShardError",
     "WdsError",
+    "is_secret_name",
+    "redact",
     "redact_url",
 ]
 
-_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
-_SECRET_QUERY = re.compile(
-    r"((?:^|[?&;])(?:[^=&;]*(?:key|secret|token|signature|credential|password)[^=&;]*)=)[^&;]*",
+# Names whose values are secrets: query parameters, options, environment assignments, command-line flags.
+SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "session", "signature")
+_WORDS = "|".join(SECRET_WORDS)
+_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]*@")
+_ASSIGNED = re.compile(rf"((?:^|[?&;:\s'\"])[-\w.]*(?:{_WORDS})[-\w.]*=)[^&;\s'\"]*", re.IGNORECASE)
+_FLAG = re.compile(rf"((?:^|\s)--?[-\w]*(?:{_WORDS})[-\w]*\s+['\"]?)[^\s'\"]+", re.IGNORECASE)
+_HEADER = re.compile(
+    r"((?:authorization|proxy-authorization|cookie|[-\w]*(?:token|secret|password|api-?key|credential|signature)"
+    r"[-\w]*)\s*:\s*)[^'\"\n]+",
     re.IGNORECASE,
 )
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether an option or parameter called ``name`` holds a secret (``secret``, ``aws_access_key_id``...)."""
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS) and lowered not in ("key_prefix",)
+
+
+def redact(text: object) -> str:
+    """``text`` fit for a message, a log line or a repr: URL user info, secret query values and options,
+    ``NAME=value`` assignments of secret-looking names, ``--token value`` flags and ``Authorization:``-like
+    headers hidden.  The one redaction of wds: URLs, ``pipe:`` commands and error texts all go through it."""
+    text = _USERINFO.sub(r"\1***@", str(text))
+    text = _HEADER.sub(r"\1***", text)
+    text = _FLAG.sub(r"\1***", text)
+    return _ASSIGNED.sub(r"\1***", text)
+
+
 def redact_url(url: object) -> str:
-    """Return ``url`` as text fit for a message: user info and secret query values hidden."""
-    text = str(url)
-    if text.startswith("pipe:"):
-        return text
-    text = _USERINFO.sub(r"\1***@", text)
-    return _SECRET_QUERY.sub(r"\1***", text)
+    """Return ``url`` (or a ``pipe:`` command) as text fit for a message: :func:`redact`."""
+    return redact(url)
 
 
 class WdsError(Exception):

@@ -26,6 +26,7 @@ import torch
 
 from wds_core.errors import SpecError
 from wds_core.fieldcodecs import ImageSpec, register_decoder, register_encoder, register_image_spec
+from wds_core.io.secure import refuse_pickle
 
 __all__ = ["torch_audio", "torch_dumps", "torch_loads", "torch_video"]
 
@@ -58,7 +59,10 @@ _IMAGE_SPECS = [
 
 
 def torch_loads(data: bytes, allow_pickle: bool = False) -> Any:
-    """A ``.pth`` field: tensors and plain containers; arbitrary pickled objects only with ``allow_pickle``."""
+    """A ``.pth`` field: tensors and plain containers; arbitrary pickled objects only with ``allow_pickle`` (never in
+    secure mode)."""
+    if allow_pickle:
+        refuse_pickle("a .pth field loaded with allow_pickle=True (full unpickling)")
     return torch.load(io.BytesIO(data), weights_only=not allow_pickle, map_location="cpu")
 
 

@@ -37,7 +37,7 @@ _TORCH: dict[str, Any] = {
 
 
 def _with_torch(name: str, core: types.ModuleType) -> types.ModuleType:
-    module = types.ModuleType(f"{__package__}.{name}", core.__doc__)
+    module = type(core)(f"{__package__}.{name}", core.__doc__)  # the same kind: utils has a live enforce_security
     module.__dict__.update({k: v for k, v in vars(core).items() if k not in ("__name__", "__doc__", "__spec__")})
     module.__dict__.update({k: v for k, v in _TORCH.items() if k in module.__dict__})
     sys.modules[module.__name__] = module

@@ -42,3 +42,25 @@ def test_errors_pickle_with_their_class_and_place():
     for error in (MissingFieldError("gone", url="s.tar", member="k"), SampleShapeError("shape")):
         back = pickle.loads(pickle.dumps(error))
         assert type(back) is type(error) and str(back) == str(error)
+
+
+@pytest.mark.parametrize(
+    "text,hidden,kept",
+    [
+        ("GET https://user:pw@host/a.tar?X-Amz-Signature=abc&part=1 failed", ["pw", "abc"], ["part=1", "host/a.tar"]),
+        ("pipe:curl -s -H 'Authorization: Bearer s3cr3t' https://h/a.tar", ["s3cr3t"], ["curl", "https://h/a.tar"]),
+        ("pipe:AWS_SECRET_ACCESS_KEY=s3cr3t aws s3 cp s3://b/k -", ["s3cr3t"], ["aws s3 cp s3://b/k"]),
+        ("pipe:hf download --token s3cr3t repo/x.tar", ["s3cr3t"], ["repo/x.tar"]),
+        ("pipe:gsutil cat 'gs://b/k?X-Goog-Credential=s3cr3t'", ["s3cr3t"], ["gs://b/k"]),
+        ('pipe:curl -H "X-Api-Key: s3cr3t" http://h/x', ["s3cr3t"], ["http://h/x"]),
+        ("KeyError: 'jpg' (shard a.tar)", [], ["KeyError: 'jpg'"]),
+    ],
+)
+def test_one_redaction_for_urls_commands_and_messages(text, hidden, kept):
+    from wds_core.errors import redact, redact_url
+
+    shown = redact(text)
+    assert all(secret not in shown for secret in hidden), shown
+    assert all(part in shown for part in kept), shown
+    assert redact_url(text) == shown
+    assert all(secret not in str(wds.PipeError("failed", url=text)) for secret in hidden)

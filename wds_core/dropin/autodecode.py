@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from ..decode import Decoder
-from ..errors import DecodingError
+from ..errors import DecodingError, SpecError
 from ..fieldcodecs import IMAGE_EXTENSIONS as _IMAGE_EXTENSIONS
 from ..fieldcodecs import Continue, ImageHandler, basichandlers, gzfilter, handle_extension, imagehandler
 from ..fieldcodecs.decoders import DECODERS, register_decoder
 from ..fieldcodecs.images import IMAGE_SPECS
 from ..fieldcodecs.tenbin import decode_buffer
+from ..io.secure import secure_mode
 from ._refuse import refused_function
 
 __all__ = [
@@ -85,7 +86,10 @@ def cbor_loads(data: bytes) -> Any:
 
 
 def unpickle_loads(data: bytes) -> Any:
-    """Unpickle bytes: this runs code chosen by whoever wrote them; call it on trusted data only."""
+    """Unpickle bytes: this runs code chosen by whoever wrote them; call it on trusted data only (never in
+    secure mode: ``enforce_security``)."""
+    if secure_mode():
+        raise SpecError("Unpickling is not allowed for security reasons when enforce_security is set (secure mode)")
     return pickle.loads(data)
 
 

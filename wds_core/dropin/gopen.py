@@ -22,9 +22,11 @@ import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from ..errors import SpecError
+from ..io.secure import check_allowed, secure_mode, verify_opened
 from ..io.sinks import create_shard
 from ..io.storage import OPENERS, local_path, open_shard, register_opener
-from ..io.storage_config import rewrite_url
+from ..io.storage_config import rewrite_url as _rewrite
 
 __all__ = [
     "Pipe",
@@ -146,13 +148,21 @@ class _Writer(io.RawIOBase):
 
 
 def gopen_file(url: str, mode: str = "rb", bufsize: int = 8192) -> Any:
-    """A local file (``file:`` URLs too), opened with :func:`open`."""
+    """A local file (``file:`` URLs too), opened with :func:`open` (in secure mode: under an allowed root)."""
     path = local_path(url) or url
-    return open(path, mode, buffering=bufsize if bufsize > 0 else -1)
+    _checked(path, "read" if mode.startswith("r") else "write")
+    stream = open(path, mode, buffering=bufsize if bufsize > 0 else -1)
+    try:
+        verify_opened(stream.fileno(), path, "read" if mode.startswith("r") else "write")
+    except BaseException:
+        stream.close()
+        raise
+    return stream
 
 
 def gopen_pipe(url: str, mode: str = "rb", bufsize: int = 8192) -> Pipe:
     """The command after ``pipe:``, its output read (``rb``) or its input written (``wb``); 141 (SIGPIPE) is fine."""
+    _checked(url, "read" if mode.startswith("r") else "write")
     return Pipe(url[len("pipe:") :], mode=mode, shell=True, bufsize=bufsize, ignore_status=[141])
 
 
@@ -160,6 +170,7 @@ def _gopen_storage(url: str, mode: str = "rb", bufsize: int = 8192, storage_opti
     """Any URL through wds's storage layer (fsspec for remote ones): read, or written atomically."""
     if mode.startswith("r"):
         return open_shard(url, storage_options)
+    _checked(url, "write")
     return _Writer(url, storage_options)
 
 
@@ -167,7 +178,9 @@ gopen_curl = gopen_gsutil = gopen_htgs = gopen_hf = _gopen_storage
 
 
 def gopen_ais(url: str, mode: str = "rb", bufsize: int = 8192) -> Pipe:
-    """An AIStore object through the ``ais`` command line tool."""
+    """An AIStore object through the ``ais`` command line tool (a command: refused in secure mode unless ``ais``
+    is an allowed protocol)."""
+    _checked(url, "read" if mode.startswith("r") else "write")
     command = ["ais", "get", url, "-"] if mode.startswith("r") else ["ais", "put", "-", url]
     return Pipe(command, mode=mode, bufsize=bufsize)
 
@@ -218,29 +231,60 @@ class _SchemeTable(MutableMapping[str, Any]):
 gopen_schemes = _SchemeTable()
 
 
+def rewrite_url(url: str) -> str:
+    """webdataset's ``rewrite_url``: ``url`` after the rewrites (``GOPEN_REWRITE``, ``WDS_REWRITE``, registered and
+    configured ones); in secure mode an environment rewrite is refused, as webdataset refuses it."""
+    if secure_mode() and any(os.environ.get(name) for name in ("GOPEN_REWRITE", "WDS_REWRITE")):
+        raise SpecError(
+            "rewrite_url: unsafe_gopen is False, cannot rewrite URLs using environment variables (secure mode is on: "
+            "unset GOPEN_REWRITE/WDS_REWRITE, or register the rewrite in code or the config file)"
+        )
+    return _rewrite(url)
+
+
+def _checked(url: str, action: str) -> None:
+    """Secure mode's allowlist (:func:`wds_core.io.secure.check_allowed`), said as webdataset says it."""
+    try:
+        check_allowed(url, action)
+    except SpecError as exn:
+        if url.startswith("pipe:"):
+            raise SpecError(f"gopen_pipe: unsafe_gopen is False, cannot open pipe URLs ({exn})") from None
+        if local_path(url) is not None:
+            raise SpecError(f"gopen: unsafe_gopen is False, cannot open local files ({exn})") from None
+        raise
+
+
 def gopen(url: str, mode: str = "rb", bufsize: int = 8192, storage_options: dict | None = None, **kw: Any) -> Any:
     """Open ``url`` for reading (``"rb"``, ``"r"``) or writing (``"wb"``, ``"w"``); text modes take ``encoding=``.
 
     Registered scheme openers get ``(url, mode, bufsize, **kw)``; wds's own
-    handling takes ``storage_options`` and no other keyword.
+    handling takes ``storage_options`` and no other keyword.  The URL is
+    rewritten once, and in secure mode checked against its allowlist first
+    (``-`` and ``ais:`` included: they read standard input or run a command).
     """
     if mode not in ("rb", "wb", "r", "w", "rt", "wt"):
         raise ValueError(f"gopen mode must be 'rb', 'wb', 'r' or 'w', got {mode!r}")
     encoding = kw.pop("encoding", "utf-8") if "b" not in mode else None
     binary = mode[0] + "b"
+    url = os.fspath(url)
+    action = "read" if binary == "rb" else "write"
     if url == "-":
+        _checked(url, action)
         stream: Any = sys.stdin.buffer if binary == "rb" else sys.stdout.buffer
     else:
-        url = rewrite_url(os.fspath(url))
-        scheme = "pipe" if url.startswith("pipe:") else url.split("://", 1)[0] if "://" in url else ""
+        target = rewrite_url(url)
+        _checked(target, action)
+        scheme = "pipe" if target.startswith("pipe:") else target.split("://", 1)[0] if "://" in target else ""
         if scheme in OPENERS:
-            stream = OPENERS[scheme](url, binary, bufsize, **kw)
+            stream = OPENERS[scheme](target, binary, bufsize, **kw)
         elif kw:
             raise TypeError(f"gopen got unexpected keyword arguments {sorted(kw)}")
         elif scheme == "ais":
-            stream = gopen_ais(url, binary, bufsize)
-        else:  # local, pipe: and fsspec URLs: the storage layer's streams and sinks
-            stream = _gopen_storage(url, binary, bufsize, storage_options)
+            stream = gopen_ais(target, binary, bufsize)
+        elif binary == "rb":  # local, pipe: and fsspec URLs: the storage layer's streams, which rewrite once
+            stream = open_shard(target, storage_options, rewritten=True)
+        else:
+            stream = _Writer(target, storage_options)
     if encoding is None:
         return stream
     return io.TextIOWrapper(stream if isinstance(stream, io.IOBase) else _Buffered(stream), encoding=encoding)

@@ -15,6 +15,7 @@ import glob
 import itertools
 import os
 import sys
+import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -23,6 +24,7 @@ import braceexpand
 import numpy as np
 
 from ..dist import node_info, worker_info
+from ..io.secure import secure_mode, set_secure
 from ..pipeline import PipelineStage
 from ._refuse import refuse_missing
 
@@ -175,10 +177,25 @@ def compute_sample_weights(n_w_pairs: list[tuple[float, float]]) -> np.ndarray:
     return weighted / np.amax(weighted)
 
 
+class _UtilsModule(types.ModuleType):
+    """``webdataset.utils`` with webdataset's ``enforce_security`` flag: reading it says whether secure mode is
+    on (:mod:`wds_core.io.secure`), setting it turns secure mode on or off for this process and the workers
+    it starts, at once, wherever the flag is read."""
+
+    @property
+    def enforce_security(self) -> bool:
+        return secure_mode()
+
+    @enforce_security.setter
+    def enforce_security(self, on: Any) -> None:
+        set_secure(bool(on), roots=None)
+
+
+sys.modules[__name__].__class__ = _UtilsModule
+
 __getattr__ = refuse_missing(
     __name__,
     {
-        "enforce_security": "a secure mode that refuses pipe: and local URLs is not provided yet",
         "safe_eval": "it evaluates strings as Python; wds has no use for it",
         "lookup_sym": "it imports modules by name for webdataset's own command line",
     },

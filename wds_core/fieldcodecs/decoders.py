@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..io.secure import refuse_pickle
 from .limits import bounded_gunzip, charge, check_npy, check_npz
 from .plugins import load_provider
 from .structured import decode_cbor, decode_json, decode_msgpack
@@ -93,6 +94,7 @@ def _tenbin(data: bytes) -> list[np.ndarray]:
 def _unpickle(data: bytes) -> Any:
     import pickle
 
+    refuse_pickle("unpickling a field")  # secure mode may have been turned on since the decoder was made
     return pickle.loads(data)
 
 
@@ -138,6 +140,8 @@ def basic_decoders(allow_pickle: bool = False) -> Callable[[str, bytes], Any]:
 
 class _BasicHandler:
     def __init__(self, allow_pickle: bool) -> None:
+        if allow_pickle:
+            refuse_pickle()
         self.allow_pickle = allow_pickle
 
     def __call__(self, key: str, data: bytes) -> Any:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import inspect
 import io
 import logging
-import re
 import sys
 import threading
 import time
@@ -25,10 +24,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ..errors import ShardNotFoundError, ShardOpenError, redact_url
+from ..errors import ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
 from .streams import ReadStream
 
-__all__ = ["RangeStream", "RetryPolicy", "open_remote", "retry_stats"]
+__all__ = ["RangeStream", "RetryPolicy", "connect", "open_remote", "retry_stats"]
 
 _INSTALL_HINTS = {"s3": "wds[s3]", "s3a": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]", "http": "wds[http]"}
 _INSTALL_HINTS["https"] = "wds[http]"
@@ -41,10 +40,6 @@ _BOTOCORE_TRANSIENT = {
     "ResponseStreamingError",
     "IncompleteReadError",
 }
-_USERINFO_ANYWHERE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
-_SECRET_PARAM = re.compile(
-    r"([?&;](?:[^=&;\s]*(?:key|secret|token|signature|credential|password)[^=&;\s]*)=)[^&;\s'\"]*", re.IGNORECASE
-)
 
 
 @dataclass(frozen=True)
@@ -83,14 +78,9 @@ class RetryPolicy:
 DEFAULT_RETRY = RetryPolicy()
 
 
-def redact_text(text: str) -> str:
-    """``text`` with URL user info and secret query values hidden."""
-    return _SECRET_PARAM.sub(r"\1***", _USERINFO_ANYWHERE.sub(r"\1***@", text))
-
-
 def is_transient(exn: BaseException) -> bool:
     """Whether repeating the request that raised ``exn`` may succeed."""
-    if isinstance(exn, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+    if isinstance(exn, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, WdsError)):
         return False
     status = getattr(exn, "status", None) or getattr(exn, "code", None)
     if isinstance(status, int) and 100 <= status < 600:
@@ -112,7 +102,7 @@ class _ShortRead(Exception):
 
 def describe_error(exn: BaseException) -> str:
     """``exn``'s type and message, with credentials hidden."""
-    return redact_text(f"{type(exn).__name__}: {exn}")
+    return redact(f"{type(exn).__name__}: {exn}")
 
 
 RETRIES: Counter[str] = Counter()  # in this process: "retries" made, requests "recovered", "gave_up"
@@ -225,6 +215,42 @@ def reading_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
     return fs, path
 
 
+def connect(
+    url: str, options: dict[str, Any], retry: RetryPolicy, stats: Counter[str] | None = None, reading: bool = True
+) -> tuple[Any, str]:
+    """:func:`reading_filesystem` (or :func:`filesystem`) of ``url``, made as a request of the retry policy.
+
+    Some backends connect when they are made (``ftp://``, ``sftp://``): a
+    server that does not answer is then retried like any request, and with a
+    ``budget`` the attempt is given up when the budget is spent (it runs in a
+    thread that is left to the backend's own timeout), as a
+    :class:`ShardOpenError` naming the URL.
+    """
+    make = reading_filesystem if reading else filesystem
+
+    def attempt(left: float | None) -> tuple[Any, str]:
+        if left is None:
+            return make(url, options)
+        done: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                done["result"] = make(url, options)
+            except BaseException as exn:  # noqa: BLE001 - handed to the caller's thread
+                done["error"] = exn
+
+        worker = threading.Thread(target=run, daemon=True, name="wds-connect")
+        worker.start()
+        worker.join(left)
+        if worker.is_alive():
+            raise TimeoutError(f"connecting took more than the {left:.1f} s left of the budget")
+        if "error" in done:
+            raise done["error"]
+        return done["result"]
+
+    return _with_retries("connect to the store", attempt, url, None, retry, stats)
+
+
 def _within(method: Any, left: float | None) -> dict[str, Any]:
     """Keyword arguments that cut a call of ``method`` off after ``left`` seconds, when it can be.
 
@@ -251,7 +277,7 @@ def open_remote(
     on some servers, more), and at most two ranges in memory.  Nothing is
     requested before the first read.  Retries are counted in ``stats`` too (a reading stage's).
     """
-    fs, path = reading_filesystem(url, options)
+    fs, path = connect(url, options, retry, stats)
     stream = RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size, stats)
     return stream  # type: ignore[return-value]
 

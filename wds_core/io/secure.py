@@ -1,23 +1,36 @@
 """Secure mode: for services that read URLs or spec files their users supply.
 
 By default wds trusts its caller: ``pipe:`` runs shell commands, local paths
-open any file the process can read, and ``allow_pickle=True`` loads pickles.
-Secure mode turns all of that off with one switch:
+open any file the process can read, any fsspec protocol is used, and
+``allow_pickle=True`` loads pickles.  Secure mode turns all of that off with
+one switch:
 
 * the environment: ``WDS_SECURE=1`` (and ``WDS_SECURE_ROOTS``, folders
-  separated by ``os.pathsep``);
-* the configuration file: ``secure: true`` (and ``secure_roots: [...]``);
+  separated by ``os.pathsep``; ``WDS_SECURE_PROTOCOLS``, comma-separated);
+* the configuration file: ``secure: true`` (``secure_roots: [...]``,
+  ``secure_protocols: [...]``);
 * the code: ``wds_core.io.set_secure(True, roots=[...])``, which sets the
-  environment variables, so that worker processes inherit the mode.
+  environment variables, so that worker processes inherit the mode (the
+  drop-in's ``webdataset.utils.enforce_security = True`` does the same).
 
-In secure mode, reading and writing refuse ``pipe:`` commands and ``-``
-(standard input/output), local paths and ``file://`` URLs outside the allowed
-roots (symbolic links resolved; no root means no local path at all), whatever
-a rewrite turned a URL into, and decoders refuse ``allow_pickle=True`` (which
-also covers ``.pth`` fields loaded without ``weights_only``).  Every refusal
-names what was refused and how to allow it.  Remote URLs (``s3://``,
-``gs://``, ``https://``...) are not restricted: their credentials are the
-service's own storage options.
+Secure mode is an allowlist, checked for every read and write after URL
+rewrites (shards, descriptors, spec files, counts files, indexes, ``gopen``):
+
+* a URL is allowed when its protocol is one of :data:`DEFAULT_PROTOCOLS`
+  (``s3``, ``gs``, ``http(s)``...) or of the configured protocols; an fsspec
+  chain (``simplecache::s3://...``) only when every link's protocol is;
+* a local path or ``file://`` URL only under an allowed root, checked on
+  what was opened (the file descriptor's own path), so a symbolic link
+  swapped after the check cannot lead out; writes go through a descriptor of
+  the checked folder;
+* everything else is refused: ``pipe:`` commands, ``-`` (standard
+  input/output), ``local://``, ``memory://``, ``tar://``, ``zip://``,
+  ``dir::``, registered scheme openers for other schemes...;
+* every decoder refuses to load pickles (``allow_pickle=True``, ``.pth``
+  fields without ``weights_only``, ``xdecode``, ``unpickle_loads``).
+
+Every refusal is a :class:`~wds_core.errors.SpecError` naming what was refused
+and how to allow it.
 """
 
 from __future__ import annotations
@@ -28,10 +41,20 @@ from typing import Any
 
 from ..errors import SpecError, redact_url
 
-__all__ = ["check_allowed", "refuse_pickle", "secure_mode", "secure_roots", "set_secure"]
+__all__ = [
+    "DEFAULT_PROTOCOLS",
+    "check_allowed",
+    "refuse_pickle",
+    "secure_mode",
+    "secure_protocols",
+    "secure_roots",
+    "set_secure",
+    "verify_opened",
+]
 
+DEFAULT_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "http", "https"})
 _TRUE = ("1", "true", "yes", "on")
-_HOW = "secure mode is on (WDS_SECURE, the config file's secure: true or set_secure())"
+_HOW = "secure mode is on (WDS_SECURE, the config file's secure: true, set_secure() or enforce_security)"
 
 
 def _configured(name: str) -> Any:
@@ -55,43 +78,113 @@ def secure_roots() -> list[str]:
     return [os.path.realpath(os.path.expanduser(root)) for root in roots]
 
 
-def set_secure(on: bool = True, roots: Iterable[str | os.PathLike] = ()) -> None:
-    """Turn secure mode on (or off) for this process and the worker processes it starts."""
+def secure_protocols() -> frozenset[str]:
+    """The URL protocols allowed in secure mode: ``WDS_SECURE_PROTOCOLS``, else the config file's
+    ``secure_protocols``, else :data:`DEFAULT_PROTOCOLS`."""
+    named = os.environ.get("WDS_SECURE_PROTOCOLS")
+    if named is not None and named.strip():
+        return frozenset(p.strip().lower() for p in named.replace(" ", ",").split(",") if p.strip())
+    configured = _configured("secure_protocols")
+    if configured:
+        return frozenset(str(p).lower() for p in configured)
+    return DEFAULT_PROTOCOLS
+
+
+def set_secure(on: bool = True, roots: Iterable[str | os.PathLike] | None = (), protocols: Iterable[str] = ()) -> None:
+    """Turn secure mode on (or off) for this process and the worker processes it starts.
+
+    ``roots`` replace the allowed folders (``None`` keeps them), ``protocols`` the allowed protocols (empty:
+    the defaults).
+    """
     os.environ["WDS_SECURE"] = "1" if on else "0"
-    if roots:
-        os.environ["WDS_SECURE_ROOTS"] = os.pathsep.join(os.fspath(root) for root in roots)
+    if roots is not None:
+        if roots:
+            os.environ["WDS_SECURE_ROOTS"] = os.pathsep.join(os.fspath(root) for root in roots)
+        else:
+            os.environ.pop("WDS_SECURE_ROOTS", None)
+    if protocols:
+        os.environ["WDS_SECURE_PROTOCOLS"] = ",".join(protocols)
     else:
-        os.environ.pop("WDS_SECURE_ROOTS", None)
+        os.environ.pop("WDS_SECURE_PROTOCOLS", None)
 
 
-def check_allowed(url: str, action: str = "read") -> None:
-    """Refuse ``url`` (after rewrites) when secure mode is on and it is a command, stdio or a local path outside
-    the allowed roots."""
-    if not isinstance(url, str) or not secure_mode():
+def _refuse(action: str, what: str, why: str) -> SpecError:
+    return SpecError(f"refusing to {action} {what}: {_HOW}, and {why}")
+
+
+def _link_protocol(link: str) -> str:
+    """The protocol of one link of a URL (``s3`` of ``s3://b/k``, ``simplecache`` of a chain's bare name); a path
+    is ``"a local path"``."""
+    if "://" in link:
+        return link.split("://", 1)[0].lower()
+    return link.lower() if link.replace("_", "").replace("-", "").isalnum() else "a local path"
+
+
+def check_allowed(url: Any, action: str = "read") -> None:
+    """Refuse ``url`` (after rewrites) in secure mode unless it is on the allowlist (see the module doc).
+
+    A local path is checked by name here; :func:`verify_opened` checks what was then opened.
+    """
+    if not secure_mode():
         return
+    if not isinstance(url, str):
+        raise _refuse(action, repr(type(url).__name__), "only URLs and paths given as text are checked")
     if url.startswith("pipe:"):
-        raise SpecError(
-            f"refusing to {action} {redact_url(url)}: {_HOW}, and it refuses pipe: commands "
-            "(turn secure mode off to run commands)"
-        )
+        raise _refuse(action, redact_url(url), "it refuses pipe: commands (turn secure mode off to run commands)")
     if url == "-":
-        raise SpecError(f"refusing to {action} '-' (standard input/output): {_HOW}")
-    if "://" in url and not url.startswith("file://"):
+        raise _refuse(action, "'-' (standard input/output)", "it reads and writes files and allowed URLs only")
+    if "://" in url and not url.startswith("file://") or "::" in url:
+        allowed = secure_protocols() - {"file", "local"}  # local files are allowed by their roots, never by name
+        protocols = {_link_protocol(link) for link in url.split("::")}
+        refused = sorted(protocols - allowed)
+        if refused:
+            why = f"it uses {', '.join(refused)}, which it does not allow ({_allowed()})"
+            raise _refuse(action, redact_url(url), why)
         return
     path = url[len("file://") :] if url.startswith("file://") else url
-    real = os.path.realpath(path)
-    roots = secure_roots()
-    if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
-        return
-    allowed = ", ".join(roots) if roots else "none is set"
-    raise SpecError(
-        f"refusing to {action} the local path {path}: {_HOW}, and it is not under an allowed root ({allowed}); "
-        "add its folder to WDS_SECURE_ROOTS or the config file's secure_roots"
+    _check_local(os.path.realpath(path), path, action)
+
+
+def _allowed() -> str:
+    return (
+        f"allowed: {', '.join(sorted(secure_protocols()))} and local paths under WDS_SECURE_ROOTS; "
+        "add protocols with WDS_SECURE_PROTOCOLS or the config file's secure_protocols"
     )
 
 
+def _check_local(real: str, shown: str, action: str) -> None:
+    roots = secure_roots()
+    if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
+        return
+    where = ", ".join(roots) if roots else "none is set"
+    raise _refuse(
+        action,
+        f"the local path {shown}",
+        f"it is not under an allowed root ({where}); add its folder to WDS_SECURE_ROOTS or the config file's "
+        "secure_roots",
+    )
+
+
+def verify_opened(fd: int, path: str, action: str = "read") -> None:
+    """In secure mode, check that the file (or folder) opened as ``fd`` is under an allowed root: the check of
+    what was opened, not of a name a link could redirect in between."""
+    if not secure_mode():
+        return
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc: the name, resolved now, must still be the opened file
+        real = os.path.realpath(path)
+        try:
+            opened, named = os.fstat(fd), os.stat(real)
+        except OSError:
+            named = None
+        if named is None or (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
+            raise _refuse(action, f"the local path {path}", "it changed while it was opened") from None
+    _check_local(real, path, action)
+
+
 def refuse_pickle(what: str = "allow_pickle=True") -> None:
-    """Refuse loading pickles when secure mode is on."""
+    """Refuse loading pickles when secure mode is on (called where a pickle would be loaded, too)."""
     if secure_mode():
         raise SpecError(
             f"refusing {what}: {_HOW}; loading a pickle runs code of the data's choosing, so it cannot be allowed "

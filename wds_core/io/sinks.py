@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 from ..errors import PipeError, ShardOpenError
 from .remote import describe_error, filesystem
-from .secure import check_allowed
+from .secure import check_allowed, verify_opened
 from .storage import local_path, pipe_failure, scheme_opener
 from .storage_config import options_for
 
@@ -65,7 +65,11 @@ class CommitOnExit:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
-            self.close()
+            try:
+                self.close()
+            except BaseException:  # leaving the block ends the writer either way (a ShardWriter's lock too)
+                self.abort()
+                raise
         else:
             self.abort()
 
@@ -119,24 +123,42 @@ def _write_error(exn: OSError, url: str) -> ShardOpenError:
 
 
 class _LocalSink(ShardSink):
-    """A local file under a temporary name; a write that fails leaves none of its bytes (the file is cut back)."""
+    """A local file under a temporary name; a write that fails leaves none of its bytes (the file is cut back).
+
+    The temporary file is made, and renamed into place, through a descriptor of the destination folder: in
+    secure mode the folder that was opened is the one checked (:func:`~.secure.verify_opened`), so a link
+    swapped after the check cannot take the shard elsewhere.
+    """
 
     rewindable = True
     _BUFFER = 1 << 20  # record writers hand over one small object at a time
 
     def __init__(self, path: str, url: str) -> None:
         self.url, self.path = url, path
-        folder, name = os.path.split(os.path.abspath(path))
-        self.partial = os.path.join(folder, _temporary_name(name))
+        folder, self.name = os.path.split(os.path.abspath(path))
+        self.partial_name = _temporary_name(self.name)
+        self.partial = os.path.join(folder, self.partial_name)
+        self.fd = self.folder_fd = -1
         try:
             os.makedirs(folder, exist_ok=True)
-            for stale in stale_partials(folder, name):  # left by a writer of this shard that was killed
+            self.folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            verify_opened(self.folder_fd, folder, "write")
+            for stale in stale_partials(folder, self.name):  # left by a writer of this shard that was killed
                 os.unlink(stale)
-            self.fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except OSError as exn:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+            self.fd = os.open(self.partial_name, flags, 0o666, dir_fd=self.folder_fd)
+        except BaseException as exn:
+            self._close_folder()
+            if not isinstance(exn, OSError):
+                raise
             raise ShardOpenError(f"cannot create shard: {exn.strerror or exn}", url=url) from None
         self.buffer = bytearray()
         self.offset = 0  # bytes in the file, all from complete writes
+
+    def _close_folder(self) -> None:
+        if self.folder_fd >= 0:
+            os.close(self.folder_fd)
+            self.folder_fd = -1
 
     def write(self, data: Any) -> None:
         size = len(memoryview(data).cast("B"))
@@ -170,7 +192,8 @@ class _LocalSink(ShardSink):
             os.fsync(self.fd)
             os.close(self.fd)
             self.fd = -1
-            os.replace(self.partial, self.path)
+            os.replace(self.partial_name, self.name, src_dir_fd=self.folder_fd, dst_dir_fd=self.folder_fd)
+            self._close_folder()
         except OSError as exn:
             self.abort()
             if isinstance(exn, ShardOpenError):
@@ -187,9 +210,11 @@ class _LocalSink(ShardSink):
             pass  # closing a file on a full disk can fail too; it is removed all the same
         finally:
             try:
-                os.unlink(self.partial)
+                os.unlink(self.partial_name, dir_fd=self.folder_fd if self.folder_fd >= 0 else None)
             except FileNotFoundError:
                 pass
+            finally:
+                self._close_folder()
 
 
 class _StreamSink(ShardSink):

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from typing import Any, BinaryIO, cast
 
 from ..errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
-from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, open_remote, reading_filesystem
-from .secure import check_allowed
+from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, connect, open_remote
+from .secure import check_allowed, verify_opened
 from .storage_config import options_for, rewrite_url
 from .streams import ReadStream
 
@@ -109,15 +109,18 @@ def open_shard(
     cache: Any = None,
     retry: RetryPolicy = DEFAULT_RETRY,
     stats: Any = None,
+    rewritten: bool = False,
 ) -> BinaryIO:
     """Open ``url`` for reading as a binary stream; the caller closes it.
 
     ``storage_options`` are the explicit options (flat, or keyed by URL
     prefix) merged over the registered and configured ones; ``cache`` is a
     :class:`~wds_core.io.cache.ShardCache` or ``None``; a remote shard's
-    retries are counted in ``stats`` (a Counter) too.
+    retries are counted in ``stats`` (a Counter) too.  The URL is rewritten
+    once, here, unless the caller did (``rewritten``).
     """
-    url = rewrite_url(url)
+    if not rewritten:
+        url = rewrite_url(url)
     check_allowed(url)
     opener = scheme_opener(url)
     if opener is not None:
@@ -145,11 +148,17 @@ def open_shard(
 def open_local(path: str, url: str) -> BinaryIO:
     """A local shard file, unbuffered, with wds's errors for a missing or unreadable one."""
     try:
-        return open(path, "rb", buffering=0)
+        stream = open(path, "rb", buffering=0)
     except FileNotFoundError:
         raise ShardNotFoundError("shard not found", url=url) from None
     except OSError as exn:
         raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
+    try:
+        verify_opened(stream.fileno(), path)  # in secure mode: the file opened, not the name, is under a root
+    except BaseException:
+        stream.close()
+        raise
+    return stream
 
 
 class _StdinStream(ReadStream):
@@ -288,7 +297,7 @@ def open_random_access(
     path = local_path(target)
     if path is not None:
         return map_local(path, url)
-    fs, fspath = reading_filesystem(target, options_for(target, storage_options))
+    fs, fspath = connect(target, options_for(target, storage_options), retry)
     stream = RangeStream(fs, fspath, target, size, retry)
     known = stream.object_size()
     if known is None:

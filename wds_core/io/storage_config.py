@@ -39,7 +39,7 @@ import re
 import threading
 from typing import Any
 
-from ..errors import SpecError, redact_url
+from ..errors import SpecError, is_secret_name, redact_url
 
 __all__ = [
     "StorageOptions",
@@ -52,22 +52,16 @@ __all__ = [
     "unregister_storage",
 ]
 
-_SECRET_WORDS = ("key", "secret", "token", "password", "credential", "session")
 _lock = threading.Lock()
 _registered: dict[str, dict[str, Any]] = {}
 _rewrites: dict[str, str] = {}
 _file_cache: dict[str, Any] = {"id": None, "storage": {}, "rewrite": {}}
 
 
-def _is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in _SECRET_WORDS) and lowered not in ("key_prefix",)
-
-
 def redact_options(options: Any) -> Any:
     """A copy of ``options`` fit for messages: values of secret-looking keys replaced by ``***``."""
     if isinstance(options, dict):
-        return {k: "***" if _is_secret(str(k)) and v is not None else redact_options(v) for k, v in options.items()}
+        return {k: "***" if is_secret_name(str(k)) and v is not None else redact_options(v) for k, v in options.items()}
     return options
 
 
@@ -251,10 +245,14 @@ def _parse_config(path: str) -> dict[str, Any]:
         raise SpecError(f"{path}: decode_limits is a mapping of limit names to positive byte counts")
     secure = data.get("secure", False)
     roots = data.get("secure_roots") or []
-    if not isinstance(secure, bool) or not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
-        raise SpecError(f"{path}: secure is true or false and secure_roots a list of folders")
+    protocols = data.get("secure_protocols") or []
+    lists = (roots, protocols)
+    if not isinstance(secure, bool) or not all(
+        isinstance(x, list) and all(isinstance(r, str) for r in x) for x in lists
+    ):
+        raise SpecError(f"{path}: secure is true or false, secure_roots a list of folders, secure_protocols of names")
     return {"storage": storage, "rewrite": rewrite, "decode_limits": dict(limits), "secure": secure,
-            "secure_roots": roots}  # fmt: skip
+            "secure_roots": roots, "secure_protocols": protocols}  # fmt: skip
 
 
 def configured(name: str) -> Any:

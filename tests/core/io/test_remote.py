@@ -9,7 +9,7 @@ import pytest
 import wds_core
 from tests.conftest import make_samples, write_shard
 from wds_core.errors import ShardNotFoundError, ShardOpenError
-from wds_core.io.remote import RangeStream, RetryPolicy, is_transient, reading_filesystem, redact_text
+from wds_core.io.remote import RangeStream, RetryPolicy, is_transient, reading_filesystem
 from wds_core.io.storage import open_shard
 
 FAST = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.05)
@@ -280,18 +280,20 @@ def silent_server():
         conn.close()
 
 
-@pytest.mark.parametrize("scheme", ["s3", "http"])
+@pytest.mark.parametrize("scheme", ["s3", "http", "ftp"])
 def test_the_budget_cuts_off_an_attempt_that_hangs(silent_server, scheme):
+    """ftp (issue 28): the backend connects when it is made, which was outside the budget (30 s, a raw
+    TimeoutError); it is a request of the policy now."""
     if scheme == "s3":
         url, options = "s3://b/x.tar", {"key": "k", "secret": "s", "endpoint_url": f"http://{silent_server}"}
     else:
-        url, options = f"http://{silent_server}/x.tar", {}
+        url, options = f"{scheme}://{silent_server}/x.tar", {}
     dataset = wds_core.WebDataset(url, storage_options=options, retry=RetryPolicy(attempts=5, budget=1.5))
     started = time.monotonic()
     with pytest.raises(ShardOpenError, match=r"after 1 attempt in .*the retry budget is 1.5 s.*cut off") as info:
         list(dataset)
     # without the cut-off the backend waits out its own read timeout (60 s), retries included
-    assert time.monotonic() - started < 20 and info.value.offset == 0
+    assert time.monotonic() - started < 20 and info.value.offset == (None if scheme == "ftp" else 0)
     assert dataset.stats["gave_up"] == 1 and dataset.stats["retries"] == 0
 
 
@@ -366,11 +368,6 @@ def test_transient_errors_are_told_apart():
 def test_unknown_protocol_names_itself():
     with pytest.raises(ShardOpenError, match="no storage backend for nosuch://"):
         open_shard("nosuch://bucket/a.tar")
-
-
-def test_redact_text_hides_user_info_and_secret_parameters():
-    text = "GET https://user:pw@host/a.tar?X-Amz-Signature=abc&part=1 failed"
-    assert redact_text(text) == "GET https://***@host/a.tar?X-Amz-Signature=***&part=1 failed"
 
 
 class _Counting:
