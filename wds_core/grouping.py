@@ -105,7 +105,7 @@ def group_members(
                 if not refused(data):  # type: ignore[arg-type]
                     return
                 continue
-            if name[0] == "_" and is_meta(name):
+            if name[:1] == "_" and is_meta(name):
                 continue
             if rename is not None:
                 name = rename(name)

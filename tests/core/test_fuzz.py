@@ -26,6 +26,7 @@ from wds_core.errors import WdsError
 from wds_core.fieldcodecs.decoders import DECODERS
 from wds_core.fieldcodecs.images import IMAGE_EXTENSIONS
 from wds_core.specfile import load_spec
+from wds_core.tar.tarwrite import pax_record
 
 EXAMPLES = int(os.environ.get("WDS_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -139,6 +140,99 @@ def test_the_tar_reader_on_mutated_shards_gives_typed_errors(tmp_path, compress)
             pass
 
     check()
+
+
+def _header_tar() -> bytes:
+    """A tar with every kind of header the readers interpret: ustar, GNU long name and link, pax (global and
+    per member), a directory and a symbolic link."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        long = tarfile.TarInfo("d/" + "n" * 120 + ".txt")
+        long.size = 3
+        tar.addfile(long, io.BytesIO(b"abc"))
+        link = tarfile.TarInfo("d/l" + "k" * 110)
+        link.type, link.linkname = tarfile.SYMTYPE, "t" * 120
+        tar.addfile(link)
+    first = out.getvalue().rstrip(b"\x00")  # without the end-of-archive blocks and the record's padding
+    first += bytes(-len(first) % 512)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": "global"}) as tar:
+        for name, data, pax in (("k1.txt", b"one", {"comment": "x"}), ("k1.json", b"{}", {"path": "k1.json"})):
+            info = tarfile.TarInfo(name)
+            info.size, info.pax_headers = len(data), pax
+            tar.addfile(info, io.BytesIO(data))
+        folder = tarfile.TarInfo("dir")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        info = tarfile.TarInfo("k2.txt")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"three"))
+    return first + out.getvalue()
+
+
+HEADER_TAR = _header_tar()
+HEADERS = [p for p in range(0, len(HEADER_TAR) - 511, 512) if HEADER_TAR[p + 257 : p + 262] == b"ustar"]
+_SIZES = [
+    b"-0000001000", b"77777777777", b"00000000099", b"0 0", b" 12", b"1_000", b"", b"\x00" * 11,
+    b"\xff" + b"\xff" * 11, b"\x80" + bytes(3) + b"\x7f" + b"\xff" * 7, b"\xc0" + bytes(11), b"00000001000",
+]  # fmt: skip
+_RECORDS = [
+    b"size=-1536", b"size=99999999999999", b"size=1_0", b"size= 12", b"path=", b"path=/etc/passwd",
+    b"size=" + "\u0661\u0662".encode(), b"linkpath=x", b"x" * 300, b"=v", b"size",
+]  # fmt: skip
+
+
+@st.composite
+def _header_mutations(draw: st.DrawFn) -> bytes:
+    """The header tar with some headers' size, type or pax records changed, their checksums made right: what
+    passes the checksum and still lies (issue 28)."""
+    data = bytearray(HEADER_TAR)
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.sampled_from(HEADERS))
+        what = draw(st.sampled_from(["size", "type", "pax", "name"]))
+        if what == "size":
+            data[at + 124 : at + 136] = draw(st.sampled_from(_SIZES)).ljust(12, b"\x00")[:12]
+        elif what == "type":
+            data[at + 156] = draw(st.sampled_from(b"0x7gLKS1256\x00Zq"))
+        elif what == "name":
+            data[at : at + 100] = draw(st.binary(min_size=0, max_size=100)).ljust(100, b"\x00")
+        else:  # the data block after the header: new pax records (or a long name)
+            records = [draw(st.sampled_from(_RECORDS)).decode().partition("=") for _ in range(draw(st.integers(1, 3)))]
+            body = b"".join(pax_record(key, value) for key, _, value in records)
+            body = body[:512]
+            data[at + 512 : at + 512 + len(body)] = body
+            data[at + 124 : at + 136] = b"%011o\x00" % len(body)
+        data[at + 148 : at + 156] = b" " * 8
+        data[at + 148 : at + 156] = b"%06o\x00 " % sum(data[at : at + 512])
+    return bytes(data)
+
+
+@pytest.mark.parametrize("reader", ["stream", "skip", "index"])
+def test_lying_headers_give_typed_errors_within_bounds(tmp_path, reader):
+    """Headers with valid checksums and hostile sizes, types and pax records (issue 28): every reader ends
+    with our errors, within the deadline and without growing memory."""
+    from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.tar import ShardIndex, group_members, iter_members
+
+    limits = DecodeLimits(field_bytes=MB, header_bytes=64 << 10)
+    start = _max_rss()
+
+    @FUZZ
+    @given(_header_mutations())
+    def check(data):
+        try:
+            if reader == "index":
+                ShardIndex.build(lambda offset, n: data[offset : offset + n], len(data), "fuzz.tar", limits)
+            else:
+                mode = "raise" if reader == "stream" else "skip"
+                members = iter_members(io.BytesIO(data), "fuzz.tar", limits=limits, over_limit=mode)
+                for _ in group_members(members, "fuzz.tar", limits=limits, refused=lambda exn: True):
+                    pass
+        except (WdsError, tarfile.ReadError):
+            pass
+
+    check()
+    assert _max_rss() - start < 256 * MB
 
 
 @pytest.mark.parametrize("kind", ["cbor", "msgpack"])

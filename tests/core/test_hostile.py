@@ -17,7 +17,10 @@ import tarfile
 import textwrap
 import zlib
 
+import numpy as np
 import pytest
+
+from wds_core.tar.tarwrite import pax_record
 
 MB = 1 << 20
 HANG_GUARD = 120  # seconds: a case that takes this long hangs (tests do not time what they test)
@@ -69,13 +72,7 @@ def header(name: str, size_field: bytes, kind: bytes = b"0") -> bytes:
 
 def pax(records: dict[str, str], kind: bytes = b"x") -> bytes:
     """A pax extension header (``x``, or ``g`` for global records) with its records."""
-    body = b""
-    for key, value in records.items():
-        line = f" {key}={value}\n".encode()
-        length = len(line) + 1
-        while len(str(length)) + len(line) != length:
-            length += 1
-        body += str(length).encode() + line
+    body = b"".join(pax_record(key, value) for key, value in records.items())
     return header("PaxHeader", b"%011o" % len(body), kind) + body + bytes(-len(body) % 512)
 
 
@@ -373,3 +370,16 @@ def test_crop_images_checks_the_size_it_decodes(tmp_path):
     assert "12000x12000x4" in error and "field_bytes=268,435,456" in error, error  # Pillow's RGB buffer
     assert outcome["result"]["keys"] == ["k0", "k2"]
     assert outcome["grown"] < 64 * MB, outcome
+
+
+def test_audio_and_video_headers_are_checked_before_decoding(tmp_path):
+    pytest.importorskip("soundfile")
+    import soundfile
+
+    out = io.BytesIO()
+    soundfile.write(out, np.zeros((48_000 * 60, 2), np.float32), 48_000, format="FLAC")  # a minute of silence
+    shard = shard_with(tmp_path, "flac", out.getvalue())
+    code = DECODE.replace(".decode(limits=", ".decode(wds.AudioHandler(), limits=")
+    outcome = run_child(code, shard, json.dumps({"field_bytes": 8 * MB}))
+    (error,) = outcome["result"]["errors"]
+    assert "2,880,000 frames x 2 channels of float32" in error and "field_bytes=8,388,608" in error, error

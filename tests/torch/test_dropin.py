@@ -111,8 +111,9 @@ def test_refused_names_import_but_say_why():
         LMDBCached("/tmp/x.lmdb")
     with pytest.raises(NotImplementedError, match="Loader"):
         MultiLoader(None)
-    with pytest.raises(AttributeError, match="webdataset.utils.*enforce_security"):
-        wds_torch.utils.enforce_security  # noqa: B018
+    with pytest.raises(AttributeError, match="webdataset.utils.*safe_eval"):
+        wds_torch.utils.safe_eval  # noqa: B018
+    assert wds_torch.utils.enforce_security is False  # secure mode's switch (issue 28): live, off by default
 
 
 # ---------------------------------------------------------------- shuffle placements across ranks and workers

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from .limits import charge, check_pixels, current_limits
 
 __all__ = ["AUDIO_EXTENSIONS", "VIDEO_EXTENSIONS", "AudioHandler", "VideoHandler", "decode_audio", "decode_video"]
 
@@ -53,6 +54,13 @@ def _extensions(given: str | Iterable[str] | None, default: frozenset[str]) -> f
 def decode_audio(data: bytes, *, dtype: str = "float32", mono: bool = False) -> tuple[np.ndarray, int]:
     """``(samples, rate)`` of an audio file's bytes; samples are frames x channels (frames with ``mono``)."""
     soundfile = _require("soundfile", "audio", "audio")
+    info = soundfile.info(io.BytesIO(data))  # the header: what reading it all would take, checked first
+    nbytes = max(info.frames, 0) * max(info.channels, 1) * np.dtype(dtype).itemsize
+    limits = current_limits()
+    if nbytes > limits.field_bytes:
+        what = f"the audio header says {info.frames:,} frames x {info.channels} channels of {dtype}:"
+        raise limits.refuse(what, nbytes, "field_bytes")
+    charge(nbytes, "an audio field")
     samples, rate = soundfile.read(io.BytesIO(data), dtype=dtype, always_2d=True)
     if mono:
         samples = samples.mean(axis=1).astype(dtype) if samples.shape[1] > 1 else samples[:, 0]
@@ -87,13 +95,20 @@ def decode_video(
     av = _require("av", "video", "video")
     _check_frames(frames, stride, start)
     picked: list[np.ndarray] = []
+    limits = current_limits()
+    taken = 0  # bytes of the frames picked so far, held to field_bytes frame by frame
     with av.open(io.BytesIO(data)) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
+        # a decoded frame is the stream's size whatever is kept of it: checked from the header before decoding
+        check_pixels(stream.codec_context.width or 0, stream.codec_context.height or 0, 4, "video")
         for index, frame in enumerate(container.decode(stream)):
             if index < start or (index - start) % stride:
                 continue
             height, width = _scaled_size(frame.height, frame.width, size)
+            taken += height * width * 3
+            if taken > limits.field_bytes:
+                raise limits.refuse(f"the video's frames picked so far ({len(picked) + 1}) take", taken, "field_bytes")
             picked.append(frame.to_ndarray(format="rgb24", width=width, height=height))
             if frames is not None and len(picked) == frames:
                 break
@@ -101,7 +116,9 @@ def decode_video(
         raise ValueError(f"the video has no frame at index {start}")
     if pad and frames is not None and len(picked) < frames:
         picked.extend([picked[-1]] * (frames - len(picked)))
-    return np.stack(picked)
+    stacked = np.stack(picked)
+    charge(taken + stacked.nbytes, "a video field")  # the frames and their stack (padded ones are the last again)
+    return stacked
 
 
 class AudioHandler:

@@ -138,7 +138,7 @@ class ShardIndex:
         """Walk the headers (:func:`walk_headers`, held to ``limits``) of a tar of ``size`` bytes."""
         rows = []
         for name, header, data, length in walk_headers(read_at, size, url, limits):
-            if name[0] == "_" and is_meta(name):
+            if name[:1] == "_" and is_meta(name):
                 continue
             if split_key(name)[0] is None:
                 continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BLOCK", "MemberPacker", "encode_member", "end_of_archive"]
+__all__ = ["BLOCK", "MemberPacker", "encode_member", "end_of_archive", "pax_record"]
 
 BLOCK = 512
 _MAX_SIZE = 8**11 - 1  # what 11 octal digits hold
@@ -39,7 +39,8 @@ def _text_field(value: str, width: int) -> bytes:
     return raw.ljust(width, b"\x00")
 
 
-def _pax_record(key: str, value: str) -> bytes:
+def pax_record(key: str, value: str) -> bytes:
+    """One pax record, ``"<length> key=value\\n"``, its length counting itself."""
     body = f" {key}={value}\n".encode("utf-8", "surrogateescape")
     length = len(body) + 1
     while len(str(length)) + len(body) != length:
@@ -136,11 +137,11 @@ class MemberPacker:
         if len(raw) > 100:
             split = _split_long_name(raw)
             if split is None:
-                records += _pax_record("path", name)
+                records += pax_record("path", name)
             else:
                 prefix, raw = split
         if size > _MAX_SIZE:
-            records += _pax_record("size", str(size))
+            records += pax_record("size", str(size))
         pieces: list[bytes | bytearray | memoryview] = []
         if records:
             pax_name = b"PaxHeaders/" + raw[-80:].rsplit(b"/", 1)[-1]
