@@ -1,4 +1,5 @@
-"""webdataset-compatible lowercase names, as thin aliases of the core recipes.
+"""webdataset-compatible lowercase names at the top of ``wds_core``: those of the drop-in (:mod:`wds_core.dropin`,
+where each is defined once), and ``Processor``.
 
 ``wds.shuffle(1000)``, ``wds.batched(16)``, ``wds.to_tuple("jpg", "json")``... build
 the same stage objects as ``Shuffle(1000)``, ``Batch(16)``, ``ToTuple(...)``.
@@ -8,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
-from .per_sample import Map, MapDict, MapTuple, Rename, Select, ToTuple
+from .dropin.filters import batched, map, map_dict, map_tuple, rename, select, shuffle, slice, to_tuple, unbatched
 from .shardreader import tarfile_to_samples
 from .shards import single_node_only, split_by_node, split_by_worker
 
@@ -32,17 +32,6 @@ __all__ = [
     "to_tuple",
     "unbatched",
 ]
-
-shuffle = Shuffle
-batched = Batch
-unbatched = Unbatch
-slice = Slice
-map = Map
-map_dict = MapDict
-map_tuple = MapTuple
-select = Select
-to_tuple = ToTuple
-rename = Rename
 
 
 class Processor:

@@ -46,17 +46,26 @@ class Mix(Recipe):
         mode: str = "random",
         seed: int | None = None,
     ) -> None:
-        self.datasets = list(datasets)
-        if not self.datasets:
-            raise SpecError("a mix needs at least one dataset")
+        # the list it was given, as webdataset keeps it: datasets put in it (or replaced) later are mixed too
+        self.datasets = datasets if isinstance(datasets, list) else list(datasets)
         if mode not in ("random", "roundrobin"):
             raise SpecError(f"mode must be 'random' or 'roundrobin', got {mode!r}")
+        self.probs, self.longest, self.mode, self.seed = probs, bool(longest), mode, seed
+        if self.datasets:  # an empty list may be filled in before the mix runs, as with webdataset's
+            self.weights  # noqa: B018 - checked now, and again when a run starts
+
+    @property
+    def weights(self) -> list[float]:
+        """The probabilities of the datasets as they are now (all 1 without ``probs``), checked."""
+        if not self.datasets:
+            raise SpecError("a mix needs at least one dataset")
+        probs = self.probs
         weights = [1.0] * len(self.datasets) if probs is None else [float(p) for p in probs]
         if len(weights) != len(self.datasets):
             raise SpecError(f"{len(weights)} probabilities for {len(self.datasets)} datasets")
         if any(w < 0 for w in weights) or not sum(weights) > 0:
             raise SpecError(f"probabilities must be >= 0 with a positive sum, got {weights}")
-        self.weights, self.longest, self.mode, self.seed = weights, bool(longest), mode, seed
+        return weights
 
     def recipe_name(self) -> str:
         parts = [d.fingerprint() if isinstance(d, DataPipeline) else type(d).__name__ for d in self.datasets]
@@ -90,7 +99,8 @@ class _MixIterator(StageIterator):
         self.recipe = recipe
         self.rng = Rng(seed)
         self.sources = [_source(d, epoch) for d in recipe.datasets]
-        self.active = [w > 0 for w in recipe.weights] if recipe.mode == "random" else [True] * len(self.sources)
+        self.weights = recipe.weights
+        self.active = [w > 0 for w in self.weights] if recipe.mode == "random" else [True] * len(self.sources)
         self.turn = 0  # round robin: whose turn it is
         self.iterators: list[Any] = [None] * len(self.sources)
 
@@ -101,7 +111,7 @@ class _MixIterator(StageIterator):
                 self.turn = (self.turn + 1) % n
             chosen, self.turn = self.turn, (self.turn + 1) % n
             return chosen
-        weights = [w if a else 0.0 for w, a in zip(self.recipe.weights, self.active)]
+        weights = [w if a else 0.0 for w, a in zip(self.weights, self.active)]
         target = self.rng.next64() / 2.0**64 * sum(weights)
         for i, w in enumerate(weights):
             if target < w:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import copy
 import hashlib
+import itertools
 import sys
 import warnings
 import weakref
@@ -234,7 +235,38 @@ class DataPipeline:
         self.close()
 
     def __iter__(self) -> Iterator[Any]:
-        run = _Run(self, self._pending)
+        """One epoch: the stages run ``repetitions`` times, and when they repeat, ``nsamples`` items at most (as in
+        webdataset: ``repeat(1, n)`` does not cut the epoch).  A subclass that defines its own ``iterator()`` or
+        ``iterator1()`` (webdataset's protocol) is iterated through it."""
+        if type(self).iterator is not DataPipeline.iterator or type(self).iterator1 is not DataPipeline.iterator1:
+            items = self.iterator()
+            if self.repetitions != 1 and self.nsamples > 0:
+                return itertools.islice(items, self.nsamples)
+            return items
+        return self._iterate(self.repetitions, self.nsamples if self.repetitions != 1 else -1)
+
+    def iterator1(self) -> Iterator[Any]:
+        """webdataset's one pass through the stages: the next epoch, without repetitions or an item limit."""
+        return self._iterate(1, -1)
+
+    def iterator(self) -> Iterator[Any]:
+        """webdataset's pass through every repetition (``repeat()``, ``with_epoch()``) without the item limit:
+        subclasses that override ``__iter__`` slice it with ``nsamples`` themselves.  An empty pass ends it."""
+        if type(self).iterator1 is not DataPipeline.iterator1:  # a subclass's own epochs
+            return self._own_epochs()
+        return self._iterate(self.repetitions, -1)
+
+    def _own_epochs(self) -> Iterator[Any]:
+        for _ in range(self.repetitions):
+            count = 0
+            for item in self.iterator1():
+                count += 1
+                yield item
+            if count == 0:
+                return
+
+    def _iterate(self, repetitions: int, limit: int) -> Iterator[Any]:
+        run = _Run(self, self._pending, repetitions, limit)
         self._pending = None
         self._run = run
         return iter(run)
@@ -301,15 +333,15 @@ class _Run(StageIterator):
 
     passes_order = False  # a whole pipeline run, not a stage
 
-    def __init__(self, pipeline: DataPipeline, state: dict[str, Any] | None) -> None:
+    def __init__(self, pipeline: DataPipeline, state: dict[str, Any] | None, repetitions: int, limit: int) -> None:
         super().__init__(None)
         # Only a weak reference back: a pipeline that refers to its run would be freed by the cycle
         # collector alone, after weakref finalizers have already shut down the queues of resources
         # such as DataLoader workers (their shutdown then waits out timeouts).
         self.p = weakref.ref(pipeline)
         self.stages = list(pipeline.pipeline)
-        self.limit = pipeline.nsamples if pipeline.nsamples > 0 else -1
-        self.repetitions, self.empty_check = pipeline.repetitions, pipeline.empty_check
+        self.limit = limit if limit > 0 else -1
+        self.repetitions, self.empty_check = repetitions, pipeline.empty_check
         self.seed_given = getattr(pipeline, "seed_given", True)
         self.fingerprint = pipeline.fingerprint()
         self.chain: Any = None

@@ -30,6 +30,7 @@ walking the iterators' ``src`` links from the output up to the tar reader:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -179,6 +180,18 @@ class Recipe:
     def __call__(self, src: Any) -> StageIterator:
         """Use the stage on its own, as webdataset allows: ``shuffle(10)(iterable)``."""
         return self.build(src, RunContext())
+
+    def __repr__(self) -> str:
+        """``shuffle(bufsize=1000, initial=100, ...)``: webdataset's lowercase name of the stage and its settings
+        (training code finds a stage by its name in ``str(stage)``)."""
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
+        settings = []
+        for key, value in vars(self).items():
+            if key.startswith("_"):
+                continue
+            shown = repr(value)
+            settings.append(f"{key}={shown if len(shown) <= 60 else shown[:57] + '...'}")
+        return f"{name}({', '.join(settings)})"
 
 
 class Stateless(StageIterator):

@@ -70,8 +70,9 @@ def test_shuffle_is_a_permutation_and_slice():
     out = run(wds.shuffle(5, initial=2), source=list(range(100)))
     assert sorted(out) == list(range(100)) and out != list(range(100))
     assert run(wds.slice(2, 10, 3), source=list(range(100))) == [2, 5, 8]
+    assert run(wds.shuffle(0, initial=0), source=list(range(100))) == list(range(100))  # webdataset's no-op
     with pytest.raises(ValueError, match="bufsize must be an integer >= 1"):
-        wds.shuffle(0)
+        wds.Shuffle(0)  # the core stage asks for a real buffer
     with pytest.raises(ValueError, match="batchsize"):
         wds.batched(0)
 

@@ -182,7 +182,24 @@ def unlisted() -> Unbatch:
     return Unbatch(lists="items")
 
 
-shuffle = Shuffle
+def shuffle(
+    bufsize: int = 1000,
+    initial: int = 100,
+    rng: random.Random | None = None,
+    seed: int | None = None,
+    handler: Any = None,
+) -> Shuffle:
+    """webdataset's ``shuffle(bufsize, initial, rng, seed, handler)``: the :class:`~wds_core.buffers.Shuffle` stage.
+
+    A ``bufsize`` under 2 keeps the order, as webdataset's buffer of one item
+    does (``shuffle(0)`` is a no-op); ``handler`` is accepted and ignored, as
+    in webdataset: a shuffle raises nothing for it to handle.
+    """
+    if bufsize < 2:
+        return Shuffle(1, 1, seed=seed, rng=rng)
+    return Shuffle(bufsize, initial, seed=seed, rng=rng)
+
+
 detshuffle = DetShuffle
 select = Select
 log_keys = LogKeys
