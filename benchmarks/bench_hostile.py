@@ -34,9 +34,10 @@ CHILD = r"""
 import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 which, path, decode, limits = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-errors = []
+errors, first = [], []
 def handler(exn):
     errors.append(f"{type(exn).__name__}: {str(exn)[:150]}")
+    first.append(time.perf_counter())
     return True
 if which == "wds":
     import wds_core as wds
@@ -52,6 +53,7 @@ if decode:
         stages.append(wds.decode(*([decode] if decode != "-" else []), handler=handler))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.perf_counter()
+first.clear()
 keys = []
 try:
     for sample in wds.DataPipeline(*stages):
@@ -61,7 +63,7 @@ except BaseException as exn:
     outcome = "raised"
     errors.append(f"{type(exn).__name__}: {str(exn)[:150]}")
 print(json.dumps({"outcome": outcome, "keys": keys, "errors": errors[:3], "n_errors": len(errors),
-                  "seconds": time.perf_counter() - started,
+                  "seconds": time.perf_counter() - started, "first_error": (first[0] - started) if first else None,
                   "grown_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
 """
 
@@ -175,8 +177,8 @@ def main() -> None:
     parser.add_argument("--only", default=None)
     args = parser.parse_args()
     cases = make_cases(args.dir)
-    print("| case | reader | outcome | samples delivered | seconds | RSS growth |")
-    print("|---|---|---|---|---|---|")
+    print("| case | reader | outcome | samples delivered | first error (s) | seconds | RSS growth |")
+    print("|---|---|---|---|---|---|---|")
     for name, (path, decode, limits) in cases.items():
         if args.only and args.only not in name:
             continue
@@ -188,7 +190,8 @@ def main() -> None:
                 outcome += f" ({got['n_errors']}): {got['errors'][0][:90]}"
             keys = ", ".join(got.get("keys", [])) or "-"
             grown = "-" if got.get("grown_mb") is None else f"+{got['grown_mb']:,.0f} MB"
-            print(f"| {name} | {which} | {outcome} | {keys} | {got['seconds']:.1f} | {grown} |", flush=True)
+            first = "-" if got.get("first_error") is None else f"{got['first_error']:.2f}"
+            print(f"| {name} | {which} | {outcome} | {keys} | {first} | {got['seconds']:.1f} | {grown} |", flush=True)
 
 
 if __name__ == "__main__":

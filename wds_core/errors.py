@@ -170,7 +170,13 @@ class SampleError(WdsError, ValueError):
 
 
 class OverLimitError(SampleError):
-    """A member, sample or record larger than the decode limits allow, refused before it was read."""
+    """A member, sample or record larger than the decode limits allow, refused before it was read.
+
+    ``repeats`` is true for the refusal of a member whose extension headers were already reported over the
+    limit when the first of them was met (the reader names the member once they are streamed past).
+    """
+
+    repeats = False
 
 
 class MissingFieldError(SampleError, KeyError):

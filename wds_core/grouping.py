@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .errors import OverLimitError, SampleError
+from .errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
 from .fieldcodecs.limits import DecodeLimits
 from .io.storage import local_path
 
@@ -82,6 +82,11 @@ def group_members(
     returns true.  Members the reader refused arrive as ``(name, error, offset)``
     (:func:`~wds_core.tar.tario.iter_members` with ``over_limit="skip"``); one that
     grouping would skip anyway (metadata, no key) costs nothing and is not reported.
+
+    When the shard turns out cut or damaged (a :class:`TarFormatError`) or its
+    stream fails, the members of the sample in progress that were read whole
+    are left in ``position.partial`` before the error is raised: a reader whose
+    handler goes on delivers them, as webdataset does.
     """
     path = local_path(url)
     key = None
@@ -94,15 +99,18 @@ def group_members(
                 k = _refused_key(name, rename)
                 if k is None and name is not None:  # a member grouping skips anyway: nothing is lost
                     continue
-                if refused is None:
-                    raise data  # type: ignore[misc]
-                if k is not None and k != key and sample is not None:  # the sample before it is complete
+                if sample is not None and (k != key if k is not None else data.member is None):  # type: ignore[attr-defined]
+                    # the sample before it is complete (an unnamed refusal, of extension headers reported before
+                    # the member they describe is known, or of global records, is taken to start another)
                     if position is not None:
                         position.offset = offset
                     yield sample
+                    sample = None
+                if refused is None:
+                    raise data  # type: ignore[misc]
                 if k is not None:
                     key, sample = k, None  # dropped, and the rest of its members after it
-                if not refused(data):  # type: ignore[arg-type]
+                if not data.repeats and not refused(data):  # type: ignore[attr-defined, arg-type]
                     return
                 continue
             if name[:1] == "_" and is_meta(name):
@@ -149,6 +157,10 @@ def group_members(
             if position is not None:
                 position.offset = exn.offset  # type: ignore[assignment]
             yield sample
+        raise
+    except (TarFormatError, ShardOpenError):  # the shard is cut or damaged, or its stream failed
+        if position is not None and sample is not None and len(sample) > 2 + (path is not None):
+            position.partial = sample  # its members read whole, for a reader whose handler goes on
         raise
     if sample is not None:
         if position is not None:

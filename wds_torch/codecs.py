@@ -6,8 +6,8 @@ Importing this module registers (:func:`register`), in the core's tables,
   torchrgba torchl`` (float32 in [0, 1]): CHW tensors for colour images, HxW
   for ``l`` ones, as webdataset returns them;
 * a ``.pth`` decoder (``torch.load`` with ``weights_only=True`` unless the
-  decoder was built with ``allow_pickle=True``) and a ``.pth`` encoder
-  (``torch.save``).
+  decoder was built with ``allow_pickle=True``; refused in secure mode) and a
+  ``.pth`` encoder (``torch.save``).
 
 ``torch_video`` and ``torch_audio`` are decoder handlers for the seeds'
 ``wds.Decoder(my_png_decoder, wds.torch_video, wds.torch_audio)``; they need
@@ -26,7 +26,7 @@ import torch
 
 from wds_core.errors import SpecError
 from wds_core.fieldcodecs import ImageSpec, register_decoder, register_encoder, register_image_spec
-from wds_core.io.secure import refuse_pickle
+from wds_core.io.secure import refuse_pickle, secure_mode
 
 __all__ = ["torch_audio", "torch_dumps", "torch_loads", "torch_video"]
 
@@ -59,8 +59,16 @@ _IMAGE_SPECS = [
 
 
 def torch_loads(data: bytes, allow_pickle: bool = False) -> Any:
-    """A ``.pth`` field: tensors and plain containers; arbitrary pickled objects only with ``allow_pickle`` (never in
-    secure mode)."""
+    """A ``.pth`` field: tensors and plain containers; arbitrary pickled objects only with ``allow_pickle``.
+
+    Never in secure mode: ``torch.load`` unpickles even with ``weights_only=True`` (a restricted unpickler, which has
+    had its own holes), so secure mode refuses ``.pth`` fields as webdataset's ``enforce_security`` does.
+    """
+    if secure_mode():
+        raise SpecError(
+            "torch.loads is not allowed for security reasons when enforce_security is set: secure mode refuses "
+            ".pth fields (torch.load unpickles, even with weights_only=True); store tensors as .npy or .ten"
+        )
     if allow_pickle:
         refuse_pickle("a .pth field loaded with allow_pickle=True (full unpickling)")
     return torch.load(io.BytesIO(data), weights_only=not allow_pickle, map_location="cpu")

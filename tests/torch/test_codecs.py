@@ -107,3 +107,15 @@ def test_crop_images_gives_tensors_with_the_torch_specs():
     as_float = image_crop(32, "center", spec="torchrgb").cut(array, Uniform(0))
     assert as_uint8.dtype == torch.uint8 and torch.equal(as_uint8, torch.from_numpy(rgb).permute(2, 0, 1))
     assert as_float.dtype == torch.float32 and torch.allclose(as_float, as_uint8.float() / 255)
+
+
+def test_secure_mode_refuses_pth_fields_as_enforce_security_does(tmp_path, monkeypatch):
+    """torch.load unpickles even with weights_only=True: webdataset's enforce_security refuses it, and so does wds."""
+    from wds_torch.codecs import torch_loads
+
+    stream = io.BytesIO()
+    torch.save(torch.ones(2), stream)
+    assert torch.equal(torch_loads(stream.getvalue()), torch.ones(2))
+    monkeypatch.setenv("WDS_SECURE", "1")
+    with pytest.raises(ValueError, match="torch.loads is not allowed for security reasons when enforce_security"):
+        torch_loads(stream.getvalue())

@@ -19,11 +19,12 @@ import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
-from ..io.storage import local_path, open_shard, url_of
+from ..io.secure import check_allowed
+from ..io.storage import local_path, open_local, open_shard, url_of
 from ..shardreader import TarfileToSamples
 
 __all__ = [
@@ -67,8 +68,14 @@ def _cache_name(url: str) -> str:
     return pipe_cleaner(url).replace("://", "/").lstrip("/")
 
 
+class NotAUrlError(TypeError, AssertionError):
+    """A URL that is not text: webdataset asserts it is, so code written for it catches either."""
+
+
 def url_to_cache_name(url: str, ndir: int = 0) -> str:
     """The last ``ndir + 1`` path components of a URL, or the quoted URL for other schemes."""
+    if not isinstance(url, str):
+        raise NotAUrlError(f"url_to_cache_name needs the URL as text, got {type(url).__name__}")
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme in ("", "file", "http", "https", "ftp", "ftps", "gs", "s3", "ais"):
         return "/".join(parsed.path.lstrip("/").split("/")[-1 - ndir :])
@@ -208,12 +215,19 @@ class FileCache:
             url = url_of(item)
             try:
                 dest = self.get_file(url)
-                stream = open(dest, "rb")
+                stream = self._open(url, dest)
             except Exception as exn:
                 if self.handler(exn):
                     continue
                 break
             yield {"url": url, "stream": stream, "local_path": dest}
+
+    def _open(self, url: str, dest: str) -> BinaryIO:
+        if not islocal(url):
+            return open(dest, "rb")  # a download of ours, inside the cache
+        # the user's own file: held to secure mode's roots like every local shard (checked on what was opened)
+        check_allowed(dest)
+        return open_local(dest, url)
 
 
 def cached_tarfile_to_samples(

@@ -27,7 +27,8 @@ rewrites (shards, descriptors, spec files, counts files, indexes, ``gopen``):
   input/output), ``local://``, ``memory://``, ``tar://``, ``zip://``,
   ``dir::``, registered scheme openers for other schemes...;
 * every decoder refuses to load pickles (``allow_pickle=True``, ``.pth``
-  fields without ``weights_only``, ``xdecode``, ``unpickle_loads``).
+  fields, which ``torch.load`` unpickles even with ``weights_only``,
+  ``xdecode``, ``unpickle_loads``).
 
 Every refusal is a :class:`~wds_core.errors.SpecError` naming what was refused
 and how to allow it.

@@ -163,7 +163,7 @@ class Extensions:
       refused (:meth:`refusal`).
     """
 
-    __slots__ = ("longname", "pax", "glob", "start", "held", "glob_held", "limits", "url", "refused")
+    __slots__ = ("longname", "pax", "glob", "start", "held", "glob_held", "limits", "url", "refused", "reported")
 
     def __init__(self, url: object, limits: Any, glob: dict[str, str] | None = None) -> None:
         self.url, self.limits = url, limits
@@ -174,6 +174,7 @@ class Extensions:
         self.start = -1  # offset of the first extension header of the pending member
         self.held = 0  # bytes of the pending member's extensions
         self.refused: tuple[int, int] | None = None  # (bytes, offset) of an extension over the limit
+        self.reported = False  # the refusal was reported when its first extension was met (:meth:`early`)
 
     @property
     def plain(self) -> bool:
@@ -247,12 +248,22 @@ class Extensions:
         member = "the member after them" if name is None else f"member {name!r}"
         what = f"the extension headers (long name, pax records) of {member} hold"
         where = {"url": self.url, "member": name, "offset": self.first(offset)}
-        return self.limits.over(what, held, "header_bytes", "tarfile_to_samples", **where)
+        error = self.limits.over(what, held, "header_bytes", "tarfile_to_samples", **where)
+        error.repeats = self.reported and name is not None
+        return error
+
+    def early(self) -> OverLimitError | None:
+        """The refusal of the pending member, once, as soon as one of its extensions is over the limit: before the
+        rest is streamed past (a shard of 1 GiB pax headers takes seconds to inflate), unnamed as yet."""
+        if self.reported or self.refused is None:
+            return None
+        self.reported = True
+        return self.refusal(None)
 
     def done(self) -> None:
         """Forget the pending member's extensions (its header has been read)."""
         self.longname = self.pax = self.refused = None
-        self.start, self.held = -1, 0
+        self.start, self.held, self.reported = -1, 0, False
 
 
 def corrupt_header(offset: int, url: object) -> TarFormatError:

@@ -264,7 +264,7 @@ def iter_members(
                     if ext.fits(kind, size):
                         ext.extend(kind, buf[dpos:dend], base + pos)
                     else:
-                        refused = ext.skip(kind, size, base + pos)
+                        refused = ext.skip(kind, size, base + pos) or ext.early()  # at once, not after the rest
                     plain = ext.plain
                     if refused is not None:
                         if not skipping:
@@ -314,7 +314,7 @@ def iter_members(
             if ext.fits(kind, size) and kind != GNU_LONGLINK:
                 taken = have + read(size - len(have))
             else:
-                refused = ext.skip(kind, size, header_offset) if kind != GNU_LONGLINK else None
+                refused = ext.skip(kind, size, header_offset) or ext.early() if kind != GNU_LONGLINK else None
                 if refused is not None:
                     if not skipping:
                         raise refused

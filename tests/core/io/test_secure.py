@@ -137,6 +137,19 @@ def test_url_forms_that_got_around_the_check_are_refused(secret, tmp_path):
             wds.gopen(url, "rb")
 
 
+def test_the_drop_in_file_cache_holds_local_shards_to_the_roots(allowed, tmp_path):
+    """webdataset's FileCache opens local URLs where they are: those are local paths like any other."""
+    from wds_core.dropin.cache import FileCache
+
+    root, outside = allowed
+    cache = FileCache(cache_dir=str(root / "cache"))
+    with pytest.raises(SpecError, match="refusing to read the local path"):
+        list(cache([str(outside / "b.tar")]))
+    opened = list(cache([str(root / "a.tar")]))
+    assert opened[0]["stream"].read(5) and opened[0]["local_path"] == str(root / "a.tar")
+    opened[0]["stream"].close()
+
+
 def test_descriptors_and_spec_files_are_held_to_it(secret):
     root, outside = secret
     descriptor = root / "dataset.json"
