@@ -20,7 +20,7 @@ PUBLIC = [
     "Continue", "CropImages", "DataPipeline", "Decode", "Decoder", "DecodingError", "DetShuffle",
     "DirectoryShardList", "DistributedChunkedSampler", "EmptyDatasetError", "EncodingError", "ExtractKeys",
     "FieldError", "FluidInterface", "FluidWrapper", "ImageHandler", "ImageSpec", "ImageTextPairs", "Info",
-    "Interleaved", "LMDBCached", "LRUCleanup", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple",
+    "Interleaved", "LRUCleanup", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple",
     "MemoryCache", "MissingFieldError", "MockDataset", "MsgpacksWriter", "MultiShardSample", "NonEmpty",
     "OverLimitError", "PipeError", "Pipeline", "PipelineStage", "Processor", "RandomMix", "RandomSample", "Rename",
     "RenameKeys",
@@ -66,19 +66,27 @@ def test_expert_names_live_in_namespaces_and_stay_importable_from_the_top():
         assert module.__all__ == sorted(module.__all__)
 
 
-def test_old_module_paths_import_with_a_warning_naming_the_new_one():
-    with pytest.warns(DeprecationWarning, match=r"wds_core.tario is now wds_core.tar.tario"):
-        old = importlib.import_module("wds_core.tario")
-    assert old is importlib.import_module("wds_core.tar.tario")
-    assert old.__spec__.name == "wds_core.tar.tario"  # the module keeps its own spec
-    with pytest.warns(DeprecationWarning, match="wds_core.io.storage_config"):
-        from wds_core.storage_config import register_storage
-    assert register_storage is wds_core.register_storage
-    with pytest.warns(DeprecationWarning):
-        from wds_core.samples import TarfileToSamples, split_key  # split in two: both halves' names
-    assert (TarfileToSamples, split_key) == (wds_core.TarfileToSamples, wds_core.tar.split_key)
-    with pytest.warns(DeprecationWarning):
-        assert wds_core.urls.expand_urls is wds_core.expand_urls  # as an attribute too
+@pytest.mark.slow
+def test_importing_the_core_changes_no_import_machinery():
+    """``import wds_core`` installs no import hooks of its own (only ``install_as_webdataset()`` does, when called)."""
+    code = (
+        "import sys\n"
+        "hooks = (list(sys.meta_path), list(sys.path_hooks))\n"
+        "import wds_core, wds_core.dropin\n"
+        "print(hooks == (list(sys.meta_path), list(sys.path_hooks)), 'webdataset' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
+
+
+def test_refused_webdataset_stubs_stay_in_the_drop_in():
+    """Names wds does not provide are importable from the drop-in (scripts import more than they use), never
+    exported by the native API."""
+    from wds_core import dropin
+
+    assert "LMDBCached" in dropin.__all__ and not hasattr(wds_core, "LMDBCached")
+    with pytest.raises(NotImplementedError, match="LMDBCached is not provided"):
+        dropin.LMDBCached("cache.lmdb")
     with pytest.raises(AttributeError):
         wds_core.no_such_module  # noqa: B018
 

@@ -5,9 +5,11 @@ namespaces: :mod:`wds_core.io` (opening shards, storage options, rewrites,
 custom schemes), :mod:`wds_core.tar` (members, grouping, offset indexes) and
 :mod:`wds_core.fieldcodecs` (registering decoders, encoders and image specs);
 the names that used to be here (``open_shard``, ``iter_members``,
-``register_decoder``...) still are, outside ``__all__``, and old module
-paths such as ``wds_core.storage`` import with a deprecation warning
-(:mod:`wds_core.moved`).
+``register_decoder``...) still are, outside ``__all__``.  webdataset's
+lowercase names (``shuffle``, ``batched``, ``to_tuple``...) come from the
+drop-in (:mod:`wds_core.dropin`), where each is defined once; importing
+``wds_core`` changes no import machinery (``install_as_webdataset()`` does,
+when called).
 
 >>> import wds_core as wds
 >>> ds = wds.WebDataset("train-{000000..000009}.tar", shardshuffle=True, seed=7)  # doctest: +SKIP
@@ -18,30 +20,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import moved
 from .buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
 from .chaining import FluidInterface
 from .collate import default_collation_fn
-from .compat import (
-    Processor,
-    batched,
-    map,
-    map_dict,
-    map_tuple,
-    rename,
-    select,
-    shuffle,
-    slice,
-    to_tuple,
-    unbatched,
-)
 from .decode import CropImages, Decode, Decoder, XDecode, crop_images, decode
 from .descriptor import load_descriptor
 from .dropin import (
     Cached,
-    LMDBCached,
     LRUCleanup,
+    Processor,
     associate,
+    batched,
     cached_tarfile_samples,
     cached_tarfile_to_samples,
     cbors2_to_samples,
@@ -51,17 +40,26 @@ from .dropin import (
     gopen_schemes,
     info,
     lru_cleanup,
+    map,
+    map_dict,
+    map_tuple,
     maybe_cached_tarfile_to_samples,
     non_empty,
     numpy_dumps,
     pipe_cleaner,
     pipelinefilter,
+    rename,
     rename_keys,
     repeatedly,
     resampled,
     rsample,
+    select,
     shardspec,
+    shuffle,
+    slice,
     tarfile_samples,
+    to_tuple,
+    unbatched,
     with_epoch,
     with_length,
     xdecode,
@@ -166,16 +164,6 @@ from .writer import ShardWriter, TarWriter, write_descriptor
 
 __version__ = "0.1.0"
 
-moved.install()
-
-
-def __getattr__(name: str) -> Any:
-    """``wds_core.storage`` and the other old module paths, as attributes (see :mod:`wds_core.moved`)."""
-    if f"{__name__}.{name}" in moved.MOVED:
-        return moved.old_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 Pipeline = DataPipeline
 
 
@@ -221,7 +209,6 @@ __all__ = [
     "ImageTextPairs",
     "Info",
     "Interleaved",
-    "LMDBCached",
     "LRUCleanup",
     "LazyImage",
     "Loader",

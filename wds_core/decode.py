@@ -54,7 +54,8 @@ CHUNK = 4
 class Decoder:
     """Decode whole samples: ``Decoder("rgb8")(sample)``; on an iterable of samples it returns a stream.
 
-    ``handlers`` are callables ``f(".ext", data)`` or image spec strings;
+    ``handlers`` are callables ``f(".ext", data)`` or image spec strings (or
+    one list of them, then webdataset's positional ``pre, post, only, partial``);
     ``only`` (field names, a list or a space-separated string) limits decoding
     to those fields; ``partial=True`` leaves fields that are not bytes alone
     instead of failing on them; ``allow_pickle=True`` lets the built-in
@@ -76,8 +77,19 @@ class Decoder:
         allow_pickle: bool = False,
         limits: Any = None,
     ) -> None:
-        if len(handlers) == 1 and isinstance(handlers[0], (list, tuple)):
-            handlers = tuple(handlers[0])
+        if handlers and isinstance(handlers[0], (list, tuple)):
+            # webdataset's Decoder(handlers, pre=None, post=None, only=None, partial=False), positional too
+            handlers, extra = tuple(handlers[0]), handlers[1:]
+            if len(extra) > 4:
+                raise TypeError(
+                    f"Decoder(handlers, pre, post, only, partial) takes 5 positional arguments, got {1 + len(extra)}"
+                )
+            keywords: dict[str, Any] = {"pre": pre, "post": post, "only": only, "partial": partial}
+            for name, value in zip(keywords, extra):
+                if keywords[name] not in (None, False):
+                    raise TypeError(f"Decoder() got multiple values for argument {name!r}")
+                keywords[name] = value
+            pre, post, only, partial = keywords["pre"], keywords["post"], keywords["only"], bool(keywords["partial"])
         main = [ImageHandler(h) if isinstance(h, str) else h for h in handlers]
         pre = [gzfilter] if pre is None else list(pre)
         post = [basic_decoders(allow_pickle)] if post is None else list(post)

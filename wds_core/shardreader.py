@@ -199,6 +199,7 @@ class ShardReader(StageIterator):
         self.plain = False  # the shard is known to be an uncompressed tar: a restore seeks without looking
         self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
         self._stopped = False  # the handler said stop about a refused member
+        self.partial: dict[str, Any] | None = None  # the sample at a cut, from group_members
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
@@ -292,11 +293,21 @@ class ShardReader(StageIterator):
             self.offset = -1
             if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
                 exn.args = (f"{exn.args[0]} (while reading shard {url})",) + exn.args[1:]
-            return bool(recipe.handler(exn))
+            partial, self.partial = self.partial, None
+            go_on = bool(recipe.handler(exn))
+        else:
+            partial, go_on = None, not self._stopped
         finally:
+            self.partial = None
             stream.close()
         self.offset = -1
-        return not self._stopped
+        if partial is not None and (self.left is None or self.left > 0):
+            # the handler went on past a cut or damaged shard: the members of the sample at the cut that were
+            # read whole are delivered, as webdataset does (a field it lacks is the next stage's to report)
+            if self.left is not None:
+                self.left -= 1
+            yield partial
+        return go_on
 
 
 class _HandlerRaised(Exception):

@@ -39,13 +39,14 @@ __all__ = [
 class SimpleShardList(Recipe):
     """The shards of a spec, in order or shuffled anew each epoch.
 
-    ``shuffle`` turns the per-epoch shuffle on; giving a ``seed`` alone also
-    shuffles, as webdataset's ``SimpleShardList(urls, seed=...)`` does (and
-    ``seed=True``: a seed drawn for this run).  Epoch ``e`` is the list
-    shuffled by ``random.Random(seed + e)``: in epoch 0 exactly webdataset's
-    order, and a new order each epoch after.  Without a seed, one drawn when
-    the list is made is used (shared by DataLoader workers, which receive the
-    list pickled); on several ranks, where drawn seeds would differ, 0.
+    ``shuffle=True`` turns the per-epoch shuffle on: epoch ``e`` is the list
+    shuffled by ``random.Random(seed + e)`` (in epoch 0 exactly webdataset's
+    order, a new order each epoch after).  A ``seed`` alone shuffles as
+    webdataset's ``SimpleShardList(urls, seed=...)`` does: by
+    ``random.Random(seed)``, the same order every epoch (``seed=True``: a seed
+    drawn for this run, and a new order each epoch).  Without a seed, one drawn
+    when the list is made is used (shared by DataLoader workers, which receive
+    the list pickled); on several ranks, where drawn seeds would differ, 0.
     ``seed`` stays what was given (``None`` when nothing was), as in
     webdataset, and is read when iterating, so setting it later takes effect.
     """
@@ -81,6 +82,8 @@ class SimpleShardList(Recipe):
         if not shuffle:
             return self.urls
         seed = self.seed if self.seed is not None else agreed_seed(self._drawn_seed, False)
+        if not self.shuffle:
+            epoch = 0  # a seed alone: webdataset's one order, whatever the epoch
         if isinstance(self.urls, list):
             urls = list(self.urls)
             random.Random(seed + epoch).shuffle(urls)

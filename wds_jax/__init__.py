@@ -8,7 +8,7 @@ from typing import Any
 
 from wds_core import *  # noqa: F401,F403
 from wds_core import __all__ as _core_all
-from wds_core.moved import core_attribute
+from wds_core.reexport import core_attribute
 
 from .iterator import BatchIterator as BatchIterator
 

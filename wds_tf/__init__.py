@@ -11,7 +11,7 @@ from typing import Any
 
 from wds_core import *  # noqa: F401,F403
 from wds_core import __all__ as _core_all
-from wds_core.moved import core_attribute
+from wds_core.reexport import core_attribute
 
 _ADAPTER_NAMES = ("TFSource", "infer_signature", "to_tf_dataset")
 __all__ = sorted(set(_core_all) | set(_ADAPTER_NAMES))

@@ -68,19 +68,24 @@ def test_pipeline_form_and_select_rename(shards):
     assert all(set(s) == {"__key__", "__url__", "__local_path__", "label"} for s in got)
 
 
-def test_truncated_shard_with_skipping_handler_keeps_complete_samples(tmp_path):
+def test_truncated_shard_with_skipping_handler_keeps_what_was_read_whole(tmp_path):
     samples = make_samples("t", 10)
     full = write_shard(tmp_path / "full.tar", samples)
     raw = open(full, "rb").read()
     cut = tmp_path / "cut.tar"
-    cut.write_bytes(raw[: 6 * 2048 + 700])  # inside sample 6's first member data
+    cut.write_bytes(raw[: 6 * 2048 + 700])  # in the padding after sample 6's first member (7 bytes, read whole)
     after = write_shard(tmp_path / "after.tar", make_samples("u", 3))
     with pytest.raises(TruncatedShardError) as info:
         list(WebDataset([str(cut), after]))
     assert str(cut) in str(info.value) and info.value.offset is not None
     with pytest.warns(UserWarning, match="TruncatedShardError"):
-        got = [s["__key__"] for s in WebDataset([str(cut), after], handler=warn_and_continue)]
-    assert got == [f"t{i:05d}" for i in range(6)] + ["u00000", "u00001", "u00002"]
+        got = list(WebDataset([str(cut), after], handler=warn_and_continue))
+    assert [s["__key__"] for s in got] == [f"t{i:05d}" for i in range(7)] + ["u00000", "u00001", "u00002"]
+    assert got[6]["txt"] == b"t-6-txt" and "cls" not in got[6]  # as webdataset: the members before the cut
+    cut.write_bytes(raw[: 6 * 2048 + 512 + 3])  # inside that member's data: nothing of sample 6 is whole
+    with pytest.warns(UserWarning, match="TruncatedShardError"):
+        got = list(WebDataset([str(cut)], handler=warn_and_continue))
+    assert [s["__key__"] for s in got] == [f"t{i:05d}" for i in range(6)]
 
 
 def test_missing_shard_with_skipping_handler_moves_on(tmp_path, shards):

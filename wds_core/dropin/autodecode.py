@@ -102,6 +102,10 @@ class _DecoderTable(MutableMapping[str, Callable[[bytes], Any]]):
     """webdataset's ``decoders`` dict over wds's registry: setting an entry registers a decoder."""
 
     def __getitem__(self, extension: str) -> Callable[[bytes], Any]:
+        if extension in _PICKLES and extension not in DECODERS:
+            # webdataset's table maps them to unpickle_loads; wds's decoders leave them as bytes unless allowed,
+            # but code that looks the function up and calls it asks to unpickle (refused in secure mode)
+            return unpickle_loads
         fn, takes_allow_pickle = DECODERS[extension]
         return (lambda data: fn(data, False)) if takes_allow_pickle else fn
 
@@ -112,12 +116,13 @@ class _DecoderTable(MutableMapping[str, Callable[[bytes], Any]]):
         del DECODERS[extension]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(DECODERS))
+        return iter(list(DECODERS) + [name for name in _PICKLES if name not in DECODERS])
 
     def __len__(self) -> int:
-        return len(DECODERS)
+        return len(DECODERS) + sum(1 for name in _PICKLES if name not in DECODERS)
 
 
+_PICKLES = ("pkl", "pickle", "pyd")
 decoders = _DecoderTable()
 imagespecs = IMAGE_SPECS  # spec name -> wds ImageSpec (Pillow mode and converter)
 default_pre_handlers = [gzfilter]

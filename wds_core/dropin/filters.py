@@ -35,6 +35,7 @@ __all__ = [
     "Cached",
     "FilterFunction",
     "LMDBCached",
+    "Processor",
     "RestCurried",
     "associate",
     "batched",
@@ -270,3 +271,22 @@ LMDBCached = refused_class(
     "it pickles every sample into an LMDB database; cache shards with WebDataset(..., cache_dir=...) "
     "or samples in memory with cached()",
 )
+
+
+class Processor:
+    """The seeds' stage wrapper: ``Processor(wds.map, fn)(dataset)`` is ``dataset`` followed by ``wds.map(fn)``.
+
+    A pipeline source gets the stage appended (and stays a pipeline); any
+    other iterable is wrapped by the stage.
+    """
+
+    def __init__(self, stage: Any, *args: Any, **kw: Any) -> None:
+        if not callable(stage):
+            raise TypeError(f"Processor needs a stage factory such as wds.map, got {stage!r}")
+        self.stage, self.args, self.kw = stage, args, kw
+
+    def __call__(self, source: Any) -> Any:
+        built = self.stage(*self.args, **self.kw)
+        if hasattr(source, "compose"):
+            return source.compose(built)
+        return built(source)

@@ -74,9 +74,13 @@ def shardlist(urls: str | list[str], *, shuffle: bool = False) -> Iterator[dict[
 
 
 def url_opener(
-    data: Iterable[Any], handler: Handler = reraise_exception, storage_options: dict | None = None
+    data: Iterable[Any], handler: Handler = reraise_exception, storage_options: dict | None = None, **kw: Any
 ) -> Iterator[dict[str, Any]]:
-    """Add ``"stream"`` (an open binary stream) to each ``{"url": ...}`` item; failures go to ``handler``."""
+    """Add ``"stream"`` (an open binary stream) to each ``{"url": ...}`` item; failures go to ``handler``.
+
+    ``kw`` are webdataset's ``gopen`` options (``bufsize``...): accepted and ignored, as wds opens shards
+    unbuffered with its own read-ahead.
+    """
     for item in data:
         sample = dict(item) if isinstance(item, dict) else {"url": item}
         try:

@@ -16,7 +16,8 @@ import numpy as np
 from ..fieldcodecs import FieldEncoder, encode_image
 from ..fieldcodecs.encoders import ENCODERS
 from ..fieldcodecs.tenbin import encode_buffer
-from ..writer import ShardWriter, TarWriter
+from ..writer import ShardWriter
+from ..writer import TarWriter as _CoreTarWriter
 from ._refuse import refused_function
 
 __all__ = [
@@ -37,6 +38,36 @@ __all__ = [
     "tenbin_dumps",
     "torch_dumps",
 ]
+
+
+class TarWriter(_CoreTarWriter):
+    """wds's writer with webdataset's signature: ``TarWriter(fileobj, user, group, mode, compress, encoder,
+    keep_meta, mtime, format)``, positional as there.
+
+    ``mtime=None`` (webdataset: the time of writing) writes 0, so that the same samples give the same bytes;
+    ``allow_pickle`` and ``storage_options`` are wds's, keyword-only.
+    """
+
+    def __init__(
+        self,
+        fileobj: Any,
+        user: str = "bigdata",
+        group: str = "bigdata",
+        mode: int = 0o444,
+        compress: bool | str | None = None,
+        encoder: Any = True,
+        keep_meta: bool = False,
+        mtime: float | None = None,
+        format: Any = None,
+        *,
+        allow_pickle: bool = False,
+        storage_options: dict | None = None,
+    ) -> None:
+        super().__init__(
+            fileobj, encoder=encoder, compress=compress, mtime=0 if mtime is None else mtime, mode=mode,
+            user=user, group=group, keep_meta=keep_meta, allow_pickle=allow_pickle,
+            storage_options=storage_options, format=format,
+        )  # fmt: skip
 
 
 def imageencoder(image: Any, format: str = "PNG") -> bytes:

@@ -47,7 +47,7 @@ def test_simple_shard_list_seed_attribute_and_order():
     pipeline = wds.DataPipeline(wds.SimpleShardList(urls))
     pipeline.stage(0).seed = 17  # set after the fact, read when iterating
     assert [x["url"] for x in pipeline] == expected
-    assert [x["url"] for x in pipeline] != expected  # the next epoch is shuffled anew
+    assert [x["url"] for x in pipeline] == expected  # one order every epoch, as webdataset (its test_seed)
 
 
 def test_detshuffle_epoch_counter():
@@ -165,3 +165,53 @@ def test_shard_lists_split_and_check(tmp_path):
     write_shard(tmp_path / "s.tar", make_samples("a", 3))
     with pytest.raises(ValueError):
         list(wds.DataPipeline(wds.SimpleShardList(str(tmp_path / "s.tar")), lambda src: iter([]), wds.non_empty))
+
+
+def test_a_cut_stream_under_ignore_and_stop_delivers_the_members_read_whole(tgz):
+    """webdataset's test_dataset_eof_handler and test_dataset_missing_totuple_raises: the sample at the cut comes
+    with what was read of it, and the stage that needs a missing field says so."""
+    cut = f"pipe:dd if={tgz} bs=1024 count=10 2>/dev/null"
+    got = list(wds.WebDataset(cut, handler=wds.ignore_and_stop, shardshuffle=False))
+    assert 0 < len(got) < 47 and "cls" in got[-1]
+    with pytest.raises(ValueError):
+        list(wds.DataPipeline(
+            wds.SimpleShardList(cut), wds.tarfile_to_samples(handler=wds.ignore_and_stop), wds.to_tuple("foo", "bar")
+        ))  # fmt: skip
+    with pytest.raises(ValueError):
+        list(wds.DataPipeline(
+            wds.SimpleShardList(cut), wds.tarfile_to_samples(handler=wds.ignore_and_stop), wds.rename(x="foo")
+        ))  # fmt: skip
+
+
+def test_webdatasets_positional_signatures(tmp_path):
+    from wds_core.dropin import autodecode, cache, tariterators, writer
+
+    path = str(tmp_path / "pos.tar")
+    with writer.TarWriter(path, "bigdata", "bigdata", 0o444, None, True) as sink:  # fileobj, user, group, mode...
+        sink.write({"__key__": "a", "txt": "x", "cls": 3})
+    with tarfile.open(path) as tar:
+        assert {m.uname for m in tar.getmembers()} == {"bigdata"} and {m.mtime for m in tar.getmembers()} == {0}
+    upper = wds.handle_extension("txt", lambda data: data.decode().upper())
+    decoder = autodecode.Decoder([upper], None, None, ["txt"])  # handlers, pre, post, only
+    assert decoder({"__key__": "a", "txt": b"hi", "cls": b"1"}) == {"__key__": "a", "txt": "HI", "cls": b"1"}
+    with pytest.raises(TypeError, match="multiple values"):
+        autodecode.Decoder([upper], None, pre=[])
+    opened = list(tariterators.url_opener([path], bufsize=1 << 16))  # gopen's options: accepted
+    assert opened[0]["stream"].read(3) and opened[0]["url"] == path
+    opened[0]["stream"].close()
+    with pytest.raises(AssertionError):  # webdataset asserts the URL is text
+        cache.url_to_cache_name(123)
+
+
+def test_the_decoders_table_maps_pickles_to_unpickle_loads(monkeypatch):
+    import pickle
+
+    from wds_core.dropin import autodecode
+
+    assert autodecode.decoders["pkl"](pickle.dumps({"a": 1})) == {"a": 1}
+    assert {"pkl", "pickle", "pyd"} <= set(autodecode.decoders) and "pyd" in autodecode.decoders
+    with pytest.raises(wds.DecodingError, match="allow_pickle=True"):  # never by default
+        wds.Decoder()({"__key__": "k", "pkl": pickle.dumps(1)})
+    monkeypatch.setenv("WDS_SECURE", "1")
+    with pytest.raises(ValueError, match="Unpickling is not allowed"):
+        autodecode.decoders["pkl"](pickle.dumps({"a": 1}))

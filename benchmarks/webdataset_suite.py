@@ -1,0 +1,188 @@
+"""webdataset's own test suite, run on webdataset and on wds through the switch (issue 29).
+
+    python benchmarks/webdataset_suite.py [--version 1.0.2] [--work DIR] [--keep] [-k EXPR]
+
+Downloads webdataset's source distribution from PyPI (its ``tests/`` folder), writes what the
+distribution leaves out — the ``tests/conftest.py`` the tests import their names from and the
+``testdata/`` shards they read — and runs the offline tests twice in child processes: once on the
+installed webdataset, once with ``wds_torch.install_as_webdataset()`` called before any test
+module imports ``webdataset``.  Tests that reach the internet (their source names webdataset's
+remote test buckets) are left out of both runs: the machine this runs on has no internet.
+
+Needs the test extra, PyTorch and ``imageio`` (webdataset's decoding tests import it):
+``pip install -e ".[ci]" -c constraints.txt imageio``.
+
+Prints the counts of both runs and every test whose outcome differs.  The test data are made here,
+from the facts the tests check (47 samples with ``png``/``cls``/``wnid``/``xml``, the first image
+600x793; a ``txt.gz`` field holding ``hello\\n``; 100 ``.ten`` samples of two 28x28 float64
+arrays), not copied from webdataset's repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+CONFTEST = '''"""Written by wds's benchmarks/webdataset_suite.py: the names webdataset's tests import from here."""
+import inspect
+import os
+
+if os.environ.get("WDS_SUITE_SWITCH") == "1":
+    import wds_torch
+
+    wds_torch.install_as_webdataset(verbose=False)
+
+ONLINE = ("remote_loc", "remote_sample", "remote_shard", "storage.googleapis.com", "gs://", "s3://")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "quick: a quick test")
+    config.addinivalue_line("markers", "notorch: a test without torch")
+
+
+def pytest_collection_modifyitems(config, items):
+    offline = []
+    for item in items:
+        function = getattr(item, "function", None)
+        source = inspect.getsource(function) if function is not None else ""
+        if not any(word in source for word in ONLINE):
+            offline.append(item)
+    items[:] = offline
+
+
+def count_samples_tuple(source, *args, n=10000):
+    count = 0
+    for i, sample in enumerate(iter(source)):
+        if i >= n:
+            break
+        assert isinstance(sample, (tuple, dict, list)), (type(sample), sample)
+        for check in args:
+            assert check(sample)
+        count += 1
+    return count
+
+
+local_data = "testdata/imagenet-000000.tgz"
+compressed = "testdata/compressed.tar"
+remote_loc = "http://127.0.0.1:9/webdataset/openimages/"
+remote_shards = "openimages-train-0000{00..99}.tar"
+remote_shard = "openimages-train-000321.tar"
+remote_pattern = "openimages-train-{}.tar"
+remote_sample = "http://127.0.0.1:9/webdataset/testdata/sample.tgz"
+'''
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 1_700_000_000
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _png(width: int, height: int, seed: int) -> bytes:
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG", compress_level=1)
+    return out.getvalue()
+
+
+def _annotation(key: str, wnid: str) -> bytes:
+    root = ET.Element("annotation")
+    ET.SubElement(root, "filename").text = key
+    ET.SubElement(ET.SubElement(root, "object"), "name").text = wnid
+    return ET.tostring(root)
+
+
+def write_testdata(folder: str) -> None:
+    """The three shards webdataset's offline tests read."""
+    os.makedirs(folder, exist_ok=True)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for i in range(47):
+            key, label = f"n{1440764 + i % 5:08d}_{1000 + i}", i % 5
+            wnid = f"n{1440764 + label:08d}"
+            width, height = (600, 793) if i == 0 else (64 + i, 48 + i)
+            _add(tar, f"{key}.cls", str(label).encode())
+            _add(tar, f"{key}.png", _png(width, height, i))
+            _add(tar, f"{key}.wnid", wnid.encode())
+            _add(tar, f"{key}.xml", _annotation(key, wnid))
+    with open(os.path.join(folder, "imagenet-000000.tgz"), "wb") as out:
+        out.write(gzip.compress(raw.getvalue(), mtime=0))
+    with tarfile.open(os.path.join(folder, "compressed.tar"), "w") as tar:
+        _add(tar, "hello.txt.gz", gzip.compress(b"hello\n", mtime=0))
+    from webdataset import tenbin  # the format's writer of record (the real webdataset is installed for this)
+
+    rng = np.random.default_rng(0)
+    with tarfile.open(os.path.join(folder, "tendata.tar"), "w") as tar:
+        for i in range(100):
+            _add(tar, f"{i:06d}.ten", tenbin.encode_buffer([rng.random((28, 28)), rng.random((28, 28))]))
+
+
+def fetch_tests(version: str, work: str) -> str:
+    """webdataset's source distribution unpacked under ``work``; returns its folder."""
+    subprocess.run(
+        [sys.executable, *"-m pip download -q --no-deps --no-binary :all: -d".split(), work, f"webdataset=={version}"],
+        check=True,
+    )
+    with tarfile.open(os.path.join(work, f"webdataset-{version}.tar.gz")) as sdist:
+        sdist.extractall(work, filter="data")
+    return os.path.join(work, f"webdataset-{version}")
+
+
+def run(folder: str, switch: bool, extra: list[str]) -> dict[str, str]:
+    """Outcome by test id of one pytest run (``passed``, ``failed``, ``skipped``...)."""
+    report = os.path.join(folder, f"report-{int(switch)}.txt")
+    env = dict(os.environ, WDS_SUITE_SWITCH="1" if switch else "0", PYTHONPATH=folder)
+    flags = "-q -p no:cacheprovider -o addopts= -rA --tb=line --continue-on-collection-errors".split()
+    command = [sys.executable, "-m", "pytest", "tests", "--rootdir", folder, *flags, *extra]
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=1800)
+    with open(report, "w") as out:
+        out.write(done.stdout + done.stderr)
+    outcomes = {}
+    for line in done.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", "XPASS") and "::" in rest:
+            outcomes[rest.split(" - ")[0].strip()] = word.lower()
+    return outcomes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", default="1.0.2")
+    parser.add_argument("--work", help="folder to work in (default: a new temporary one)")
+    parser.add_argument("--only", choices=["webdataset", "wds"], help="run one side only")
+    parser.add_argument("-k", dest="select", help="pytest -k expression")
+    args = parser.parse_args()
+    work = args.work or tempfile.mkdtemp(prefix="wds-suite-")
+    folder = fetch_tests(args.version, work)
+    with open(os.path.join(folder, "tests", "conftest.py"), "w") as out:
+        out.write(CONFTEST)
+    write_testdata(os.path.join(folder, "testdata"))
+    extra = ["-k", args.select] if args.select else []
+    sides = {"webdataset": False, "wds": True}
+    results = {name: run(folder, switch, extra) for name, switch in sides.items() if args.only in (None, name)}
+    for name, outcomes in results.items():
+        counts = {kind: sum(1 for v in outcomes.values() if v == kind) for kind in sorted(set(outcomes.values()))}
+        print(f"{name:10s} {len(outcomes)} offline tests: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    if len(results) == 2:
+        real, ours = results["webdataset"], results["wds"]
+        for test in sorted(set(real) | set(ours)):
+            if real.get(test) != ours.get(test):
+                print(f"  {test}: webdataset {real.get(test, '-')}, wds {ours.get(test, '-')}")
+    print(f"reports: {folder}/report-0.txt (webdataset), report-1.txt (wds)")
+
+
+if __name__ == "__main__":
+    main()
