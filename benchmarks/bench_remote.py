@@ -11,6 +11,11 @@ Starts moto's S3 server on 127.0.0.1, uploads a generated dataset (8 shards of
   cache) and a warm epoch, against reading the same shards from a local path.
 
     python benchmarks/bench_remote.py [--dir /tmp/wds-bench-remote] [--repeats 3]
+
+With ``--shaped`` it reads 16 shards of 16 MB over HTTP from a local server shaped like an object store
+(``--latency`` ms before each response, ``--bandwidth`` MB/s per connection; tests/servers.py's ``Shape``):
+plain concurrent GETs (1, 4, 8, 16 connections), wds one range at a time and with its read-ahead window, and
+webdataset 1.0.2 (curl through a pipe), each with its MB/s and time to the first sample.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 import warnings
@@ -67,11 +73,121 @@ def count_samples(dataset):
     return n, nbytes
 
 
+def shaped(args):
+    """One process reading 16 shards of 16 MB over HTTP from a server shaped like an object store."""
+    import concurrent.futures
+    import functools
+    import urllib.request
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import wds_core
+    import wds_core.io.storage
+    from wds_core.io.readahead import ReadAhead
+    from wds_core.io.remote import open_remote
+
+    root = os.path.join(args.dir, "shaped")
+    os.makedirs(root, exist_ok=True)
+    names = []
+    for s in range(16):
+        name = f"shaped-{s:04d}.tar"
+        path = os.path.join(root, name)
+        if not os.path.exists(path):
+            with open(path, "wb") as out:
+                for i in range(256):
+                    out.write(encode_member(f"s{s}_{i:05d}.bin", os.urandom(SAMPLE)))
+                out.write(end_of_archive())
+        names.append(name)
+    total = sum(os.path.getsize(os.path.join(root, n)) for n in names)
+    latency, bandwidth = args.latency / 1000, args.bandwidth * 1e6
+    # the server in a process of its own, as a store would be: it does not share the reader's interpreter
+    serve = (
+        f"import sys; sys.path.insert(0, {repo!r})\n"
+        "from tests.servers import HttpServer, Shape\n"
+        f"server = HttpServer({root!r}, shape=Shape(latency={latency}, bandwidth={bandwidth}))\n"
+        "print(server.url, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", serve], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    base = server.stdout.readline().strip()
+    urls = [f"{base}/{n}" for n in names]
+    print(
+        f"# 16 shards, {total / 1e6:.0f} MB over HTTP; each response after {args.latency:g} ms at "
+        f"{args.bandwidth:g} MB/s per connection; python {sys.version.split()[0]}, {os.cpu_count()} cores"
+    )
+
+    def fetch(url):
+        with urllib.request.urlopen(url) as response:
+            return len(response.read())
+
+    def gets(connections):
+        with concurrent.futures.ThreadPoolExecutor(connections) as pool:
+            return sum(pool.map(fetch, urls))
+
+    def read(make):
+        started = time.perf_counter()
+        first, n = None, 0
+        for sample in make():
+            n += len(sample["bin"])
+            if first is None:
+                first = time.perf_counter() - started
+        return time.perf_counter() - started, first, n
+
+    rows = []
+    for connections in (1, 4, 8, 16):
+        seconds, _ = best(functools.partial(gets, connections), 1)
+        rows.append((f"plain GETs, {connections} connection{'s' if connections > 1 else ''}", seconds, None))
+    one = rows[0][1]
+
+    def wds_with(plan, ahead):
+        def opener(url, options, retry, stats=None):
+            stream = open_remote(url, options, retry, plan, stats)
+            if not ahead:
+                stream.then = lambda callback: None  # never asks for the next shard
+            return stream
+
+        wds_core.io.storage.open_remote = opener
+        try:
+            return read(lambda: wds_core.WebDataset(urls, shardshuffle=False))
+        finally:
+            wds_core.io.storage.open_remote = open_remote
+
+    for label, plan, ahead in [
+        ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20), False),
+        ("wds, 256 KiB then 8 x 4 MiB in flight, this shard only", ReadAhead(256 << 10, 4 << 20, 8), False),
+        ("wds (default: 256 KiB, then 16 x 2 MiB in flight, next shard ahead)", ReadAhead(), True),
+    ]:
+        runs = [wds_with(plan, ahead) for _ in range(args.repeats)]
+        seconds, first, n = min(runs)
+        assert n == 16 * 256 * SAMPLE, n
+        rows.append((label, seconds, first))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import webdataset
+        runs = [read(lambda: webdataset.WebDataset(urls, shardshuffle=False)) for _ in range(args.repeats)]
+        rows.append(("webdataset 1.0.2 (curl through a pipe)", *min(runs)[:2]))
+    except ImportError:
+        print("# webdataset not installed; skipped")
+    server.stdin.close()
+    server.wait()
+    print("| reader | MB/s | x one connection | first sample |")
+    print("|---|---|---|---|")
+    for label, seconds, first in rows:
+        shown = "-" if first is None else f"{first:.2f} s"
+        print(f"| {label} | {total / seconds / 1e6:.0f} | {one / seconds:.1f}x | {shown} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/wds-bench-remote")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shaped", action="store_true", help="the shaped HTTP server instead of moto")
+    parser.add_argument("--latency", type=float, default=40, help="ms before each response (--shaped)")
+    parser.add_argument("--bandwidth", type=float, default=40, help="MB/s per connection (--shaped)")
     args = parser.parse_args()
+    if args.shaped:
+        shaped(args)
+        return
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_EC2_METADATA_DISABLED="true")
     import logging
 

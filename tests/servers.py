@@ -2,7 +2,9 @@
 
 Each server runs in a thread of the test process on a free port.  The S3 and
 HTTP servers can inject faults into the next requests (``Faults``): cut the
-connection after part of an object's bytes, or answer 503.  The S3 server
+connection after part of an object's bytes, or answer 503.  The HTTP server
+can also be shaped like an object store (``Shape``: latency, bandwidth per
+connection, jitter, stragglers), for the tests and ``benchmarks/bench_remote.py``.  The S3 server
 serves only its own buckets and checks that each request is signed with the
 access key of the bucket, as two separate S3 endpoints with separate accounts
 would.
@@ -12,10 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
 import socket
 import threading
+import time
 from collections import Counter
+from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -171,14 +176,33 @@ def _xml_error(start_response: Any, status: str, code: str, message: str) -> lis
     return [body]
 
 
-class HttpServer:
-    """Files of ``root`` over HTTP/1.1 with single-range ``Range`` support and fault injection."""
+@dataclass(frozen=True)
+class Shape:
+    """What one connection to an object store gives: each response starts ``latency`` seconds (plus up to
+    ``jitter``) after its request and is sent at ``bandwidth`` bytes/s at most; a ``stragglers`` fraction of the
+    responses (drawn with ``seed``) is ``straggle`` times slower."""
 
-    def __init__(self, root: str, honour_range: bool = True) -> None:
+    latency: float = 0.0
+    bandwidth: float | None = None
+    jitter: float = 0.0
+    stragglers: float = 0.0
+    straggle: float = 10.0
+    seed: int = 0
+
+
+class HttpServer:
+    """Files of ``root`` over HTTP/1.1 with single-range ``Range`` support, fault injection and, with ``shape``,
+    an object store's latency and per-connection bandwidth."""
+
+    def __init__(self, root: str, honour_range: bool = True, shape: Shape | None = None) -> None:
         self.root = root
         self.faults = Faults()
         self.honour_range = honour_range
+        self.shape = shape or Shape()
+        self._rng = random.Random(self.shape.seed)
+        self._rng_lock = threading.Lock()
         self.gets = 0  # GET requests served
+        self.ranges: list[str] = []  # the Range header of each GET ("" for none)
         server = self
 
         class Handler(SimpleHTTPRequestHandler):
@@ -194,6 +218,10 @@ class HttpServer:
             def do_GET(self) -> None:
                 server._get(self)
 
+            def do_HEAD(self) -> None:
+                server._wait()
+                super().do_HEAD()
+
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
@@ -201,8 +229,33 @@ class HttpServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
+    def _wait(self) -> float:
+        """Sleep for the latency of one response; the factor its bytes are slowed by (a straggler's)."""
+        shape = self.shape
+        with self._rng_lock:
+            jitter = self._rng.random() * shape.jitter
+            slow = shape.straggle if self._rng.random() < shape.stragglers else 1.0
+        if shape.latency or jitter:
+            time.sleep((shape.latency + jitter) * slow)
+        return slow
+
+    def _send(self, handler: Any, data: bytes, slow: float) -> None:
+        rate = self.shape.bandwidth
+        if rate is None:
+            handler.wfile.write(data)
+            return
+        rate /= slow
+        started, step = time.monotonic(), 64 << 10
+        for at in range(0, len(data), step):
+            handler.wfile.write(data[at : at + step])
+            ahead = (at + step) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+
     def _get(self, handler: Any) -> None:
         self.gets += 1
+        self.ranges.append(handler.headers.get("Range", ""))
+        slow = self._wait()
         path = handler.translate_path(handler.path)
         if not os.path.isfile(path):
             handler.send_error(404)
@@ -232,7 +285,7 @@ class HttpServer:
             handler.close_connection = True
             handler.connection.shutdown(socket.SHUT_RDWR)
             return
-        handler.wfile.write(data)
+        self._send(handler, data, slow)
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -25,7 +25,7 @@ from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.decompress import is_compressed
 from .io.remote import DEFAULT_RETRY, RetryPolicy
-from .io.storage import open_shard, url_of
+from .io.storage import open_shard, remote_url, url_of
 from .io.storage_config import StorageOptions, registered, restore_registered
 from .state import BalancedPart, Recipe, RunContext, StageIterator, implements
 from .tar.tario import iter_members, open_decompressed
@@ -112,14 +112,15 @@ class TarfileToSamples(ShardReading):
     """Stage: a stream of shards (URLs or ``{"url": ...}``) to a stream of samples.
 
     ``handler`` decides what happens when a shard cannot be opened or is
-    corrupt: the samples completed before the problem are always delivered, the
-    sample in progress is dropped, and the handler's ``True`` moves on to the next
-    shard while ``False`` ends the stream.  ``select_files(name)`` keeps only the
+    corrupt: the samples completed before the problem are always delivered, and
+    so are the members read whole of the sample in progress when the handler
+    goes on (its ``True`` moves on to the next shard, ``False`` ends the stream).  ``select_files(name)`` keeps only the
     members it accepts (their data is not even read); ``rename_files(name)``
     renames members before grouping.  A member larger than the ``field_bytes``
     limit, or a sample whose members pass ``sample_bytes``, is refused before it
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
-    members included.
+    members included.  While a remote shard is read, the next one of the list
+    is requested ahead (:mod:`~wds_core.io.readahead`).
     """
 
     def __init__(
@@ -200,6 +201,10 @@ class ShardReader(StageIterator):
         self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
         self._stopped = False  # the handler said stop about a refused member
         self.partial: dict[str, Any] | None = None  # the sample at a cut, from group_members
+        # the next shard, taken from upstream while this one is read so that a remote one is requested ahead
+        # (a plain shard list only: a balanced part counts what it handed out); kept in the state until started
+        self.queued: Any = None
+        self._early: tuple[str, Any] | None = None  # (url, stream) of the queued shard, opened and requested ahead
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
@@ -208,6 +213,8 @@ class ShardReader(StageIterator):
             state["left"] = self.left
         if url and self.plain and self.offset > 0:
             state["plain"] = True
+        if self.queued is not None:
+            state["queued"] = self.queued
         return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
@@ -215,6 +222,7 @@ class ShardReader(StageIterator):
         self.offset = int(state.get("offset", 0)) if self.url else -1
         self.left = None if state.get("left") is None else int(state["left"])
         self.plain = bool(state.get("plain", False))
+        self.queued = state.get("queued")
 
     def delivered_positions(self) -> tuple[int, Any]:
         """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
@@ -230,19 +238,63 @@ class ShardReader(StageIterator):
         """Called before a shard is read from its start."""
 
     def _run(self) -> Iterator[Any]:
-        if self.url is not None and self.offset >= 0 and self.left != 0:
-            if not (yield from self._shard(self.url, self.offset)):
-                return
-        for item in self.src:
-            self.url = url = url_of(item)
-            # a task may start inside the shard and stop after a count (balanced epochs)
-            start = int(item.get("offset", 0)) if isinstance(item, dict) else 0
-            self.left = item.get("count") if isinstance(item, dict) else None
-            self.offset = start
-            self.plain = start > 0  # an offset inside a shard comes from its offset index: an uncompressed tar
-            self._starting(url)
-            if not (yield from self._shard(url, start)):
-                return
+        try:
+            if self.url is not None and self.offset >= 0 and self.left != 0:
+                if not (yield from self._shard(self.url, self.offset)):
+                    return
+            source = iter(self.src)
+            while True:
+                item, self.queued = self.queued, None
+                if item is None:
+                    item = next(source, _END)
+                    if item is _END:
+                        return
+                self.url = url = url_of(item)
+                # a task may start inside the shard and stop after a count (balanced epochs)
+                start = int(item.get("offset", 0)) if isinstance(item, dict) else 0
+                self.left = item.get("count") if isinstance(item, dict) else None
+                self.offset = start
+                self.plain = start > 0  # an offset inside a shard comes from its offset index: an uncompressed tar
+                self._starting(url)
+                if not (yield from self._shard(url, start, source)):
+                    return
+        finally:
+            self._drop_early()
+
+    def _look_ahead(self, source: Iterator[Any], stream: Any) -> None:
+        """Take the next shard from upstream and, when it is remote, have it requested once ``stream`` (the one
+        being read) has requested all of its own ranges."""
+        if self.queued is not None or implements(self.src, BalancedPart) or not hasattr(stream, "then"):
+            return
+        item = next(source, _END)
+        if item is _END:
+            return
+        self.queued = item
+        url = url_of(item)
+        if not remote_url(url) or self.recipe.cache is not None:
+            return
+        try:
+            early = self.recipe.open(url)
+        except Exception:  # opened again, and reported through the handler, when its turn comes
+            return
+        if not hasattr(early, "prefetch"):
+            early.close()
+            return
+        self._early = (url, early)
+        stream.then(early.prefetch)
+
+    def _drop_early(self) -> None:
+        if self._early is not None:
+            self._early[1].close()
+            self._early = None
+
+    def _open(self, url: str, start: int) -> Any:
+        early, self._early = self._early, None
+        if early is not None and early[0] == url and start == 0:
+            return early[1]
+        if early is not None:
+            early[1].close()
+        return self.recipe.open(url)
 
     def _refused(self, exn: OverLimitError) -> bool:
         """A member or sample over the limits, streamed past (its sample dropped when it names a member): the
@@ -260,14 +312,16 @@ class ShardReader(StageIterator):
             return self.left > 0
         return True
 
-    def _shard(self, url: str, start: int) -> Generator[Any, None, bool]:
+    def _shard(self, url: str, start: int, source: Iterator[Any] | None = None) -> Generator[Any, None, bool]:
         recipe = self.recipe
         try:
-            stream = recipe.open(url)
+            stream = self._open(url, start)
         except Exception as exn:
             self.offset = -1
             return bool(recipe.handler(exn))
         self._stopped = False
+        if source is not None:
+            self._look_ahead(source, stream)
         try:
             if self.left is None:
                 yield from self._items(stream, url, start)

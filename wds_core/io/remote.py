@@ -1,14 +1,13 @@
 """Reading remote shards through fsspec with ranged reads that resume where they failed.
 
-:func:`open_remote` asks the backend for the object's size, then returns a
-:class:`RangeStream`: the object is read as consecutive byte ranges (one range
-ahead is fetched in the background while the reader parses the current one).
-A transient failure (connection reset or cut mid-range, timeout, HTTP 408/429/5xx,
-a range shorter than asked) re-requests the *same* range after a backoff, so
-every byte is delivered exactly once.  When the retry budget is spent the error
-names the URL and the byte offset, never a credential.  A shard that fits in
-the first range costs one request; the size of a larger one is looked up
-while its second range is fetched.
+:func:`open_remote` returns a :class:`RangeStream`: the object is read as
+consecutive byte ranges, several requested at once while the reader parses
+the current one (:mod:`~wds_core.io.readahead`), the first a small one so that
+parsing starts after one round trip, with the object's size looked up beside
+it.  A transient failure (connection reset or cut mid-range, timeout, HTTP
+408/429/5xx, a range shorter than asked) re-requests the *same* range after a
+backoff, so every byte is delivered exactly once.  When the retry budget is
+spent the error names the URL and the byte offset, never a credential.
 """
 
 from __future__ import annotations
@@ -20,11 +19,11 @@ import sys
 import threading
 import time
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..errors import ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
+from .readahead import READ_AHEAD, RangeWindow, ReadAhead
 from .streams import ReadStream
 
 __all__ = ["RangeStream", "RetryPolicy", "connect", "open_remote", "retry_stats"]
@@ -266,30 +265,29 @@ def open_remote(
     url: str,
     options: dict[str, Any],
     retry: RetryPolicy = DEFAULT_RETRY,
-    chunk_size: int = 32 << 20,
-    max_chunk_size: int = 32 << 20,
+    read_ahead: ReadAhead = READ_AHEAD,
     stats: Counter[str] | None = None,
 ) -> BinaryIO:
     """Open a remote shard for reading (see the module doc).
 
-    The first range is ``chunk_size`` bytes; each following range doubles up
-    to ``max_chunk_size``: few requests per shard (each costs a round trip and,
-    on some servers, more), and at most two ranges in memory.  Nothing is
-    requested before the first read.  Retries are counted in ``stats`` too (a reading stage's).
+    ``read_ahead`` says how many ranges of what size are requested at once
+    (:class:`~wds_core.io.readahead.ReadAhead`): a small first range, so that
+    parsing starts after one round trip, then several larger ones in flight.
+    Nothing is requested before the first read.  Retries are counted in
+    ``stats`` too (a reading stage's).
     """
     fs, path = connect(url, options, retry, stats)
-    stream = RangeStream(fs, path, url, None, retry, chunk_size, max_chunk_size, stats)
+    stream = RangeStream(fs, path, url, None, retry, read_ahead, stats)
     return stream  # type: ignore[return-value]
 
 
 class RangeStream(ReadStream):
-    """A remote object read by consecutive ranges, one range prefetched.
+    """A remote object read by consecutive ranges, several requested ahead (:mod:`~wds_core.io.readahead`).
 
-    ``size`` may be ``None``: a shard that fits in the first range then costs a
-    single request (a range shorter than asked for ends the object); for a
-    larger one, the size is looked up while the second range is fetched.
-    Seekable: a seek drops the buffered range and the next read starts a new
-    range at the new position (restoring a checkpoint inside a shard).
+    ``size`` may be ``None``: it is then looked up beside the first range (a
+    range shorter than asked for ends the object).  Seekable: a seek drops the
+    ranges requested ahead and the next read starts a new window at the new
+    position (restoring a checkpoint inside a shard asks for that offset first).
     """
 
     def __init__(
@@ -299,21 +297,17 @@ class RangeStream(ReadStream):
         url: str,
         size: int | None,
         retry: RetryPolicy,
-        chunk_size: int = 4 << 20,
-        max_chunk_size: int | None = None,
+        read_ahead: ReadAhead = READ_AHEAD,
         stats: Counter[str] | None = None,
     ) -> None:
         super().__init__()
         self.fs, self.path, self.url, self.size = fs, path, url, size
         self.stats = stats
-        self.retry, self.first_chunk_size = retry, chunk_size
-        self.max_chunk_size = max(chunk_size, max_chunk_size or chunk_size)
-        self.chunk_size = chunk_size  # of the next range; grows after each one
+        self.retry, self.read_ahead = retry, read_ahead
         self._pos = 0  # offset of the next byte read() returns
         self._buffer = memoryview(b"")
         self._buffer_end = 0  # object offset just after the buffer
-        self._pool: ThreadPoolExecutor | None = None
-        self._ahead: tuple[int, Future] | None = None
+        self._window: RangeWindow | None = None
 
     def seekable(self) -> bool:
         return True
@@ -333,7 +327,9 @@ class RangeStream(ReadStream):
             self._buffer = self._buffer[target - start :]
         else:
             self._buffer, self._buffer_end = memoryview(b""), target
-            self.chunk_size = self.first_chunk_size
+            if self._window is not None:
+                self._window.cancel()
+                self._window = None
         self._pos = target
         return target
 
@@ -359,7 +355,12 @@ class RangeStream(ReadStream):
         size = info.get("size")
         return None if size is None else int(size)
 
-    def _fetch(self, start: int, length: int) -> bytes:
+    def _learn_size(self) -> int | None:
+        if self.size is None:
+            self.size = self._lookup_size()
+        return self.size
+
+    def _fetch(self, start: int, length: int, lookup: bool = True) -> bytes:
         known = self.size
         if known is not None and start >= known:
             return b""
@@ -382,20 +383,17 @@ class RangeStream(ReadStream):
 
         what = f"read bytes {start}-{end}" + (f" of {known}" if known is not None else "")
         data = _with_retries(what, get, self.url, start, self.retry, self.stats)
-        if known is None:
-            self.size = learned[0] if learned else self._lookup_size()
+        if known is None and learned:
+            self.size = learned[0]
+        elif known is None and lookup:
+            self.size = self._lookup_size()
         return data
 
+    def _window_fetch(self, start: int, length: int) -> bytes:
+        return self._fetch(start, length, lookup=False)  # the window looks the size up beside the first range
+
     def _next_range(self, start: int) -> bytes:
-        ahead, self._ahead = self._ahead, None
-        data = ahead[1].result() if ahead is not None and ahead[0] == start else self._fetch(start, self.chunk_size)
-        following = start + len(data)
-        if data and (self.size is None or following < self.size):
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="wds-range")
-            self.chunk_size = min(self.max_chunk_size, self.chunk_size * 2)
-            self._ahead = (following, self._pool.submit(self._fetch, following, self.chunk_size))
-        return data
+        return self._window_at(start).take(start)
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
@@ -417,11 +415,47 @@ class RangeStream(ReadStream):
             return whole if len(out[0]) == len(whole) else out[0].tobytes()  # type: ignore[arg-type, return-value]
         return b"".join(out)
 
+    def _window_at(self, start: int) -> RangeWindow:
+        if self._window is None:
+            self._window = RangeWindow(self._window_fetch, lambda: self.size, self._learn_size, start, self.read_ahead)
+        return self._window
+
+    def prefetch(self) -> None:
+        """Request the first ranges now, before the first read (the reader is still on the shard before)."""
+        if self._pos == 0 and not self._buffer:
+            self._window_at(0).prime()
+
+    def then(self, callback: Any) -> None:
+        """Call ``callback`` once every range of this object is requested (the reader then requests the next
+        shard)."""
+        self._window_at(self._pos).then(callback)
+
+    def peek(self, size: int) -> bytes:
+        """Up to ``size`` bytes at the position, without moving it (the first range is fetched if needed)."""
+        if not self._buffer and (self.size is None or self._pos < self.size):
+            data = self._next_range(self._pos)
+            self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
+        return self._buffer[:size].tobytes()
+
+    def read_arrived(self, size: int) -> bytes:
+        """At most ``size`` bytes of what has arrived: the rest of the current range, or the next range once it is
+        here (``b""`` at the end); never waits for more than one range, so a reader parses as ranges arrive."""
+        if not self._buffer:
+            if self.size is not None and self._pos >= self.size:
+                return b""
+            data = self._next_range(self._pos)
+            if not data:
+                return b""
+            self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
+        piece = self._buffer[:size]
+        self._buffer = self._buffer[len(piece) :]
+        self._pos += len(piece)
+        return piece.tobytes()
+
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-        self._ahead = None
+        if self._window is not None:
+            self._window.cancel()
+            self._window = None
         self._buffer = memoryview(b"")
         super().close()
 

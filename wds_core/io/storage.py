@@ -46,6 +46,7 @@ __all__ = [
     "pipe_failure",
     "read_bytes",
     "register_opener",
+    "remote_url",
     "scheme_opener",
     "url_of",
 ]
@@ -101,6 +102,11 @@ def local_path(url: str) -> str | None:
     if url == "-" or url.startswith("pipe:") or "://" in url:
         return None
     return url
+
+
+def remote_url(url: str) -> bool:
+    """Whether ``url`` is read through fsspec (not a local path, ``-``, ``pipe:`` or a registered opener's)."""
+    return local_path(url) is None and url != "-" and not url.startswith("pipe:") and scheme_opener(url) is None
 
 
 def open_shard(

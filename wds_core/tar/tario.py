@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from ..errors import OverLimitError, ShardOpenError, TarFormatError, TruncatedShardError, WdsError
 from ..fieldcodecs.limits import DecodeLimits
-from ..io.decompress import decompressing
+from ..io.decompress import decompressing, is_compressed
 from ..io.streams import ReadStream
 from .headers import (
     BLOCK,
@@ -77,6 +77,8 @@ def open_decompressed(stream: BinaryIO) -> tuple[BinaryIO, bool]:
     Returns the stream to read and whether it was compressed.  A compressed
     stream cut short gives all it decompressed before its error.
     """
+    if hasattr(stream, "read_arrived") and not is_compressed(stream.peek(6)):  # type: ignore[attr-defined]
+        return stream, False  # a remote plain tar: read as it is, so that the reader parses ranges as they arrive
     head = stream.read(6)
     prefixed = _Prefixed(head, stream)
     decompressed = decompressing(head, prefixed)  # type: ignore[arg-type]
@@ -102,16 +104,49 @@ class _Source:
     delivered, then the problem is raised (see :meth:`short`).
     """
 
-    __slots__ = ("_read", "url", "pending")
+    __slots__ = ("_read", "_arrived", "url", "pending", "carry")
 
     def __init__(self, stream: BinaryIO, url: object) -> None:
         self._read = stream.read
+        # a remote stream hands over the bytes that have arrived without waiting for the rest (RangeStream)
+        self._arrived = getattr(stream, "read_arrived", None)
         self.url = url
         self.pending: Exception | None = None
+        self.carry = b""  # bytes read past the last whole block of a read_blocks()
+
+    def read_blocks(self, skip: int, n: int) -> bytes:
+        """Up to ``skip + n`` bytes: all of them from a local stream; from a remote one, what has arrived, at least
+        ``skip`` and one block past it (unless the stream ends), cut to whole blocks after ``skip``, so that
+        parsing starts on the first bytes of a range instead of waiting for the next ranges."""
+        if self._arrived is None or self.pending is not None:
+            return self.read(skip + n)
+        want = skip + n
+        parts, got = ([self.carry], len(self.carry)) if self.carry else ([], 0)
+        self.carry = b""
+        try:
+            while got < skip + BLOCK:
+                more = self._arrived(want - got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+        except Exception as exn:
+            error = self._error(exn)
+            if not parts:
+                raise error from None
+            self.pending = error
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        whole = skip + (max(got - skip, 0) // BLOCK) * BLOCK
+        if got >= skip + BLOCK and whole < got:
+            data, self.carry = data[:whole], data[whole:]
+        return data
 
     def read(self, n: int) -> bytes:
         if self.pending is not None:
             raise self.pending
+        if self.carry:
+            head, self.carry = self.carry[:n], self.carry[n:]
+            return head if len(head) == n else head + self.read(n - len(head))
         parts: list[bytes] = []
         try:
             data = self._read(n)
@@ -208,7 +243,7 @@ def iter_members(
     while True:
         # -- refill: a new aligned block; a header never straddles two blocks
         base += len(buf)
-        buf = read(skip + next_read)
+        buf = src.read_blocks(skip, next_read)
         # the padding is skipped by starting the walk past it, not by copying the block
         if len(buf) < skip:
             raise src.short("the shard ends inside a member's padding", offset=base + len(buf))

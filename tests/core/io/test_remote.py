@@ -1,5 +1,6 @@
 """Reading shards from real servers on loopback: HTTP with Range, S3 (moto), GCS (emulator), with faults."""
 
+import json
 import os
 import pickle
 import time
@@ -9,6 +10,7 @@ import pytest
 import wds_core
 from tests.conftest import make_samples, write_shard
 from wds_core.errors import ShardNotFoundError, ShardOpenError
+from wds_core.io.readahead import ReadAhead
 from wds_core.io.remote import RangeStream, RetryPolicy, is_transient, reading_filesystem
 from wds_core.io.storage import open_shard
 
@@ -36,11 +38,12 @@ def contents(samples):
 def small_ranges(monkeypatch, size=4096):
     """Read remote objects by small ranges, so that one shard takes many requests."""
     original = wds_core.io.remote.open_remote
-    monkeypatch.setattr(
-        wds_core.io.storage,
-        "open_remote",
-        lambda url, options, retry, stats=None: original(url, options, retry, size, size, stats),
-    )
+    plan = ReadAhead(size, size, 4, 8 * size)  # several in flight, as the default
+
+    def opener(url, options, retry, stats=None):
+        return original(url, options, retry, plan, stats)
+
+    monkeypatch.setattr(wds_core.io.storage, "open_remote", opener)
 
 
 # ---------------------------------------------------------------- HTTP
@@ -327,17 +330,23 @@ def test_range_stream_reads_and_seeks_across_ranges():
     data = bytes(range(256)) * 400
     fs = fsspec.filesystem("memory")
     fs.pipe_file("/range/x.bin", data)
-    stream = RangeStream(fs, "/range/x.bin", "memory://range/x.bin", len(data), FAST, 1000, 4000)
+    asked = []
+    fetch = fs.cat_file
+    fs.cat_file = lambda path, start, end, **kw: asked.append((start, end)) or fetch(path, start=start, end=end)
+    stream = RangeStream(fs, "/range/x.bin", "memory://range/x.bin", len(data), FAST, ReadAhead(1000, 4000, 3, 9000))
     got, pos = [], 0
     for size in [1, 999, 1, 2500, 7, 0, 10_000, 100_000]:
         got.append(stream.read(size))
         pos += len(got[-1])
         assert stream.tell() == pos
     assert b"".join(got) == data
-    assert stream.chunk_size == 4000  # ranges grew from 1000 to the maximum
+    assert asked[:3] == [(0, 1000), (1000, 5000), (5000, 9000)]  # a small first range, then larger ones ahead
+    assert [end - start for start, end in asked[1:-1]] == [4000] * (len(asked) - 2)
+    assert [start for start, _ in asked] == sorted(start for start, _ in asked)  # each byte asked for once
     assert stream.read(10) == b""
+    del asked[:]
     assert stream.seek(50_000) == 50_000 and stream.read(5) == data[50_000:50_005]
-    assert stream.chunk_size == 2000  # a seek starts again from a small range (the one fetched ahead is larger)
+    assert asked[0] == (50_000, 51_000)  # a seek starts again from a small range at the new position
     assert stream.read(2995) == data[50_005:53_000]
     assert stream.seek(49_000) == 49_000 and stream.read(5) == data[49_000:49_005]
     stream.seek(-10, os.SEEK_END)
@@ -391,7 +400,7 @@ def test_a_shard_within_the_first_range_costs_one_request():
     memory = fsspec.filesystem("memory")
     memory.pipe_file("/lazy/small.bin", b"x" * 999)
     fs = _Counting(memory)
-    stream = RangeStream(fs, "/lazy/small.bin", "memory://lazy/small.bin", None, FAST, 1000, 4000)
+    stream = RangeStream(fs, "/lazy/small.bin", "memory://lazy/small.bin", None, FAST, ReadAhead(1000, 4000, 4))
     assert stream.read() == b"x" * 999 and stream.read(5) == b""
     assert fs.calls == [("range", 0, 1000)] and stream.size == 999
 
@@ -403,20 +412,18 @@ def test_a_larger_shard_learns_its_size_while_reading():
     memory = fsspec.filesystem("memory")
     memory.pipe_file("/lazy/big.bin", data)
     fs = _Counting(memory)
-    stream = RangeStream(fs, "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, 1000, 4000)
+    plan = ReadAhead(1000, 4000, 4)
+    stream = RangeStream(fs, "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, plan)
     assert stream.read(10) == data[:10]
-    assert stream.read() == data[10:]
-    assert ("info",) in fs.calls and stream.size == len(data)
-    assert [c for c in fs.calls if c[0] == "range"] == [
-        ("range", 0, 1000),
-        ("range", 1000, 3000),
-        ("range", 3000, 7000),
-        ("range", 7000, 10240),
-    ]
-    fresh = RangeStream(fs, "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, 1000, 4000)
+    assert stream.read() == data[10:] and stream.size == len(data)
+    # the first range, then the size, then the window up to the end (no range past it; the pool's threads may
+    # start them in any order)
+    assert fs.calls[:2] == [("range", 0, 1000), ("info",)]
+    assert sorted(fs.calls[2:]) == [("range", 1000, 5000), ("range", 5000, 9000), ("range", 9000, 10240)]
+    fresh = RangeStream(fs, "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, plan)
     fresh.seek(-6, os.SEEK_END)
     assert fresh.read() == data[-6:]
-    exact = RangeStream(_Counting(memory), "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, len(data))
+    exact = RangeStream(_Counting(memory), "/lazy/big.bin", "memory://lazy/big.bin", None, FAST, ReadAhead(len(data)))
     assert exact.read() == data  # the first range is exactly the object: its size is looked up, then it ends
 
 
@@ -468,10 +475,11 @@ def test_s3_restore_inside_a_large_shard_makes_one_ranged_request_at_the_offset(
         restored = next(iter(again))
         assert restored["__key__"] == "k035" and restored["bin"] == bytes([35]) * 1_000_000
         ranges = [r for path, r in server.reads if path.endswith("/big.tar")]
-        if plain:
-            assert len(ranges) == 1 and ranges[0].startswith(f"bytes={_offset_of(state)}-"), ranges
-        else:  # its first 6 bytes alone, then the range at the offset
-            assert ranges[0] == "bytes=0-5" and ranges[1].startswith(f"bytes={_offset_of(state)}-"), ranges
+        # a range at the offset and ranges read ahead from there, nothing before it (the read-ahead is concurrent,
+        # so the server may log them in any order)
+        starts = [int(r.split("=")[1].split("-")[0]) for r in ranges if r != "bytes=0-5"]
+        assert min(starts) == _offset_of(state), ranges
+        assert ("bytes=0-5" in ranges) != plain, ranges  # without the state's word: its first 6 bytes alone
 
 
 def _offset_of(state):
@@ -493,3 +501,76 @@ def _without_plain(state):
     if isinstance(state, dict):
         return {k: _without_plain(v) for k, v in state.items() if k != "plain"}
     return state
+
+
+@pytest.mark.parametrize("first, size", [(1000, 3001), (512, 512), (700, 100_000), (256 << 10, 4 << 20)])
+def test_members_parse_as_ranges_arrive_with_any_range_sizes(tmp_path, first, size):
+    """The tar reader takes what has arrived (read_arrived) and carries the bytes past the last whole block."""
+    import fsspec
+
+    from wds_core.tar import iter_members
+
+    samples = [{"__key__": f"k{i:03d}", "bin": bytes([i]) * (i * 397 % 5000), "txt": "x" * i} for i in range(60)]
+    path = str(tmp_path / "ranges.tar")
+    with wds_core.TarWriter(path) as sink:
+        for sample in samples:
+            sink.write(sample)
+    data = open(path, "rb").read()
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/ranges/x.tar", data)
+    with open(path, "rb") as local:
+        expected = list(iter_members(local, path))
+    stream = RangeStream(fs, "/ranges/x.tar", "memory://ranges/x.tar", None, FAST, ReadAhead(first, size, 3))
+    assert list(iter_members(stream, path)) == expected
+    cut = fs.pipe_file("/ranges/cut.tar", data[: len(data) // 2 + 100]) or "/ranges/cut.tar"
+    stream = RangeStream(fs, cut, "memory://ranges/cut.tar", None, FAST, ReadAhead(first, size, 3))
+    got = []
+    with pytest.raises(wds_core.TruncatedShardError):
+        for item in iter_members(stream, path):
+            got.append(item)
+    assert got == expected[: len(got)] and len(got) > 0
+
+
+def test_resume_at_every_step_while_the_next_shard_is_requested_ahead(http_server, monkeypatch):
+    """The reader takes the next shard from its list early (to request it ahead): the state carries it."""
+    from wds_core.testing import check_resume
+
+    _, expected = local_dataset(http_server.root)
+    small_ranges(monkeypatch, 2048)
+    url = http_server.url + "/shard-{000..002}.tar"
+
+    def make():
+        return wds_core.DataPipeline(
+            wds_core.SimpleShardList(url), wds_core.tarfile_to_samples(), wds_core.shuffle(5, seed=3)
+        )
+
+    keys = check_resume(make, step=7)
+    assert len(keys) == len(set(keys)) == len(expected)
+    pipeline = wds_core.DataPipeline(wds_core.SimpleShardList(url), wds_core.tarfile_to_samples())
+    stream = iter(pipeline)
+    next(stream)
+    assert '"queued": {"url": "' + http_server.url + '/shard-001.tar"}' in json.dumps(pipeline.state_dict())
+
+
+def test_the_next_shard_is_requested_while_one_is_read_and_nothing_outlives_a_break(tmp_path):
+    from tests.servers import HttpServer, Shape
+
+    server = HttpServer(str(tmp_path), shape=Shape(latency=0.05))
+    try:
+        _, expected = local_dataset(str(tmp_path), nshards=3)
+        url = server.url + "/shard-{000..002}.tar"
+        dataset = wds_core.WebDataset(url, shardshuffle=False)
+        stream = iter(dataset)
+        next(stream)
+        deadline = time.monotonic() + 5
+        while not any(r for r in server.ranges[1:]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(server.ranges) >= 2  # the second shard was asked for before the first one was read
+        stream.close()
+        time.sleep(0.3)  # what was running when the reader stopped finishes; nothing new starts
+        asked = len(server.ranges)
+        time.sleep(0.3)
+        assert len(server.ranges) == asked
+        assert contents(wds_core.WebDataset(url, shardshuffle=False)) == expected
+    finally:
+        server.stop()
