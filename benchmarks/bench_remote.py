@@ -103,13 +103,15 @@ def shaped(args):
     serve = (
         f"import sys; sys.path.insert(0, {repo!r})\n"
         "from tests.servers import HttpServer, Shape\n"
-        f"server = HttpServer({root!r}, shape=Shape(latency={latency}, bandwidth={bandwidth}))\n"
+        f"shape = Shape(latency={latency}, bandwidth={bandwidth}, stragglers={args.stragglers})\n"
+        f"server = HttpServer({root!r}, shape=shape)\n"
         "print(server.url, flush=True)\n"
         "sys.stdin.read()\n"
     )
     server = subprocess.Popen([sys.executable, "-c", serve], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     base = server.stdout.readline().strip()
     urls = [f"{base}/{n}" for n in names]
+    print(f"# {args.stragglers:.0%} of the responses 10x slower")
     print(
         f"# 16 shards, {total / 1e6:.0f} MB over HTTP; each response after {args.latency:g} ms at "
         f"{args.bandwidth:g} MB/s per connection; python {sys.version.split()[0]}, {os.cpu_count()} cores"
@@ -154,6 +156,7 @@ def shaped(args):
     for label, plan, ahead in [
         ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20), False),
         ("wds, 256 KiB then 8 x 4 MiB in flight, this shard only", ReadAhead(256 << 10, 4 << 20, 8), False),
+        ("wds, the default without hedging", ReadAhead(hedge_after=None), True),
         ("wds (default: 256 KiB, then 16 x 2 MiB in flight, next shard ahead)", ReadAhead(), True),
     ]:
         runs = [wds_with(plan, ahead) for _ in range(args.repeats)]
@@ -184,6 +187,7 @@ def main():
     parser.add_argument("--shaped", action="store_true", help="the shaped HTTP server instead of moto")
     parser.add_argument("--latency", type=float, default=40, help="ms before each response (--shaped)")
     parser.add_argument("--bandwidth", type=float, default=40, help="MB/s per connection (--shaped)")
+    parser.add_argument("--stragglers", type=float, default=0, help="share of 10x slower responses (--shaped)")
     args = parser.parse_args()
     if args.shaped:
         shaped(args)

@@ -28,11 +28,13 @@ near 220 MB/s on this machine with 16 ranges in flight.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 __all__ = ["READ_AHEAD", "ReadAhead", "RangeWindow", "io_pool"]
@@ -46,17 +48,26 @@ class ReadAhead:
     ``budget`` bytes requested and not yet read; the first range after an open
     or a seek is ``first_range`` bytes.  ``in_flight=1`` with one large range
     is the old behaviour of one request at a time.
+
+    A straggler is repeated (hedged): when the reader waits for a range that
+    has taken four times the median of the last ranges of the shard (once
+    four have been timed), and at least ``hedge_after`` seconds, the same
+    range is asked for again and the first answer is used (the other is
+    dropped); ``None`` never repeats one.
     """
 
     first_range: int = 256 << 10
     range_bytes: int = 2 << 20
     in_flight: int = 16
     budget: int = 64 << 20
+    hedge_after: float | None = 0.1
 
     def __post_init__(self) -> None:
         for name in ("first_range", "range_bytes", "in_flight", "budget"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ReadAhead.{name} must be >= 1, got {getattr(self, name)}")
+        if self.hedge_after is not None and self.hedge_after <= 0:
+            raise ValueError(f"ReadAhead.hedge_after must be > 0 seconds or None, got {self.hedge_after}")
 
 
 READ_AHEAD = ReadAhead()
@@ -96,11 +107,14 @@ class RangeWindow:
         lookup: Callable[[], int | None],
         start: int,
         plan: ReadAhead,
+        count: Callable[[str], None] = lambda what: None,
     ) -> None:
         self.fetch, self.known, self.lookup, self.plan = fetch, known, lookup, plan
+        self.count = count  # count("hedged") for each range asked for twice
+        self.took: deque[float] = deque(maxlen=16)  # seconds the last ranges took, for what a straggler is
         self.next = start  # offset of the next range to request
         self.first = True  # the next range is the first after an open or a seek
-        self.pending: deque[tuple[int, int, Future]] = deque()
+        self.pending: deque[tuple[int, int, Future, float]] = deque()  # start, length, request, when asked
         self.held = 0  # bytes requested and not yet taken
         self.size_lookup: Future | None = None  # the size, asked for once the first range arrived (or when primed)
         self.lock = threading.Lock()  # a primed window is filled from the pool once its size is known
@@ -130,7 +144,10 @@ class RangeWindow:
             if size is not None:
                 length = min(length, size - self.next)
             self.first = False
-            self.pending.append((self.next, length, io_pool().submit(self.fetch, self.next, length)))
+            asked = time.monotonic()
+            request = io_pool().submit(self.fetch, self.next, length)
+            request.add_done_callback(functools.partial(self._timed, asked))
+            self.pending.append((self.next, length, request, asked))
             self.next += length
             self.held += length
         if size is None or self.next < size or self.all_requested:
@@ -175,9 +192,9 @@ class RangeWindow:
         with self.lock:
             if not self.pending:
                 return b""
-            start, length, future = self.pending.popleft()
+            start, length, future, asked = self.pending.popleft()
             self.held -= length
-        data = future.result()
+        data = self._wait(start, length, future, asked)
         if len(data) < length:  # the object ends here: what was asked after it is not there
             self.cancel()
             with self.lock:
@@ -198,11 +215,36 @@ class RangeWindow:
         self._fill()
         return data
 
+    def _timed(self, asked: float, request: Future) -> None:
+        if not request.cancelled() and request.exception() is None:
+            self.took.append(time.monotonic() - asked)
+
+    def _wait(self, start: int, length: int, request: Future, asked: float) -> bytes:
+        """The bytes of ``request``; asked for again when it straggles (see :class:`ReadAhead`), first answer wins."""
+        after = self.plan.hedge_after
+        if after is not None and len(self.took) >= 4 and not request.done():  # what is usual is known
+            took = sorted(self.took)
+            left = max(4 * took[len(took) // 2], after) - (time.monotonic() - asked)
+            if wait([request], timeout=max(left, 0)).done:
+                pass
+            else:
+                self.count("hedged")
+                twin = io_pool().submit(self.fetch, start, length)
+                first = next(iter(wait([request, twin], return_when=FIRST_COMPLETED).done))
+                other = twin if first is request else request
+                try:
+                    data = first.result()
+                except Exception:  # the other may still answer: a failure is only final when both fail
+                    data = other.result()
+                other.cancel()
+                return data
+        return request.result()
+
     def cancel(self) -> None:
         """Drop what was requested: not started, it never will be; running, its bytes are dropped."""
         with self.lock:
             self.cancelled = True
-            for _, _, future in self.pending:
+            for _, _, future, _ in self.pending:
                 future.cancel()
             self.pending.clear()
             self.held = 0

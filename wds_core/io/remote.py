@@ -115,8 +115,9 @@ _count_lock = threading.Lock()
 
 
 def retry_stats() -> dict[str, int]:
-    """Retries made in this process, requests that succeeded after retrying, and requests given up."""
-    return {key: RETRIES[key] for key in ("retries", "recovered", "gave_up")}
+    """Retries made in this process, requests that succeeded after retrying, requests given up, and ranges asked
+    for twice because the first request straggled (``hedged``)."""
+    return {key: RETRIES[key] for key in ("retries", "recovered", "gave_up", "hedged")}
 
 
 def _count(key: str, stats: Counter[str] | None) -> None:
@@ -417,8 +418,13 @@ class RangeStream(ReadStream):
 
     def _window_at(self, start: int) -> RangeWindow:
         if self._window is None:
-            self._window = RangeWindow(self._window_fetch, lambda: self.size, self._learn_size, start, self.read_ahead)
+            self._window = RangeWindow(
+                self._window_fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count
+            )
         return self._window
+
+    def _count(self, what: str) -> None:
+        _count(what, self.stats)
 
     def prefetch(self) -> None:
         """Request the first ranges now, before the first read (the reader is still on the shard before)."""

@@ -35,15 +35,19 @@ def contents(samples):
     )
 
 
-def small_ranges(monkeypatch, size=4096):
-    """Read remote objects by small ranges, so that one shard takes many requests."""
+def read_with(monkeypatch, plan):
+    """Read remote shards with the read-ahead ``plan``."""
     original = wds_core.io.remote.open_remote
-    plan = ReadAhead(size, size, 4, 8 * size)  # several in flight, as the default
 
     def opener(url, options, retry, stats=None):
         return original(url, options, retry, plan, stats)
 
     monkeypatch.setattr(wds_core.io.storage, "open_remote", opener)
+
+
+def small_ranges(monkeypatch, size=4096):
+    """Read remote objects by small ranges, so that one shard takes many requests (several in flight)."""
+    read_with(monkeypatch, ReadAhead(size, size, 4, 8 * size))
 
 
 # ---------------------------------------------------------------- HTTP
@@ -57,17 +61,31 @@ def test_http_shards_read_like_local_ones(http_server):
     assert samples[0]["__url__"] == http_server.url + "/shard-000.tar"
 
 
-def test_http_faults_lose_and_repeat_nothing(http_server, monkeypatch):
-    _, expected = local_dataset(http_server.root)
-    small_ranges(monkeypatch)
-    http_server.faults.spacing = 3
-    http_server.faults.cut(4, after=1000)
-    http_server.faults.fail(3, status=503)
-    http_server.faults.cut(2, after=0)
-    http_server.faults.fail(1, status=429)
-    dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar", shardshuffle=False, retry=FAST)
-    assert contents(dataset) == expected
-    assert http_server.faults.injected == {"cut": 6, "status": 4}
+@pytest.mark.parametrize(
+    "nshards, plan, spacing, cuts, fails",
+    [
+        (3, ReadAhead(4096, 4096, 4, 8 * 4096), 3, [(4, 1000), (2, 0)], [(3, 503), (1, 429)]),
+        # 16 ranges outstanding and the next shard requested ahead (a cut after 1,500 bytes of a 1,024-byte
+        # first range loses nothing: it is not always a retry)
+        (4, ReadAhead(1024, 4096, 16, 1 << 20), 5, [(6, 1500), (3, 0)], [(4, 503), (2, 500)]),
+    ],
+)
+def test_http_faults_lose_and_repeat_nothing(http_server, monkeypatch, nshards, plan, spacing, cuts, fails):
+    """Resets, short bodies and 5xx among the ranges in flight: every sample once."""
+    _, expected = local_dataset(http_server.root, nshards=nshards)
+    read_with(monkeypatch, plan)
+    http_server.faults.spacing = spacing
+    for (times, after), (count, status) in zip(cuts, fails):
+        http_server.faults.cut(times, after=after)
+        http_server.faults.fail(count, status=status)
+    url = http_server.url + f"/shard-{{000..{nshards - 1:03d}}}.tar"
+    dataset = wds_core.WebDataset(url, shardshuffle=False, retry=FAST)
+    got = list(dataset)
+    assert contents(got) == expected and len(got) == len(expected)
+    injected = {"cut": sum(t for t, _ in cuts), "status": sum(c for c, _ in fails)}
+    assert http_server.faults.injected == injected
+    assert dataset.stats["gave_up"] == 0
+    assert dataset.stats["retries"] >= injected["status"] + sum(t for t, after in cuts if after == 0)
 
 
 def test_http_server_that_ignores_range_still_gives_the_right_bytes(tmp_path, monkeypatch):
@@ -572,5 +590,22 @@ def test_the_next_shard_is_requested_while_one_is_read_and_nothing_outlives_a_br
         time.sleep(0.3)
         assert len(server.ranges) == asked
         assert contents(wds_core.WebDataset(url, shardshuffle=False)) == expected
+    finally:
+        server.stop()
+
+
+def test_stragglers_are_asked_for_again_and_the_first_answer_wins(tmp_path, monkeypatch):
+    from tests.servers import HttpServer, Shape
+
+    server = HttpServer(str(tmp_path), shape=Shape(latency=0.01, stragglers=0.3, straggle=40, seed=5))
+    try:
+        _, expected = local_dataset(str(tmp_path), nshards=2)
+        read_with(monkeypatch, ReadAhead(4096, 8192, 4, 1 << 20, hedge_after=0.1))
+        dataset = wds_core.WebDataset(server.url + "/shard-{000..001}.tar", shardshuffle=False)
+        started = time.monotonic()
+        got = list(dataset)
+        assert contents(got) == expected and len(got) == len(expected)  # each range used once
+        assert dataset.stats["hedged"] > 0
+        assert time.monotonic() - started < 20  # a hang guard: 30% of the requests take 0.4 s without hedging
     finally:
         server.stop()
