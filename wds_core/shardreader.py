@@ -114,9 +114,10 @@ class TarfileToSamples(ShardReading):
     ``handler`` decides what happens when a shard cannot be opened or is
     corrupt: the samples completed before the problem are always delivered, and
     so are the members read whole of the sample in progress when the handler
-    goes on (its ``True`` moves on to the next shard, ``False`` ends the stream).  ``select_files(name)`` keeps only the
-    members it accepts (their data is not even read); ``rename_files(name)``
-    renames members before grouping.  A member larger than the ``field_bytes``
+    goes on (its ``True`` moves on to the next shard, ``False`` ends the
+    stream).  ``select_files(name)`` keeps only the members it accepts (their
+    data is not even read); ``rename_files(name)`` renames members before
+    grouping.  A member larger than the ``field_bytes``
     limit, or a sample whose members pass ``sample_bytes``, is refused before it
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
     members included.  While a remote shard is read, the next one of the list

@@ -23,8 +23,7 @@ from typing import Any, BinaryIO
 
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
-from ..io.secure import check_allowed
-from ..io.storage import local_path, open_local, open_shard, url_of
+from ..io.storage import local_path, open_shard, url_of
 from ..shardreader import TarfileToSamples
 
 __all__ = [
@@ -225,9 +224,7 @@ class FileCache:
     def _open(self, url: str, dest: str) -> BinaryIO:
         if not islocal(url):
             return open(dest, "rb")  # a download of ours, inside the cache
-        # the user's own file: held to secure mode's roots like every local shard (checked on what was opened)
-        check_allowed(dest)
-        return open_local(dest, url)
+        return open_shard(url)  # the user's own file, opened as every shard is (secure mode's roots included)
 
 
 def cached_tarfile_to_samples(

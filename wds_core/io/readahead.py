@@ -133,9 +133,9 @@ class RangeWindow:
         """Request ranges up to the window (under the lock); the callback to call, once all are requested."""
         size = self.known()
         plan = self.plan
-        while (
-            not self.cancelled and len(self.pending) < plan.in_flight and (self.held < plan.budget or not self.pending)
-        ):
+        while not self.cancelled and len(self.pending) < plan.in_flight:
+            if self.held >= plan.budget and self.pending:
+                break
             if size is None and self.pending:
                 return None  # one range until the size is known (asking past the end is an error on some stores)
             if size is not None and self.next >= size:
@@ -177,18 +177,13 @@ class RangeWindow:
     def take(self, position: int) -> bytes:
         """The range that starts at ``position`` (``b""`` at the end of the object)."""
         with self.lock:
-            if self.pending and self.pending[0][0] != position:
-                raise AssertionError(
-                    f"the window is at {self.pending[0][0]}, the reader at {position}"
-                )  # pragma: no cover
+            if self.pending and self.pending[0][0] != position:  # pragma: no cover - a seek makes a new window
+                raise AssertionError(f"the window is at {self.pending[0][0]}, the reader at {position}")
             empty = not self.pending
             if empty:
                 self.next = position
-            lookup = self.size_lookup if self.known() is None else None
         if empty:
-            if lookup is not None:
-                lookup.result()  # the size asked for after the first range: the window can open now
-            self._fill()
+            self._open()
         with self.lock:
             if not self.pending:
                 return b""
@@ -209,11 +204,16 @@ class RangeWindow:
                 # so that a server that does not answer is asked once, not twice); the window opens at the next take
                 self.size_lookup = io_pool().submit(self.lookup)
                 return data
+        self._open()
+        return data
+
+    def _open(self) -> None:
+        """Request up to the window, once the size asked for (if it is) is known."""
+        with self.lock:
             lookup = self.size_lookup if self.known() is None else None
         if lookup is not None:
             lookup.result()
         self._fill()
-        return data
 
     def _timed(self, asked: float, request: Future) -> None:
         if not request.cancelled() and request.exception() is None:
@@ -225,9 +225,7 @@ class RangeWindow:
         if after is not None and len(self.took) >= 4 and not request.done():  # what is usual is known
             took = sorted(self.took)
             left = max(4 * took[len(took) // 2], after) - (time.monotonic() - asked)
-            if wait([request], timeout=max(left, 0)).done:
-                pass
-            else:
+            if not wait([request], timeout=max(left, 0)).done:
                 self.count("hedged")
                 twin = io_pool().submit(self.fetch, start, length)
                 first = next(iter(wait([request, twin], return_when=FIRST_COMPLETED).done))

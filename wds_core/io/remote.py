@@ -361,7 +361,7 @@ class RangeStream(ReadStream):
             self.size = self._lookup_size()
         return self.size
 
-    def _fetch(self, start: int, length: int, lookup: bool = True) -> bytes:
+    def _fetch(self, start: int, length: int) -> bytes:
         known = self.size
         if known is not None and start >= known:
             return b""
@@ -385,13 +385,8 @@ class RangeStream(ReadStream):
         what = f"read bytes {start}-{end}" + (f" of {known}" if known is not None else "")
         data = _with_retries(what, get, self.url, start, self.retry, self.stats)
         if known is None and learned:
-            self.size = learned[0]
-        elif known is None and lookup:
-            self.size = self._lookup_size()
+            self.size = learned[0]  # else the window asks for it once its first range is here
         return data
-
-    def _window_fetch(self, start: int, length: int) -> bytes:
-        return self._fetch(start, length, lookup=False)  # the window looks the size up beside the first range
 
     def _next_range(self, start: int) -> bytes:
         return self._window_at(start).take(start)
@@ -400,12 +395,7 @@ class RangeStream(ReadStream):
         if size is None or size < 0:
             size = sys.maxsize
         out = []
-        while size > 0 and (self.size is None or self._pos < self.size):
-            if not self._buffer:
-                data = self._next_range(self._pos)
-                if not data:
-                    break
-                self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
+        while size > 0 and (self._buffer or self._refill()):
             piece = self._buffer[:size]
             self._buffer = self._buffer[len(piece) :]
             self._pos += len(piece)
@@ -419,7 +409,7 @@ class RangeStream(ReadStream):
     def _window_at(self, start: int) -> RangeWindow:
         if self._window is None:
             self._window = RangeWindow(
-                self._window_fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count
+                self._fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count
             )
         return self._window
 
@@ -436,23 +426,25 @@ class RangeStream(ReadStream):
         shard)."""
         self._window_at(self._pos).then(callback)
 
+    def _refill(self) -> bool:
+        """The range at the position into the (empty) buffer; ``False`` at the end of the object."""
+        if self.size is not None and self._pos >= self.size:
+            return False
+        data = self._next_range(self._pos)
+        self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
+        return bool(data)
+
     def peek(self, size: int) -> bytes:
         """Up to ``size`` bytes at the position, without moving it (the first range is fetched if needed)."""
-        if not self._buffer and (self.size is None or self._pos < self.size):
-            data = self._next_range(self._pos)
-            self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
+        if not self._buffer:
+            self._refill()
         return self._buffer[:size].tobytes()
 
     def read_arrived(self, size: int) -> bytes:
         """At most ``size`` bytes of what has arrived: the rest of the current range, or the next range once it is
         here (``b""`` at the end); never waits for more than one range, so a reader parses as ranges arrive."""
-        if not self._buffer:
-            if self.size is not None and self._pos >= self.size:
-                return b""
-            data = self._next_range(self._pos)
-            if not data:
-                return b""
-            self._buffer, self._buffer_end = memoryview(data), self._pos + len(data)
+        if not self._buffer and not self._refill():
+            return b""
         piece = self._buffer[:size]
         self._buffer = self._buffer[len(piece) :]
         self._pos += len(piece)

@@ -120,24 +120,10 @@ class _Source:
         parsing starts on the first bytes of a range instead of waiting for the next ranges."""
         if self._arrived is None or self.pending is not None:
             return self.read(skip + n)
-        want = skip + n
-        parts, got = ([self.carry], len(self.carry)) if self.carry else ([], 0)
-        self.carry = b""
-        try:
-            while got < skip + BLOCK:
-                more = self._arrived(want - got)
-                if not more:
-                    break
-                parts.append(more)
-                got += len(more)
-        except Exception as exn:
-            error = self._error(exn)
-            if not parts:
-                raise error from None
-            self.pending = error
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        whole = skip + (max(got - skip, 0) // BLOCK) * BLOCK
-        if got >= skip + BLOCK and whole < got:
+        parts, self.carry = ([self.carry] if self.carry else []), b""
+        data = self._gather(self._arrived, parts, skip + BLOCK, skip + n)
+        whole = skip + (max(len(data) - skip, 0) // BLOCK) * BLOCK
+        if len(data) >= skip + BLOCK and whole < len(data):
             data, self.carry = data[:whole], data[whole:]
         return data
 
@@ -147,28 +133,27 @@ class _Source:
         if self.carry:
             head, self.carry = self.carry[:n], self.carry[n:]
             return head if len(head) == n else head + self.read(n - len(head))
-        parts: list[bytes] = []
+        return self._gather(self._read, [], n, n)
+
+    def _gather(self, read: Callable[[int], bytes], parts: list[bytes], until: int, want: int) -> bytes:
+        """``parts`` and what ``read`` gives after them, until ``until`` bytes are there or the stream ends (each
+        read asks for what is missing of ``want``).  A failure after some bytes arrived is kept in ``pending``."""
+        got = sum(map(len, parts))
         try:
-            data = self._read(n)
-            if data is None:  # pragma: no cover - non-blocking streams are not supported
-                raise ShardOpenError("the stream returned no data (non-blocking?)", url=self.url)
-            if len(data) >= n or not data:
-                return data
-            parts.append(data)
-            got = len(data)
-            while got < n:
-                more = self._read(n - got)
+            while got < until:
+                more = read(want - got)
+                if more is None:  # pragma: no cover - non-blocking streams are not supported
+                    raise ShardOpenError("the stream returned no data (non-blocking?)", url=self.url)
                 if not more:
                     break
                 parts.append(more)
                 got += len(more)
-            return b"".join(parts)
         except Exception as exn:
             error = self._error(exn)
             if not parts:
                 raise error from None
             self.pending = error
-            return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _error(self, exn: Exception) -> Exception:
         if isinstance(exn, WdsError):
