@@ -83,7 +83,6 @@ def shaped(args):
     import wds_core
     import wds_core.io.storage
     from wds_core.io.readahead import ReadAhead
-    from wds_core.io.remote import open_remote
 
     root = os.path.join(args.dir, "shaped")
     os.makedirs(root, exist_ok=True)
@@ -140,26 +139,16 @@ def shaped(args):
         rows.append((f"plain GETs, {connections} connection{'s' if connections > 1 else ''}", seconds, None))
     one = rows[0][1]
 
-    def wds_with(plan, ahead):
-        def opener(url, options, retry, stats=None):
-            stream = open_remote(url, options, retry, plan, stats)
-            if not ahead:
-                stream.then = lambda callback: None  # never asks for the next shard
-            return stream
+    def wds_with(plan):
+        return read(lambda: wds_core.WebDataset(urls, shardshuffle=False, read_ahead=plan))
 
-        wds_core.io.storage.open_remote = opener
-        try:
-            return read(lambda: wds_core.WebDataset(urls, shardshuffle=False))
-        finally:
-            wds_core.io.storage.open_remote = open_remote
-
-    for label, plan, ahead in [
-        ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20), False),
-        ("wds, 256 KiB then 8 x 4 MiB in flight, this shard only", ReadAhead(256 << 10, 4 << 20, 8), False),
-        ("wds, the default without hedging", ReadAhead(hedge_after=None), True),
-        ("wds (default: 256 KiB, then 16 x 2 MiB in flight, next shard ahead)", ReadAhead(), True),
+    for label, plan in [
+        ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20, None, 0)),
+        ("wds, 256 KiB then 8 x 4 MiB in flight, this shard only", ReadAhead(256 << 10, 4 << 20, 8, shards_ahead=0)),
+        ("wds, the default without hedging", ReadAhead(hedge_after=None)),
+        ("wds (default: 256 KiB, then 16 x 2 MiB in flight, 2 shards ahead)", ReadAhead()),
     ]:
-        runs = [wds_with(plan, ahead) for _ in range(args.repeats)]
+        runs = [wds_with(plan) for _ in range(args.repeats)]
         seconds, first, n = min(runs)
         assert n == 16 * 256 * SAMPLE, n
         rows.append((label, seconds, first))

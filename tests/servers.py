@@ -1,7 +1,8 @@
 """Real storage servers on 127.0.0.1 for the tests: S3 (moto), GCS (gcp-storage-emulator), HTTP with Range.
 
 Each server runs in a thread of the test process on a free port.  The S3 and
-HTTP servers can inject faults into the next requests (``Faults``): cut the
+HTTP servers (and ``ShapingProxy``, which puts an object store's latency and bandwidth in front of moto's S3)
+can inject faults into the next requests (``Faults``): cut the
 connection after part of an object's bytes, or answer 503.  The HTTP server
 can also be shaped like an object store (``Shape``: latency, bandwidth per
 connection, jitter, stragglers), for the tests and ``benchmarks/bench_remote.py``.  The S3 server
@@ -12,6 +13,7 @@ would.
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import os
 import random
@@ -21,7 +23,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
@@ -190,6 +192,126 @@ class Shape:
     seed: int = 0
 
 
+class Shaper:
+    """Delays and paces responses as ``shape`` says."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self._rng = random.Random(shape.seed)
+        self._lock = threading.Lock()
+
+    def wait(self) -> float:
+        """Sleep for the latency of one response; the factor its bytes are slowed by (a straggler's)."""
+        shape = self.shape
+        with self._lock:
+            jitter = self._rng.random() * shape.jitter
+            slow = shape.straggle if self._rng.random() < shape.stragglers else 1.0
+        if shape.latency or jitter:
+            time.sleep((shape.latency + jitter) * slow)
+        return slow
+
+    def answer(self, handler: Any, data: bytes, slow: float, cut: int | None) -> None:
+        """Send the body ``data``, shaped; with ``cut``, only its first ``cut`` bytes and the connection is reset."""
+        if cut is None:
+            self.send(handler.wfile, data, slow)
+            return
+        handler.wfile.write(data[:cut])
+        handler.wfile.flush()
+        handler.close_connection = True
+        handler.connection.shutdown(socket.SHUT_RDWR)
+
+    def send(self, out: Any, data: bytes, slow: float) -> None:
+        """Write ``data`` to ``out`` at the shape's bandwidth (divided by ``slow``)."""
+        rate = self.shape.bandwidth
+        if rate is None:
+            out.write(data)
+            return
+        rate /= slow
+        started, step, view = time.monotonic(), 256 << 10, memoryview(data)
+        for at in range(0, len(data), step):
+            out.write(view[at : at + step])
+            ahead = (at + step) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+class ShapingProxy:
+    """Any HTTP server (moto's S3 for one) behind an object store's latency and per-connection bandwidth: each
+    request is passed on to ``upstream`` and its answer sent back shaped (``Shape``), with fault injection."""
+
+    def __init__(self, upstream: str, shape: Shape) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(upstream)
+        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.shaper = Shaper(shape)
+        self.faults = Faults()
+        self.requests = 0
+        self._local = threading.local()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def relay(self) -> None:
+                proxy._relay(self)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = relay
+
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        ThreadingHTTPServer.request_queue_size = 128
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+
+    def _relay(self, handler: Any) -> None:
+        import http.client
+
+        self.requests += 1
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else None
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("connection", "keep-alive")}
+        for attempt in range(2):  # a kept connection the upstream closed meanwhile: once more on a new one
+            connection = getattr(self._local, "connection", None)
+            if connection is None:
+                connection = self._local.connection = http.client.HTTPConnection(*self.upstream, timeout=60)
+            try:
+                connection.request(handler.command, handler.path, body=body, headers=headers)
+                response = connection.getresponse()
+                data = response.read()
+                break
+            except (ConnectionError, http.client.HTTPException):
+                connection.close()
+                self._local.connection = None
+                if attempt:
+                    raise
+        slow = self.shaper.wait()
+        is_read = handler.command == "GET" and response.status in (200, 206)
+        fault = self.faults.next_fault() if is_read else None
+        if fault and fault[0] == "status":
+            handler.send_error(fault[1])
+            return
+        handler.send_response(response.status, response.reason)
+        for name, value in response.getheaders():
+            if name.lower() not in ("transfer-encoding", "connection", "content-length", "date", "server"):
+                handler.send_header(name, value)
+        handler.send_header("Content-Length", response.getheader("Content-Length", str(len(data))))
+        handler.end_headers()
+        if handler.command != "HEAD":
+            self.shaper.answer(handler, data, slow, fault[1] if fault else None)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
 class HttpServer:
     """Files of ``root`` over HTTP/1.1 with single-range ``Range`` support, fault injection and, with ``shape``,
     an object store's latency and per-connection bandwidth."""
@@ -199,8 +321,7 @@ class HttpServer:
         self.faults = Faults()
         self.honour_range = honour_range
         self.shape = shape or Shape()
-        self._rng = random.Random(self.shape.seed)
-        self._rng_lock = threading.Lock()
+        self.shaper = Shaper(self.shape)
         self.gets = 0  # GET requests served
         self.ranges: list[str] = []  # the Range header of each GET ("" for none)
         server = self
@@ -219,73 +340,57 @@ class HttpServer:
                 server._get(self)
 
             def do_HEAD(self) -> None:
-                server._wait()
-                super().do_HEAD()
+                server._get(self, head=True)
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        ThreadingHTTPServer.request_queue_size = 128  # many connections at once, as a store takes them
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
-    def _wait(self) -> float:
-        """Sleep for the latency of one response; the factor its bytes are slowed by (a straggler's)."""
-        shape = self.shape
-        with self._rng_lock:
-            jitter = self._rng.random() * shape.jitter
-            slow = shape.straggle if self._rng.random() < shape.stragglers else 1.0
-        if shape.latency or jitter:
-            time.sleep((shape.latency + jitter) * slow)
-        return slow
-
-    def _send(self, handler: Any, data: bytes, slow: float) -> None:
-        rate = self.shape.bandwidth
-        if rate is None:
-            handler.wfile.write(data)
-            return
-        rate /= slow
-        started, step = time.monotonic(), 64 << 10
-        for at in range(0, len(data), step):
-            handler.wfile.write(data[at : at + step])
-            ahead = (at + step) / rate - (time.monotonic() - started)
-            if ahead > 0:
-                time.sleep(ahead)
-
-    def _get(self, handler: Any) -> None:
-        self.gets += 1
-        self.ranges.append(handler.headers.get("Range", ""))
-        slow = self._wait()
+    def _get(self, handler: Any, head: bool = False) -> None:
+        if not head:
+            self.gets += 1
+            self.ranges.append(handler.headers.get("Range", ""))
+        slow = self.shaper.wait()
         path = handler.translate_path(handler.path)
         if not os.path.isfile(path):
             handler.send_error(404)
             return
-        fault = self.faults.next_fault()
+        fault = None if head else self.faults.next_fault()
         if fault and fault[0] == "status":
             handler.send_error(fault[1])
             return
-        with open(path, "rb") as stream:
-            data = stream.read()
+        size = os.path.getsize(path)
         match = re.fullmatch(r"bytes=(\d+)-(\d*)", handler.headers.get("Range", ""))
+        start, end = 0, size
+        if match and self.honour_range and int(match.group(1)) >= size:
+            handler.send_response(416)
+            handler.send_header("Content-Range", f"bytes */{size}")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
         if match and self.honour_range:
             start = int(match.group(1))
-            end = min(len(data), int(match.group(2)) + 1 if match.group(2) else len(data))
+            end = min(size, int(match.group(2)) + 1 if match.group(2) else size)
             handler.send_response(206)
-            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
-            data = data[start:end]
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
         else:
             handler.send_response(200)
-        handler.send_header("Content-Length", str(len(data)))
+        with open(path, "rb") as stream:  # only the range: a store does not read the whole object for each one
+            stream.seek(start)
+            data = b"" if head else stream.read(max(end - start, 0))
+        handler.send_header("Content-Length", str(max(end - start, 0)))
         handler.send_header("Content-Type", "application/x-tar")
         handler.send_header("Accept-Ranges", "bytes")
+        stat = os.stat(path)  # what an object store says of an object (S3 clients such as obstore require both)
+        handler.send_header("ETag", f'"{stat.st_size:x}-{stat.st_mtime_ns:x}"')
+        handler.send_header("Last-Modified", email.utils.formatdate(stat.st_mtime, usegmt=True))
         handler.end_headers()
-        if fault and fault[0] == "cut":
-            handler.wfile.write(data[: fault[1]])
-            handler.wfile.flush()
-            handler.close_connection = True
-            handler.connection.shutdown(socket.SHUT_RDWR)
-            return
-        self._send(handler, data, slow)
+        if not head:
+            self.shaper.answer(handler, data, slow, fault[1] if fault else None)
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -12,6 +12,7 @@ from .dist import node_info, worker_info
 from .errors import SpecError
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
+from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
 from .pipeline import DataPipeline
 from .shardreader import ShardReadOptions, TarfileToSamples
@@ -43,7 +44,9 @@ class WebDataset(DataPipeline, FluidInterface):
     ``cache_local=True``), filled while it is streamed, at most ``cache_size``
     bytes (negative: unlimited), named by ``url_to_name(url)`` when given.
     ``retry`` (a :class:`RetryPolicy`) says how often a failing remote read is
-    repeated before it is an error.
+    repeated before it is an error, and ``read_ahead`` (a
+    :class:`~wds_core.io.readahead.ReadAhead`) how many byte ranges of a
+    remote shard, and how many shards ahead, are requested at once.
 
     ``urls`` may also name a dataset-spec file (``.yaml``/``.yml``/``.json``,
     or its parsed dict): several sources mixed in proportions
@@ -81,6 +84,7 @@ class WebDataset(DataPipeline, FluidInterface):
         balanced: str | None = None,
         allow_pipe: bool = False,
         sample_counts: Any = None,
+        read_ahead: ReadAhead | None = None,
     ) -> None:
         if seed is None and os.environ.get("WDS_SEED", "") != "":
             seed = int(os.environ["WDS_SEED"])
@@ -90,7 +94,9 @@ class WebDataset(DataPipeline, FluidInterface):
             cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
         from .specfile import is_spec, spec_mix
 
-        reading = ShardReadOptions(handler, select_files, rename_files, storage_options, cache, retry)
+        reading = ShardReadOptions(
+            handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead
+        )
         if is_spec(urls):
             if balanced is not None or resampled or mode == "resampled":
                 raise SpecError("a dataset-spec file sets each source's sampling; balanced/resampled do not apply")

@@ -24,6 +24,7 @@ from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.decompress import is_compressed
+from .io.readahead import READ_AHEAD, Allowance, ReadAhead
 from .io.remote import DEFAULT_RETRY, RetryPolicy
 from .io.storage import open_shard, remote_url, url_of
 from .io.storage_config import StorageOptions, registered, restore_registered
@@ -52,7 +53,9 @@ class ShardReadOptions:
     prefix), the shard ``cache``, the remote ``retry`` policy and the ``limits``
     on what one member and one sample may take
     (:class:`~wds_core.fieldcodecs.limits.DecodeLimits` or a dict of some of
-    them; default: the configuration file's ``decode_limits``).
+    them; default: the configuration file's ``decode_limits``), and how far
+    ahead remote shards are requested (``read_ahead``, a
+    :class:`~wds_core.io.readahead.ReadAhead`).
     """
 
     handler: Handler = reraise_exception
@@ -62,6 +65,7 @@ class ShardReadOptions:
     cache: ShardCache | None = None
     retry: RetryPolicy | None = None
     limits: Any = None
+    read_ahead: ReadAhead | None = None
 
     def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
         """The same options with other storage options."""
@@ -85,8 +89,16 @@ class ShardReading(Recipe):
     retry: RetryPolicy
 
     def _set_storage(
-        self, storage_options: dict | None, cache: ShardCache | None, retry: RetryPolicy | None, limits: Any = None
+        self,
+        storage_options: dict | None,
+        cache: ShardCache | None,
+        retry: RetryPolicy | None,
+        limits: Any = None,
+        read_ahead: ReadAhead | None = None,
     ) -> None:
+        if read_ahead is not None and not isinstance(read_ahead, ReadAhead):
+            raise TypeError(f"read_ahead must be a ReadAhead, got {type(read_ahead).__name__}")
+        self.read_ahead = READ_AHEAD if read_ahead is None else read_ahead
         DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
         self.limits = limits  # resolved (over the configuration file) by each reader: ShardReader.limits
         self.storage_options = None if storage_options is None else StorageOptions(storage_options)
@@ -97,7 +109,8 @@ class ShardReading(Recipe):
         self.stats: Counter[str] = Counter()
 
     def open(self, url: str) -> Any:
-        return open_shard(url, self.storage_options, self.cache, self.retry, stats=getattr(self, "stats", None))
+        plan = getattr(self, "read_ahead", READ_AHEAD)  # recipes pickled before there was one
+        return open_shard(url, self.storage_options, self.cache, self.retry, getattr(self, "stats", None), plan=plan)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_registered": registered(), "stats": Counter()}
@@ -133,11 +146,12 @@ class TarfileToSamples(ShardReading):
         cache: ShardCache | None = None,
         retry: RetryPolicy | None = None,
         limits: Any = None,
+        read_ahead: ReadAhead | None = None,
     ) -> None:
         self.handler = handler
         self.select_files = select_files
         self.rename_files = rename_files
-        self._set_storage(storage_options, cache, retry, limits)
+        self._set_storage(storage_options, cache, retry, limits, read_ahead)
 
     @classmethod
     def from_options(cls, options: ShardReadOptions) -> TarfileToSamples:
@@ -150,6 +164,7 @@ class TarfileToSamples(ShardReading):
             options.cache,
             options.retry,
             options.limits,
+            options.read_ahead,
         )
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
@@ -202,10 +217,11 @@ class ShardReader(StageIterator):
         self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
         self._stopped = False  # the handler said stop about a refused member
         self.partial: dict[str, Any] | None = None  # the sample at a cut, from group_members
-        # the next shard, taken from upstream while this one is read so that a remote one is requested ahead
+        # the next shards, taken from upstream while this one is read so that remote ones are requested ahead
         # (a plain shard list only: a balanced part counts what it handed out); kept in the state until started
-        self.queued: Any = None
-        self._early: tuple[str, Any] | None = None  # (url, stream) of the queued shard, opened and requested ahead
+        self.queued: list[Any] = []
+        self._early: list[tuple[str, Any]] = []  # (url, stream) of queued shards, opened and requested ahead
+        self._allowance: Allowance | None = None  # what this reader's remote shards may request together
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
@@ -214,8 +230,8 @@ class ShardReader(StageIterator):
             state["left"] = self.left
         if url and self.plain and self.offset > 0:
             state["plain"] = True
-        if self.queued is not None:
-            state["queued"] = self.queued
+        if self.queued:
+            state["queued"] = list(self.queued)
         return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
@@ -223,7 +239,8 @@ class ShardReader(StageIterator):
         self.offset = int(state.get("offset", 0)) if self.url else -1
         self.left = None if state.get("left") is None else int(state["left"])
         self.plain = bool(state.get("plain", False))
-        self.queued = state.get("queued")
+        queued = state.get("queued")
+        self.queued = [] if queued is None else list(queued) if isinstance(queued, list) else [queued]  # 1 before
 
     def delivered_positions(self) -> tuple[int, Any]:
         """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
@@ -245,7 +262,7 @@ class ShardReader(StageIterator):
                     return
             source = iter(self.src)
             while True:
-                item, self.queued = self.queued, None
+                item = self.queued.pop(0) if self.queued else None
                 if item is None:
                     item = next(source, _END)
                     if item is _END:
@@ -263,38 +280,43 @@ class ShardReader(StageIterator):
             self._drop_early()
 
     def _look_ahead(self, source: Iterator[Any], stream: Any) -> None:
-        """Take the next shard from upstream and, when it is remote, have it requested once ``stream`` (the one
-        being read) has requested all of its own ranges."""
-        if self.queued is not None or implements(self.src, BalancedPart) or not hasattr(stream, "then"):
+        """Take the next shards from upstream (``ReadAhead.shards_ahead`` of them) and, the remote ones, have them
+        requested within what this reader may request, after ``stream`` (the one being read)."""
+        if implements(self.src, BalancedPart) or not hasattr(stream, "attach"):
             return
-        item = next(source, _END)
-        if item is _END:
-            return
-        self.queued = item
-        url = url_of(item)
-        if not remote_url(url) or self.recipe.cache is not None:
-            return
-        try:
-            early = self.recipe.open(url)
-        except Exception:  # opened again, and reported through the handler, when its turn comes
-            return
-        if not hasattr(early, "prefetch"):
-            early.close()
-            return
-        self._early = (url, early)
-        stream.then(early.prefetch)
+        plan = getattr(self.recipe, "read_ahead", READ_AHEAD)
+        if self._allowance is None:
+            self._allowance = Allowance(plan)
+        stream.attach(self._allowance, first=True)
+        while len(self.queued) < plan.shards_ahead:
+            item = next(source, _END)
+            if item is _END:
+                return
+            self.queued.append(item)
+            url = url_of(item)
+            if not remote_url(url) or self.recipe.cache is not None:
+                continue
+            try:
+                early = self.recipe.open(url)
+            except Exception:  # opened again, and reported through the handler, when its turn comes
+                continue
+            if not hasattr(early, "attach"):
+                early.close()
+                continue
+            early.attach(self._allowance, first=False)
+            self._early.append((url, early))
+            early.prefetch()
 
     def _drop_early(self) -> None:
-        if self._early is not None:
-            self._early[1].close()
-            self._early = None
+        early, self._early = self._early, []
+        for _, stream in early:
+            stream.close()
 
     def _open(self, url: str, start: int) -> Any:
-        early, self._early = self._early, None
-        if early is not None and early[0] == url and start == 0:
-            return early[1]
-        if early is not None:
-            early[1].close()
+        if self._early and self._early[0][0] == url and start == 0:
+            return self._early.pop(0)[1]
+        if self._early and self._early[0][0] == url:
+            self._early.pop(0)[1].close()
         return self.recipe.open(url)
 
     def _refused(self, exn: OverLimitError) -> bool:

@@ -1,29 +1,32 @@
-"""Many range requests in flight per remote shard, on one I/O pool per process.
+"""Many range requests in flight per reader, over its shard and the shards ahead, on one I/O pool per process.
 
 An object store gives each connection a fixed bandwidth after a fixed
 latency: one request at a time holds a reader to one connection's speed
-(~36 MB/s at 40 ms and 40 MB/s a connection).  :class:`RangeWindow` keeps up
-to ``ReadAhead.in_flight`` consecutive ranges of a shard requested at once,
-within ``ReadAhead.budget`` bytes requested and not yet consumed, and hands
-them to the reader in order as each arrives.  The first range after opening
-(or seeking) is small (``first_range``), so parsing starts after one round
-trip; when the object's size is not known it is asked for once that range
-has arrived (while it is parsed), and the window opens when it is known.
+(~36 MB/s at 40 ms and 40 MB/s a connection).  A :class:`RangeWindow` hands a
+shard's consecutive ranges to its reader in order, as each arrives.  The
+first range after opening (or seeking) is small (``first_range``), so parsing
+starts after one round trip; when the object's size is not known (a response
+without ``Content-Range``) it is asked for once that range has arrived, and
+the window opens when it is known.
 
-Once every range of the shard being read is requested, the reader has the
-next shard of its list primed (:meth:`RangeWindow.prime`: its first ranges and
-its size, then its window from the pool), so the connections are not idle
-between shards: a reader holds at most two windows, ``2 x budget`` bytes.
+The windows of one reader share an :class:`Allowance`: at most
+``ReadAhead.in_flight`` requests outstanding and ``ReadAhead.budget`` bytes
+requested and not yet consumed, served in the reader's order -- the shard it
+reads first, then the ``shards_ahead`` shards of its list it has opened and
+primed (:meth:`RangeWindow.prime`) -- so the connections are never idle
+between shards and the shards ahead only get what the current one does not
+need.  When a range is answered its connection goes to the next range the
+allowance allows.
 
 The requests run on :func:`io_pool`, shared by every reader of the process
 (made anew in a forked child).  Each range is fetched with the retry policy
 of its stream, so a range is delivered whole and once.  :meth:`RangeWindow.cancel`
-drops what has not started; what is running finishes and is dropped.
+drops what has not started; what is running finishes and is dropped (and is
+not retried once its stream is closed).
 
 Measured against a local server shaped like an object store
-(``python benchmarks/bench_remote.py --shaped``): one process reads ~4x what
-one connection gives; fsspec's HTTP client (one event loop thread) tops out
-near 220 MB/s on this machine with 16 ranges in flight.
+(``python benchmarks/bench_remote.py --shaped``, 40 ms and 40 MB/s a
+connection): one process reads ~10x what one connection gives.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["READ_AHEAD", "ReadAhead", "RangeWindow", "io_pool"]
+__all__ = ["READ_AHEAD", "Allowance", "ReadAhead", "RangeWindow", "io_pool"]
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,14 @@ class ReadAhead:
 
     first_range: int = 256 << 10
     range_bytes: int = 2 << 20
-    in_flight: int = 16
+    in_flight: int = 24
     budget: int = 64 << 20
     hedge_after: float | None = 0.1
+    shards_ahead: int = 4
 
     def __post_init__(self) -> None:
+        if self.shards_ahead < 0:
+            raise ValueError(f"ReadAhead.shards_ahead must be >= 0, got {self.shards_ahead}")
         for name in ("first_range", "range_bytes", "in_flight", "budget"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ReadAhead.{name} must be >= 1, got {getattr(self, name)}")
@@ -76,6 +83,7 @@ _POOL_WORKERS = 64  # requests of all the readers of a process; they wait on the
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0
 _pool_lock = threading.Lock()
+_BOOKKEEPING = threading.RLock()  # held only to count and request ranges, never while waiting for one
 
 
 def io_pool() -> ThreadPoolExecutor:
@@ -88,6 +96,64 @@ def io_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+class Allowance:
+    """What the windows of one reader may request together: ``plan.in_flight`` ranges and ``plan.budget`` bytes
+    requested and not yet taken.  The windows are served in the reader's order (the shard being read first, then
+    the shards ahead of it), so the shards ahead only get what the shard being read does not need."""
+
+    def __init__(self, plan: ReadAhead) -> None:
+        self.plan = plan
+        # one lock for the bookkeeping of every window of the process: a window moves from one allowance to another
+        # (a reader adopting a stream it opened), and its ranges must never be requested by two threads at once
+        self.lock = _BOOKKEEPING
+        self.held = 0  # bytes requested and not yet taken, all windows
+        self.pending = 0  # ranges requested and not yet taken, all windows
+        self.running = 0  # ranges requested and not yet answered: the connections in use
+        self.windows: list[RangeWindow] = []
+        self.filling = self.again = False
+
+    def room(self) -> bool:
+        """Whether one more range may be requested (one may always be, when nothing is pending)."""
+        return self.running < self.plan.in_flight and (self.held < self.plan.budget or self.pending == 0)
+
+    def fill(self) -> None:
+        """Request what the allowance allows, window by window in the reader's order."""
+        with self.lock:
+            if self.filling:  # a range answered at once calls back into fill(): the loop below goes round again
+                self.again = True
+                return
+            self.filling = True
+            try:
+                while True:
+                    self.again = False
+                    for window in list(self.windows):
+                        if not self.room():
+                            break
+                        window._request()
+                    if not self.again:
+                        break
+            finally:
+                self.filling = False
+
+    def adopt(self, window: RangeWindow, first: bool) -> None:
+        """Serve ``window`` from now on: first (the shard being read) or after the others (a shard ahead)."""
+        with self.lock:
+            old = window.allowance
+            if window in old.windows:
+                old.windows.remove(window)
+            if old is not self:
+                moved = [length for _, length, _, _ in window.pending]
+                old.pending -= len(moved)
+                old.held -= sum(moved)
+                old.running -= window.running
+                self.pending += len(moved)
+                self.held += sum(moved)
+                self.running += window.running
+                window.allowance = self
+            if not window.cancelled and not window.exhausted:
+                self.windows.insert(0, window) if first else self.windows.append(window)
+
+
 class RangeWindow:
     """The ranges of one object requested ahead of its reader, from ``start``.
 
@@ -95,9 +161,9 @@ class RangeWindow:
     object); ``known()`` the object's size (``None`` while it is not known) and
     ``lookup()`` asks for it.  :meth:`take` returns the range at the reader's
     position, waiting for it, and requests more; :meth:`prime` requests the
-    first ranges before the reader comes (the shard after the one being read).
-    ``then(callback)`` is called once every range of the object is requested:
-    the reader then has the next shard requested.
+    first ranges before the reader comes (a shard ahead of the one being read).
+    The windows of one reader share an :class:`Allowance` (one of its own
+    otherwise).
     """
 
     def __init__(
@@ -108,6 +174,7 @@ class RangeWindow:
         start: int,
         plan: ReadAhead,
         count: Callable[[str], None] = lambda what: None,
+        allowance: Allowance | None = None,
     ) -> None:
         self.fetch, self.known, self.lookup, self.plan = fetch, known, lookup, plan
         self.count = count  # count("hedged") for each range asked for twice
@@ -115,29 +182,26 @@ class RangeWindow:
         self.next = start  # offset of the next range to request
         self.first = True  # the next range is the first after an open or a seek
         self.pending: deque[tuple[int, int, Future, float]] = deque()  # start, length, request, when asked
-        self.held = 0  # bytes requested and not yet taken
         self.size_lookup: Future | None = None  # the size, asked for once the first range arrived (or when primed)
-        self.lock = threading.Lock()  # a primed window is filled from the pool once its size is known
         self.cancelled = False
-        self.callback: Callable[[], None] | None = None
-        self.all_requested = False
+        self.exhausted = False  # every range is requested
+        self.running = 0  # ranges requested and not yet answered
+        self.allowance = allowance or Allowance(plan)
+        with self.allowance.lock:
+            self.allowance.windows.append(self)
 
-    def then(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once every range of the object is requested (now, if they are)."""
-        with self.lock:
-            done, self.callback = self.all_requested, (None if self.all_requested else callback)
-        if done:
-            callback()
+    @property
+    def lock(self) -> Any:
+        return _BOOKKEEPING
 
-    def _request(self) -> Callable[[], None] | None:
-        """Request ranges up to the window (under the lock); the callback to call, once all are requested."""
+    def _request(self, needed: bool = False) -> None:
+        """Request ranges while the allowance allows (under the lock); one more when the reader ``needed`` it and
+        the shards ahead hold every connection of the allowance (the budget is then passed by one range)."""
         size = self.known()
-        plan = self.plan
-        while not self.cancelled and len(self.pending) < plan.in_flight:
-            if self.held >= plan.budget and self.pending:
-                break
-            if size is None and self.pending:
-                return None  # one range until the size is known (asking past the end is an error on some stores)
+        plan, allowance = self.plan, self.allowance
+        while not self.cancelled and (allowance.room() or (needed and not self.pending)):
+            if size is None and not self._may_guess():
+                return  # one range until the size is known (asking past the end is an error on some stores)
             if size is not None and self.next >= size:
                 break
             length = plan.first_range if self.first else plan.range_bytes
@@ -146,33 +210,41 @@ class RangeWindow:
             self.first = False
             asked = time.monotonic()
             request = io_pool().submit(self.fetch, self.next, length)
-            request.add_done_callback(functools.partial(self._timed, asked))
             self.pending.append((self.next, length, request, asked))
             self.next += length
-            self.held += length
-        if size is None or self.next < size or self.all_requested:
-            return None
-        self.all_requested = True
-        callback, self.callback = self.callback, None
-        return callback
+            allowance.held += length
+            allowance.pending += 1
+            allowance.running += 1
+            self.running += 1
+            request.add_done_callback(functools.partial(self._timed, asked))  # last: it may run here, at once
+        if size is not None and self.next >= size:
+            self._done_requesting()
 
-    def _fill(self) -> None:
-        with self.lock:
-            callback = self._request()
-        if callback is not None:
-            callback()
+    def _may_guess(self) -> bool:
+        """Whether a range may be requested while the size is unknown: the first one, or the next one once the
+        size was asked for and the store did not say it (one at a time, under the lock)."""
+        if self.pending:
+            return False
+        lookup = self.size_lookup
+        return self.first or (lookup is not None and lookup.done())
+
+    def _done_requesting(self) -> None:
+        """Every range is requested: the windows after this one get what is free (under the lock)."""
+        self.exhausted = True
+        if self in self.allowance.windows:
+            self.allowance.windows.remove(self)
 
     def prime(self) -> None:
-        """Request the first ranges now; the size, when unknown, is asked for beside them and the window is filled
-        from the pool once it is known."""
-        self._fill()
+        """Request the first ranges as the allowance allows; the size, when unknown, is asked for beside them and
+        the window filled from the pool once it is known."""
+        self.allowance.fill()
         with self.lock:
             if self.known() is None and self.size_lookup is None:
                 self.size_lookup = io_pool().submit(self._learn_and_fill)
 
     def _learn_and_fill(self) -> None:
         self.lookup()
-        self._fill()
+        self.allowance.fill()
 
     def take(self, position: int) -> bytes:
         """The range that starts at ``position`` (``b""`` at the end of the object)."""
@@ -182,21 +254,25 @@ class RangeWindow:
             empty = not self.pending
             if empty:
                 self.next = position
+                if not self.cancelled and self not in self.allowance.windows:
+                    self.exhausted = False
+                    self.allowance.windows.insert(0, self)
         if empty:
             self._open()
         with self.lock:
             if not self.pending:
+                self._request(needed=True)
+            if not self.pending:
                 return b""
             start, length, future, asked = self.pending.popleft()
-            self.held -= length
+            self.allowance.held -= length
+            self.allowance.pending -= 1
         data = self._wait(start, length, future, asked)
         if len(data) < length:  # the object ends here: what was asked after it is not there
             self.cancel()
             with self.lock:
-                self.next, self.all_requested = start + len(data), True
-                callback, self.callback = self.callback, None
-            if callback is not None:
-                callback()
+                self.next = start + len(data)
+            self.allowance.fill()
             return data
         with self.lock:
             if self.known() is None and self.size_lookup is None:
@@ -208,16 +284,21 @@ class RangeWindow:
         return data
 
     def _open(self) -> None:
-        """Request up to the window, once the size asked for (if it is) is known."""
+        """Request what the allowance allows, once the size asked for (if it is) is known."""
         with self.lock:
             lookup = self.size_lookup if self.known() is None else None
         if lookup is not None:
             lookup.result()
-        self._fill()
+        self.allowance.fill()
 
     def _timed(self, asked: float, request: Future) -> None:
+        """A range is answered (or cancelled): its connection is free for the next one the allowance allows."""
         if not request.cancelled() and request.exception() is None:
             self.took.append(time.monotonic() - asked)
+        with self.lock:
+            self.allowance.running -= 1
+            self.running -= 1
+        self.allowance.fill()
 
     def _wait(self, start: int, length: int, request: Future, asked: float) -> bytes:
         """The bytes of ``request``; asked for again when it straggles (see :class:`ReadAhead`), first answer wins."""
@@ -242,9 +323,13 @@ class RangeWindow:
         """Drop what was requested: not started, it never will be; running, its bytes are dropped."""
         with self.lock:
             self.cancelled = True
-            for _, _, future, _ in self.pending:
+            allowance = self.allowance
+            for _, length, future, _ in self.pending:
                 future.cancel()
+                allowance.held -= length
+                allowance.pending -= 1
             self.pending.clear()
-            self.held = 0
+            if self in allowance.windows:
+                allowance.windows.remove(self)
             if self.size_lookup is not None:
                 self.size_lookup.cancel()

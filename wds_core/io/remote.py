@@ -12,7 +12,6 @@ spent the error names the URL and the byte offset, never a credential.
 
 from __future__ import annotations
 
-import inspect
 import io
 import logging
 import sys
@@ -23,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..errors import ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
-from .readahead import READ_AHEAD, RangeWindow, ReadAhead
+from .direct import FsspecSource, RangeSource, http_source
+from .readahead import READ_AHEAD, Allowance, RangeWindow, ReadAhead
 from .streams import ReadStream
 
 __all__ = ["RangeStream", "RetryPolicy", "connect", "open_remote", "retry_stats"]
@@ -143,13 +143,20 @@ def _say_retry(what: str, url: str, attempt: int, policy: RetryPolicy, exn: Base
 
 
 def _with_retries(
-    what: str, call: Any, url: str, offset: int | None, policy: RetryPolicy, stats: Counter[str] | None = None
+    what: str,
+    call: Any,
+    url: str,
+    offset: int | None,
+    policy: RetryPolicy,
+    stats: Counter[str] | None = None,
+    stopped: Any = None,
 ) -> Any:
     """``call(timeout)``, repeated after transient failures; the last failure becomes a ShardOpenError.
 
     ``timeout`` is the time left of ``policy.budget`` (``None`` without one): the attempt must end by then.
     Each retry is counted (:func:`retry_stats` and ``stats``) and logged (``wds_core.io``, at most one
-    message every few seconds).
+    message every few seconds).  Once ``stopped()`` (its reader closed the stream: nobody waits for the
+    answer), a failure ends the request without a retry, a count or a message.
     """
     started = time.monotonic()
     for attempt in range(policy.attempts):
@@ -160,7 +167,7 @@ def _with_retries(
         except FileNotFoundError:
             raise ShardNotFoundError("shard not found", url=url) from None
         except Exception as exn:
-            if not is_transient(exn):
+            if not is_transient(exn) or (stopped is not None and stopped()):
                 raise ShardOpenError(f"cannot {what}: {describe_error(exn)}", url=url, offset=offset) from None
             delay = policy.delay(attempt)
             spent = time.monotonic() - started
@@ -251,17 +258,6 @@ def connect(
     return _with_retries("connect to the store", attempt, url, None, retry, stats)
 
 
-def _within(method: Any, left: float | None) -> dict[str, Any]:
-    """Keyword arguments that cut a call of ``method`` off after ``left`` seconds, when it can be.
-
-    fsspec runs an async backend's coroutine for its blocking methods and accepts ``timeout=`` there
-    (cancelling the coroutine, retries and all); other methods run as they are.
-    """
-    if left is None or not inspect.iscoroutinefunction(getattr(method, "__wrapped__", None)):
-        return {}
-    return {"timeout": left}
-
-
 def open_remote(
     url: str,
     options: dict[str, Any],
@@ -277,9 +273,33 @@ def open_remote(
     Nothing is requested before the first read.  Retries are counted in
     ``stats`` too (a reading stage's).
     """
-    fs, path = connect(url, options, retry, stats)
-    stream = RangeStream(fs, path, url, None, retry, read_ahead, stats)
+    stream = RangeStream(range_source(url, options, retry, stats), url, None, retry, read_ahead, stats)
     return stream  # type: ignore[return-value]
+
+
+def range_source(
+    url: str, options: dict[str, Any], retry: RetryPolicy, stats: Counter[str] | None = None
+) -> RangeSource:
+    """How ``url``'s ranges are requested: straight from the I/O pool's threads for HTTP(S) and S3
+    (:mod:`~wds_core.io.direct`), else through its fsspec filesystem (made with :func:`connect`)."""
+    source = direct_source(url, options, retry.budget)
+    if source is not None:
+        return source
+    fs, path = connect(url, options, retry, stats)
+    return FsspecSource(fs, path)
+
+
+def direct_source(url: str, options: dict[str, Any], budget: float | None) -> RangeSource | None:
+    """The source that reads ``url`` without fsspec's event loop (:mod:`~wds_core.io.direct`), or ``None`` when
+    fsspec should: another scheme, an option only fsspec's backend knows, or a retry ``budget`` on S3."""
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("http", "https"):
+        return http_source(url, options)
+    if scheme in ("s3", "s3a") and budget is None:
+        from .s3direct import s3_source
+
+        return s3_source(url, options)
+    return None
 
 
 class RangeStream(ReadStream):
@@ -293,8 +313,7 @@ class RangeStream(ReadStream):
 
     def __init__(
         self,
-        fs: Any,
-        path: str,
+        source: RangeSource,
         url: str,
         size: int | None,
         retry: RetryPolicy,
@@ -302,13 +321,15 @@ class RangeStream(ReadStream):
         stats: Counter[str] | None = None,
     ) -> None:
         super().__init__()
-        self.fs, self.path, self.url, self.size = fs, path, url, size
+        self.source, self.url, self.size = source, url, size
         self.stats = stats
         self.retry, self.read_ahead = retry, read_ahead
         self._pos = 0  # offset of the next byte read() returns
         self._buffer = memoryview(b"")
         self._buffer_end = 0  # object offset just after the buffer
         self._window: RangeWindow | None = None
+        self._allowance: Allowance | None = None  # a reader's, shared with its shards ahead
+        self._first = False  # served before the other windows of the allowance (the shard being read)
 
     def seekable(self) -> bool:
         return True
@@ -346,11 +367,7 @@ class RangeStream(ReadStream):
         return self._fetch(start, length)
 
     def _lookup_size(self) -> int | None:
-        info_of = self.fs.info
-        info = _with_retries(
-            "look up the shard", lambda left: info_of(self.path, **_within(info_of, left)), self.url, None, self.retry,
-            self.stats,
-        )  # fmt: skip
+        info = _with_retries("look up the shard", self.source.info, self.url, None, self.retry, self.stats)
         if info.get("type") == "directory":
             raise ShardOpenError("the URL names a directory, not a shard", url=self.url)
         size = info.get("size")
@@ -368,10 +385,13 @@ class RangeStream(ReadStream):
         end = start + length if known is None else min(known, start + length)
         learned: list[int] = []
 
-        cat = self.fs.cat_file
-
         def get(left: float | None) -> bytes:
-            data = cat(self.path, start=start, end=end, **_within(cat, left))
+            data, total = self.source.get(start, end, left)
+            if known is None and total is not None:  # the response said the size (Content-Range)
+                learned.append(total)
+                if len(data) == max(0, min(end, total) - start):
+                    return data
+                raise _ShortRead(f"asked for bytes {start}-{end} of {total}, got {len(data)} bytes")
             if len(data) == end - start:
                 return data
             if known is None and len(data) < end - start:
@@ -383,7 +403,7 @@ class RangeStream(ReadStream):
             raise _ShortRead(f"asked for bytes {start}-{end}, got {len(data)} bytes")
 
         what = f"read bytes {start}-{end}" + (f" of {known}" if known is not None else "")
-        data = _with_retries(what, get, self.url, start, self.retry, self.stats)
+        data = _with_retries(what, get, self.url, start, self.retry, self.stats, lambda: self.closed)
         if known is None and learned:
             self.size = learned[0]  # else the window asks for it once its first range is here
         return data
@@ -409,8 +429,10 @@ class RangeStream(ReadStream):
     def _window_at(self, start: int) -> RangeWindow:
         if self._window is None:
             self._window = RangeWindow(
-                self._fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count
+                self._fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count, self._allowance
             )
+            if self._first:
+                self._window.allowance.adopt(self._window, first=True)
         return self._window
 
     def _count(self, what: str) -> None:
@@ -421,10 +443,12 @@ class RangeStream(ReadStream):
         if self._pos == 0 and not self._buffer:
             self._window_at(0).prime()
 
-    def then(self, callback: Any) -> None:
-        """Call ``callback`` once every range of this object is requested (the reader then requests the next
-        shard)."""
-        self._window_at(self._pos).then(callback)
+    def attach(self, allowance: Allowance, first: bool) -> None:
+        """Request ranges within ``allowance``, a reader's, shared with the other shards it requests: ``first`` for
+        the shard it reads (served before the others), else a shard ahead (served in the order attached)."""
+        self._allowance, self._first = allowance, first
+        if self._window is not None:
+            allowance.adopt(self._window, first)
 
     def _refill(self) -> bool:
         """The range at the position into the (empty) buffer; ``False`` at the end of the object."""

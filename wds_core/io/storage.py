@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import Any, BinaryIO, cast
 
 from ..errors import PipeError, ShardNotFoundError, ShardOpenError, redact_url
-from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, connect, open_remote
+from .readahead import READ_AHEAD, ReadAhead
+from .remote import DEFAULT_RETRY, RangeStream, RetryPolicy, open_remote, range_source
 from .secure import check_allowed, verify_opened
 from .storage_config import options_for, rewrite_url
 from .streams import ReadStream
@@ -116,13 +117,15 @@ def open_shard(
     retry: RetryPolicy = DEFAULT_RETRY,
     stats: Any = None,
     rewritten: bool = False,
+    plan: ReadAhead = READ_AHEAD,
 ) -> BinaryIO:
     """Open ``url`` for reading as a binary stream; the caller closes it.
 
     ``storage_options`` are the explicit options (flat, or keyed by URL
     prefix) merged over the registered and configured ones; ``cache`` is a
     :class:`~wds_core.io.cache.ShardCache` or ``None``; a remote shard's
-    retries are counted in ``stats`` (a Counter) too.  The URL is rewritten
+    retries are counted in ``stats`` (a Counter) too, and ``plan`` says how its
+    ranges are requested ahead.  The URL is rewritten
     once, here, unless the caller did (``rewritten``).
     """
     if not rewritten:
@@ -147,8 +150,8 @@ def open_shard(
         return open_local(path, url)
     options = options_for(url, storage_options)
     if cache is not None:
-        return cache.open(url, lambda: open_remote(url, options, retry, stats=stats))
-    return open_remote(url, options, retry, stats=stats)
+        return cache.open(url, lambda: open_remote(url, options, retry, plan, stats))
+    return open_remote(url, options, retry, plan, stats)
 
 
 def open_local(path: str, url: str) -> BinaryIO:
@@ -303,8 +306,7 @@ def open_random_access(
     path = local_path(target)
     if path is not None:
         return map_local(path, url)
-    fs, fspath = connect(target, options_for(target, storage_options), retry)
-    stream = RangeStream(fs, fspath, target, size, retry)
+    stream = RangeStream(range_source(target, options_for(target, storage_options), retry), target, size, retry)
     known = stream.object_size()
     if known is None:
         raise ShardOpenError("the server does not report the shard's size, which random access needs", url=url)

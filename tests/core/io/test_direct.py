@@ -1,0 +1,225 @@
+"""Range requests without fsspec's event loop: HTTP(S) through http.client, S3 through botocore, on real servers."""
+
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import wds_core
+from tests.core.io.test_remote import contents, local_dataset, upload
+from wds_core.errors import ShardNotFoundError, ShardOpenError
+from wds_core.io.direct import FsspecSource, HttpSource, RequestError
+from wds_core.io.remote import RetryPolicy, direct_source, range_source
+from wds_core.io.s3direct import S3Source
+
+FAST = RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.02)
+
+
+def test_the_size_comes_with_the_first_range_and_connections_are_kept(http_server):
+    data = os.urandom(100_000)
+    with open(os.path.join(http_server.root, "x.bin"), "wb") as out:
+        out.write(data)
+    source = HttpSource(http_server.url + "/x.bin")
+    assert source.get(0, 1000, None) == (data[:1000], len(data))
+    assert source.get(99_000, 101_000, None) == (data[99_000:], len(data))  # the end of the object
+    assert source.get(100_000, 100_100, None) == (b"", len(data))  # 416: past the end
+    assert source.info(None) == {"type": "file", "size": len(data)}
+    stream = wds_core.io.storage.open_shard(http_server.url + "/x.bin")
+    assert stream.read() == data
+    gets = http_server.gets
+    assert stream.size == len(data) and gets == len(http_server.ranges)  # no HEAD was needed to learn the size
+
+
+def test_a_server_that_ignores_range_is_read_from_the_start_and_cut(tmp_path):
+    from tests.servers import HttpServer
+
+    server = HttpServer(str(tmp_path), honour_range=False)
+    try:
+        data = os.urandom(50_000)
+        (tmp_path / "x.bin").write_bytes(data)
+        source = HttpSource(server.url + "/x.bin")
+        assert source.get(20_000, 21_000, None) == (data[20_000:21_000], len(data))
+        assert wds_core.io.storage.open_shard(server.url + "/x.bin").read() == data
+    finally:
+        server.stop()
+
+
+class _Redirects(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    target = ""
+    status = 302
+
+    def do_GET(self):
+        self.send_response(self.status)
+        self.send_header("Location", self.target + self.path.split("?")[0])
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_redirects_are_followed_and_the_location_kept(http_server, tmp_path):
+    paths, expected = local_dataset(http_server.root, nshards=2)
+    handler = type("Handler", (_Redirects,), {"target": http_server.url})
+    front = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{front.server_port}/shard-{{000..001}}.tar?sig=1"
+        assert contents(wds_core.WebDataset(url, shardshuffle=False)) == expected
+        source = HttpSource(f"http://127.0.0.1:{front.server_port}/shard-000.tar")
+        source.get(0, 10, None)
+        assert source.location == http_server.url + "/shard-000.tar"
+    finally:
+        front.shutdown()
+        front.server_close()
+
+
+def test_http_errors_are_named_and_only_transient_ones_retried(http_server):
+    source = HttpSource(http_server.url + "/nope.tar")
+    with pytest.raises(FileNotFoundError):
+        source.get(0, 10, None)
+    with pytest.raises(ShardNotFoundError):
+        wds_core.io.storage.open_shard(http_server.url + "/nope.tar").read(1)
+    local_dataset(http_server.root, nshards=1)
+    http_server.faults.fail(10, status=500)
+    with pytest.raises(ShardOpenError, match="HTTP 500") as failure:
+        list(wds_core.WebDataset(http_server.url + "/shard-000.tar?token=SECRET", retry=FAST))
+    assert "SECRET" not in str(failure.value) and "after 4 attempts" in str(failure.value)
+    assert RequestError("x", 503).status == 503
+
+
+def test_cut_responses_are_short_reads_retried_not_data(http_server):
+    _, expected = local_dataset(http_server.root, nshards=1, nsamples=60, size=20_000)
+    http_server.faults.cut(3, after=5000)
+    samples = list(wds_core.WebDataset(http_server.url + "/shard-000.tar", retry=FAST))
+    assert contents(samples) == expected and http_server.faults.injected["cut"] == 3
+
+
+def test_what_fsspec_must_read_goes_to_fsspec(monkeypatch):
+    assert isinstance(direct_source("http://h/x.tar", {}, None), HttpSource)
+    assert direct_source("http://h/x.tar", {"client_kwargs": {"auth": 1}}, None) is None  # an option we cannot honour
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    assert direct_source("http://h/x.tar", {}, None) is None  # aiohttp's proxy handling, not ours
+    monkeypatch.setenv("NO_PROXY", "h")
+    assert isinstance(direct_source("http://h/x.tar", {}, None), HttpSource)
+    assert direct_source("gs://b/x.tar", {}, None) is None
+    assert isinstance(range_source("memory://x/y.tar", {}, FAST), FsspecSource)
+
+
+def s3_dataset(s3, tmp_path, prefix, nshards):
+    """Shards uploaded to bucket team-a under ``prefix``: the server, its options, the local paths, the samples."""
+    s3fs = pytest.importorskip("s3fs")
+    server = s3["team-a"]
+    options = server.client_options("team-a")
+    paths, expected = local_dataset(str(tmp_path), nshards=nshards)
+    upload(s3fs.S3FileSystem(skip_instance_cache=True, **options), paths, f"team-a/{prefix}")
+    return server, options, paths, expected
+
+
+@pytest.mark.parametrize("through", ["signed here", "botocore"])
+def test_s3_ranges_with_each_buckets_keys(s3, tmp_path, through):
+    from wds_core.io.s3direct import SignedS3Source
+
+    _, options, paths, expected = s3_dataset(s3, tmp_path, "direct", 2)
+    if through == "botocore":
+        options["config_kwargs"] = {"connect_timeout": 5}  # a botocore setting: its client reads the ranges
+    source = direct_source("s3://team-a/direct/shard-000.tar", options, None)
+    assert isinstance(source, SignedS3Source if through == "signed here" else S3Source)
+    data = open(paths[0], "rb").read()
+    assert source.get(100, 612, None) == (data[100:612], len(data))
+    assert source.get(len(data), len(data) + 10, None)[0] == b""
+    assert source.info(None)["size"] == len(data)
+    url = "s3://team-a/direct/shard-{000..001}.tar"
+    assert contents(wds_core.WebDataset(url, shardshuffle=False, storage_options=options)) == expected
+    with pytest.raises(FileNotFoundError):
+        direct_source("s3://team-a/direct/nope.tar", options, None).get(0, 10, None)
+    wrong = {**options, "key": "AKIDTEAMB"}
+    with pytest.raises(PermissionError, match="InvalidAccessKeyId"):
+        direct_source("s3://team-a/direct/shard-000.tar", wrong, None).get(0, 10, None)
+    # options only s3fs understands, and a retry budget (botocore cannot be cut off mid-request), go to s3fs
+    assert direct_source("s3://team-a/x.tar", {**options, "requester_pays": True}, None) is None
+    assert direct_source("s3://team-a/x.tar", options, 5.0) is None
+
+
+@pytest.mark.parametrize("shaped", [False, True])
+def test_s3_faults_mid_flight_lose_and_repeat_nothing(s3, tmp_path, monkeypatch, shaped):
+    """Cut and failed responses among the ranges in flight -- from moto itself, or from moto behind an object
+    store's latency with 10% of the responses 10x slower (hedged) -- and every sample once."""
+    from tests.core.io.test_remote import small_ranges
+    from tests.servers import Shape, ShapingProxy
+
+    server, options, _, expected = s3_dataset(s3, tmp_path, "faults", 3)
+    proxy = ShapingProxy(server.endpoint, Shape(latency=0.01, stragglers=0.1, straggle=10, seed=3)) if shaped else None
+    faulty = proxy or server
+    try:
+        if proxy is not None:
+            options["client_kwargs"] = {**options["client_kwargs"], "endpoint_url": proxy.endpoint}
+        small_ranges(monkeypatch, 8192)
+        faulty.faults.spacing = 3
+        faulty.faults.cut(4, after=1000)
+        faulty.faults.fail(4, status=503)
+        url = "s3://team-a/faults/shard-{000..002}.tar"
+        samples = list(wds_core.WebDataset(url, shardshuffle=False, storage_options=options, retry=FAST))
+        assert contents(samples) == expected and len(samples) == len(expected)
+        assert faulty.faults.injected["cut"] == faulty.faults.injected["status"] == 4
+    finally:
+        if proxy is not None:
+            proxy.stop()
+
+
+@pytest.mark.parametrize("token", [None, "SESSION/TOKEN+="])
+@pytest.mark.parametrize("key", ["plain/shard-000.tar", "odd name/ü+=&?~(1).tar"])
+def test_s3_requests_are_signed_as_botocore_signs_them(monkeypatch, key, token):
+    """Our Signature Version 4 against botocore's, on the same request at the same second."""
+    import datetime
+    import time as clock
+
+    pytest.importorskip("s3fs")
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from wds_core.io.s3direct import SignedS3Source
+
+    now = datetime.datetime(2026, 11, 26, 9, 30, 15)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)
+    monkeypatch.setattr(clock, "gmtime", lambda *args: now.timetuple())
+    options = {"key": "AKIDEXAMPLE", "secret": "wJalr/EXAMPLEKEY", "client_kwargs": {"region_name": "eu-west-3"}}
+    if token:
+        options["token"] = token
+    source = direct_source(f"s3://my-bucket/{key}", options, None)
+    assert isinstance(source, SignedS3Source)
+    assert source.url.startswith("https://my-bucket.s3.eu-west-3.amazonaws.com/")
+    ours = source.signed("GET", source.url, {"Range": "bytes=0-262143"})
+    request = AWSRequest(
+        "GET", source.url, headers={"Range": "bytes=0-262143", "x-amz-content-sha256": ours["x-amz-content-sha256"]}
+    )
+    botocore.auth.S3SigV4Auth(Credentials("AKIDEXAMPLE", "wJalr/EXAMPLEKEY", token), "s3", "eu-west-3").add_auth(
+        request
+    )
+    assert ours["Authorization"] == request.headers["Authorization"]
+    assert ours["x-amz-date"] == request.headers["X-Amz-Date"]
+
+
+def test_s3_signed_here_or_by_botocore(monkeypatch):
+    pytest.importorskip("s3fs")
+    from wds_core.io.s3direct import SignedS3Source
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    endpoint = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}
+    keys = {"key": "k", "secret": "s"}
+    assert isinstance(direct_source("s3://b/x.tar", {**keys, **endpoint}, None), SignedS3Source)
+    assert direct_source("s3://b/x.tar", {**keys, **endpoint}, None).url == "http://127.0.0.1:9/b/x.tar"
+    assert isinstance(direct_source("s3://b/x.tar", {"anon": True, **endpoint}, None), SignedS3Source)
+    # credentials found by botocore (profile, files, instance role), a region to discover, config: botocore's client
+    assert isinstance(direct_source("s3://b/x.tar", endpoint, None), S3Source)
+    assert isinstance(direct_source("s3://bucket/x.tar", keys, None), S3Source)
+    assert isinstance(direct_source("s3://b/x.tar", {**keys, **endpoint, "config_kwargs": {"a": 1}}, None), S3Source)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    assert direct_source("s3://bucket/x.tar", {}, None).url == "https://bucket.s3.us-west-2.amazonaws.com/x.tar"

@@ -1,0 +1,248 @@
+"""S3 range requests from the I/O pool's threads: signed here, or through botocore's (thread-safe) client.
+
+When the credentials are given (the options' ``key``/``secret``/``token``, or
+``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``), or
+``anon=True``, and the endpoint is known (``endpoint_url``, path-style, or
+AWS's with a region from ``client_kwargs`` or ``AWS_REGION``), each request
+is signed here (Signature Version 4, ``hashlib`` and ``hmac``) and sent by
+:class:`~wds_core.io.direct.HttpSource`: a process reads its first sample
+without importing botocore (0.2 s on a 2-core machine).  Otherwise -- a
+profile, a credentials file, an instance role, ``config_kwargs`` -- botocore's
+client is used, made once per set of options and process.
+
+s3fs's options are read as s3fs reads them (``key``/``secret``/``token``,
+``anon``, ``endpoint_url``, ``client_kwargs``, ``config_kwargs``, ``profile``,
+``use_ssl``); an option this module does not know (``requester_pays``,
+``version_aware``, ``s3_additional_kwargs``, ``session``...) leaves the shard
+to s3fs, so that no option is dropped.  One client per set of options and
+process, its connection pool as large as the I/O pool, botocore's retries off
+unless ``config_kwargs`` sets them (wds's retry policy is the only one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.util
+import json
+import os
+import re
+import sys
+import threading
+import time
+import urllib.parse
+from typing import Any
+
+from .direct import HttpSource, RequestError
+
+__all__ = ["S3Source", "SignedS3Source", "s3_source"]
+
+_IGNORED = {  # s3fs options about its own caches and uploads: nothing to do with reading a range
+    "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
+    "default_fill_cache", "default_cache_type", "cache_regions", "max_concurrency", "fixed_upload_size",
+    "asynchronous", "loop", "local_expiry_check",
+}  # fmt: skip
+_KNOWN = {"key", "secret", "token", "username", "password", "anon", "endpoint_url", "client_kwargs", "config_kwargs"}
+_KNOWN |= {"profile", "use_ssl"}
+_CLIENT_KEYS = {"endpoint_url", "region_name", "verify", "use_ssl", "aws_access_key_id", "aws_secret_access_key"}
+_CLIENT_KEYS |= {"aws_session_token"}
+_POOL = 64  # connections of one client: as many as the I/O pool has threads
+
+_clients: dict[str, Any] = {}
+_clients_pid = 0
+_clients_lock = threading.Lock()
+
+
+def _client(options: dict[str, Any]) -> Any:
+    global _clients, _clients_pid
+    name = json.dumps(options, sort_keys=True, default=repr)
+    with _clients_lock:
+        if _clients_pid != os.getpid():
+            _clients, _clients_pid = {}, os.getpid()
+        client = _clients.get(name)
+        if client is None:
+            client = _clients[name] = _make_client(options)
+        return client
+
+
+def _make_client(options: dict[str, Any]) -> Any:
+    import botocore.session
+    from botocore import UNSIGNED
+    from botocore.config import Config
+
+    session = botocore.session.Session(profile=options.get("profile"))
+    settings = dict(options.get("config_kwargs") or {})
+    settings.setdefault("retries", {"total_max_attempts": 1})
+    settings.setdefault("max_pool_connections", _POOL)
+    if options.get("anon"):
+        settings["signature_version"] = UNSIGNED
+    made: dict[str, Any] = {"use_ssl": options.get("use_ssl", True)}
+    if options.get("endpoint_url"):
+        made["endpoint_url"] = options["endpoint_url"]
+    key, secret = options.get("key") or options.get("username"), options.get("secret") or options.get("password")
+    if key:
+        made["aws_access_key_id"] = key
+    if secret:
+        made["aws_secret_access_key"] = secret
+    if options.get("token"):
+        made["aws_session_token"] = options["token"]
+    made.update(options.get("client_kwargs") or {})
+    return session.create_client("s3", config=Config(**settings), **made)
+
+
+def s3_source(url: str, options: dict[str, Any]) -> SignedS3Source | S3Source | None:
+    """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``; ``None`` when wds[s3] is not installed or an
+    option is one only s3fs knows."""
+    known = {name: value for name, value in options.items() if name not in _IGNORED}
+    if set(known) - _KNOWN or set(known.get("client_kwargs") or {}) - _CLIENT_KEYS:
+        return None
+    if not _installed("s3fs") or not _installed("botocore"):  # without wds[s3], the error names the extra
+        return None
+    bucket, _, key = url.split("://", 1)[1].partition("/")
+    if not bucket or not key:
+        return None
+    return _signed_source(bucket, key, known) or S3Source(known, bucket, key)
+
+
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_VIRTUAL_BUCKET = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")  # names AWS serves as <bucket>.s3.<region>...
+
+
+def _signed_source(bucket: str, key: str, options: dict[str, Any]) -> SignedS3Source | None:
+    """A :class:`SignedS3Source` when the options say all it needs (see the module doc), else ``None``."""
+    client = options.get("client_kwargs") or {}
+    if options.get("profile") or options.get("config_kwargs") or set(client) - {"endpoint_url", "region_name"}:
+        return None
+    if options.get("use_ssl") is False:
+        return None
+    env = os.environ
+    endpoint = options.get("endpoint_url") or client.get("endpoint_url")
+    endpoint = endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    region = client.get("region_name") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    credentials: tuple[str, str, str | None] | None = None
+    if not options.get("anon"):
+        key_id, secret = options.get("key") or options.get("username"), options.get("secret") or options.get("password")
+        token = options.get("token")
+        if not key_id and not secret:
+            key_id, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+            token = env.get("AWS_SESSION_TOKEN")
+        if not key_id or not secret:
+            return None  # a profile, a credentials file or the instance's role: botocore finds those
+        credentials = (key_id, secret, token)
+    path = urllib.parse.quote(key, safe="/~")
+    if endpoint:
+        url = f"{endpoint.rstrip('/')}/{urllib.parse.quote(bucket, safe='')}/{path}"
+    elif region and _VIRTUAL_BUCKET.fullmatch(bucket):
+        url = f"https://{bucket}.s3.{region}.amazonaws.com/{path}"
+    else:
+        return None  # the bucket's region is found by botocore's redirects
+    return SignedS3Source(url, credentials, region or "us-east-1")
+
+
+class SignedS3Source(HttpSource):
+    """An S3 object read by ranged GETs signed with Signature Version 4 (``credentials=None``: anonymous)."""
+
+    def __init__(self, url: str, credentials: tuple[str, str, str | None] | None, region: str) -> None:
+        super().__init__(url)
+        self.credentials, self.region = credentials, region
+        self._keys: tuple[str, bytes] = ("", b"")  # (day, signing key of that day)
+
+    def signed(self, method: str, url: str, headers: dict[str, str]) -> dict[str, str]:
+        if self.credentials is None:
+            return {}
+        key_id, secret, token = self.credentials
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        if parts.port and parts.port != (443 if parts.scheme == "https" else 80):
+            host = f"{host}:{parts.port}"  # as http.client sends it
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        day = stamp[:8]
+        added = {"x-amz-date": stamp, "x-amz-content-sha256": _EMPTY_SHA256}
+        if token:
+            added["x-amz-security-token"] = token
+        signed = {"host": host, **added}
+        signed.update((name.lower(), value.strip()) for name, value in headers.items() if name.lower() == "range")
+        names = sorted(signed)
+        canonical = "\n".join(
+            [method, parts.path or "/", parts.query, "".join(f"{n}:{signed[n]}\n" for n in names), ";".join(names),
+             _EMPTY_SHA256]
+        )  # fmt: skip
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        signature = hmac.new(self._signing_key(secret, day), to_sign.encode(), hashlib.sha256).hexdigest()
+        added["Authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={key_id}/{scope}, SignedHeaders={';'.join(names)}, Signature={signature}"
+        )
+        return added
+
+    def _signing_key(self, secret: str, day: str) -> bytes:
+        if self._keys[0] != day:
+            key = f"AWS4{secret}".encode()
+            for part in (day, self.region, "s3", "aws4_request"):
+                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+            self._keys = (day, key)
+        return self._keys[1]
+
+
+def _installed(module: str) -> bool:
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    return importlib.util.find_spec(module) is not None
+
+
+class S3Source:
+    """One S3 object, read by ranged ``GetObject`` calls."""
+
+    def __init__(self, options: dict[str, Any], bucket: str, key: str) -> None:
+        self.options, self.bucket, self.key = options, bucket, key
+
+    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
+        if end <= start:
+            return b"", None
+        try:
+            answer = _client(self.options).get_object(
+                Bucket=self.bucket, Key=self.key, Range=f"bytes={start}-{end - 1}"
+            )
+        except Exception as exn:
+            error = _status_error(exn)
+            if isinstance(error, _PastTheEnd):
+                return b"", error.size
+            raise error from None
+        body = answer["Body"]
+        try:
+            data = body.read(end - start)
+        finally:
+            body.close()
+        total = (answer.get("ContentRange") or "").rpartition("/")[2]
+        return data, int(total) if total.isdigit() else None
+
+    def info(self, left: float | None) -> dict[str, Any]:
+        try:
+            answer = _client(self.options).head_object(Bucket=self.bucket, Key=self.key)
+        except Exception as exn:
+            raise _status_error(exn) from None
+        return {"type": "file", "size": int(answer["ContentLength"])}
+
+
+class _PastTheEnd(Exception):
+    def __init__(self, size: int | None) -> None:
+        self.size = size
+
+
+def _status_error(exn: Exception) -> Exception:
+    """A botocore ClientError as the exception wds's retry policy reads; any other exception as it is."""
+    response = getattr(exn, "response", None)
+    if "ClientError" not in {cls.__name__ for cls in type(exn).__mro__} or not isinstance(response, dict):
+        return exn
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    message = f"{code or 'HTTP'} ({status})"
+    if status == 416 or code == "InvalidRange":
+        size = str(response.get("Error", {}).get("ActualObjectSize", ""))
+        return _PastTheEnd(int(size) if size.isdigit() else None)
+    if status == 404 or code in ("NoSuchKey", "NoSuchBucket", "404"):
+        return FileNotFoundError(message)
+    if status in (401, 403) or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
+        return PermissionError(message)
+    return RequestError(message, status or 500)
