@@ -146,7 +146,7 @@ def shaped(args):
         ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20, None, 0)),
         ("wds, 256 KiB then 8 x 4 MiB in flight, this shard only", ReadAhead(256 << 10, 4 << 20, 8, shards_ahead=0)),
         ("wds, the default without hedging", ReadAhead(hedge_after=None)),
-        ("wds (default: 256 KiB, then 16 x 2 MiB in flight, 2 shards ahead)", ReadAhead()),
+        ("wds (default: 256 KiB, then 2 MiB ranges, 24 in flight, 4 shards ahead)", ReadAhead()),
     ]:
         runs = [wds_with(plan) for _ in range(args.repeats)]
         seconds, first, n = min(runs)
