@@ -23,6 +23,7 @@ at the end of the object) and the object's size when the response told it.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import inspect
 import os
@@ -86,30 +87,41 @@ class FsspecSource:
         return info_of(self.path, **_within(info_of, left))
 
 
+@functools.lru_cache(maxsize=8)
+def _tls(cafile: str | None) -> ssl.SSLContext:
+    """The TLS settings of HTTPS connections: the system's certificates, or those of ``cafile``."""
+    return ssl.create_default_context(cafile=cafile)
+
+
+_Place = tuple[str, str, int, "str | None"]  # scheme, host, port, CA file
+
+
 class _Connections:
-    """Idle keep-alive connections of this process, per (scheme, host, port); a forked child starts empty."""
+    """Idle keep-alive connections of this process, per (scheme, host, port, CA file); a forked child starts
+    empty."""
 
     def __init__(self, most: int = 64) -> None:
         self.most = most
-        self.idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+        self.idle: dict[_Place, list[http.client.HTTPConnection]] = {}
         self.lock = threading.Lock()
         self.pid = os.getpid()
 
-    def take(self, scheme: str, host: str, port: int) -> tuple[http.client.HTTPConnection, bool]:
+    def take(self, place: _Place) -> tuple[http.client.HTTPConnection, bool]:
         """A connection to the host, and whether it was kept from an earlier request."""
         with self.lock:
             if self.pid != os.getpid():
                 self.idle, self.pid = {}, os.getpid()
-            kept = self.idle.get((scheme, host, port))
+            kept = self.idle.get(place)
             if kept:
                 return kept.pop(), True
+        scheme, host, port, cafile = place
         if scheme == "https":
-            return http.client.HTTPSConnection(host, port, context=ssl.create_default_context()), False
+            return http.client.HTTPSConnection(host, port, context=_tls(cafile)), False
         return http.client.HTTPConnection(host, port), False
 
-    def give_back(self, scheme: str, host: str, port: int, connection: http.client.HTTPConnection) -> None:
+    def give_back(self, place: _Place, connection: http.client.HTTPConnection) -> None:
         with self.lock:
-            kept = self.idle.setdefault((scheme, host, port), [])
+            kept = self.idle.setdefault(place, [])
             if self.pid == os.getpid() and sum(map(len, self.idle.values())) < self.most:
                 kept.append(connection)
                 return
@@ -176,9 +188,10 @@ def _said(response: http.client.HTTPResponse) -> str:
 class HttpSource:
     """An object behind an HTTP(S) URL, read by ``Range`` requests on kept-alive connections."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, headers: dict[str, str] | None = None, cafile: str | None = None) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        self.cafile = cafile  # certificates to trust for https, instead of the system's
         self.location = url  # where the last redirect led; asked first, the URL again if it fails
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
@@ -231,12 +244,13 @@ class HttpSource:
         parts = urllib.parse.urlsplit(url)
         scheme, host = parts.scheme, parts.hostname or ""
         port = parts.port or (443 if scheme == "https" else 80)
+        place = (scheme, host, port, self.cafile)
         target = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=~") + (
             f"?{parts.query}" if parts.query else ""
         )
         headers = {**self.headers, **extra, **self.signed(method, url, extra), "Accept-Encoding": "identity"}
         for attempt in range(2):
-            connection, kept = CONNECTIONS.take(scheme, host, port)
+            connection, kept = CONNECTIONS.take(place)
             connection.timeout = _timeout(deadline)
             try:
                 connection.request(method, target, headers=headers)
@@ -282,7 +296,7 @@ class HttpSource:
             connection.close()
             raise
         if response.isclosed() and not response.will_close:
-            CONNECTIONS.give_back(scheme, host, port, connection)
+            CONNECTIONS.give_back(place, connection)
         else:
             connection.close()
         return status, response.msg, body, None

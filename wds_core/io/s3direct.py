@@ -7,8 +7,9 @@ AWS's with a region from ``client_kwargs`` or ``AWS_REGION``), each request
 is signed here (Signature Version 4, ``hashlib`` and ``hmac``) and sent by
 :class:`~wds_core.io.direct.HttpSource`: a process reads its first sample
 without importing botocore (0.2 s on a 2-core machine).  Otherwise -- a
-profile, a credentials file, an instance role, ``config_kwargs`` -- botocore's
-client is used, made once per set of options and process.
+profile, a credentials file, an instance role, ``config_kwargs``,
+``use_ssl=False``, a China region -- botocore's client is used, made once per
+set of options and process.  ``AWS_CA_BUNDLE`` is honoured either way.
 
 s3fs's options are read as s3fs reads them (``key``/``secret``/``token``,
 ``anon``, ``endpoint_url``, ``client_kwargs``, ``config_kwargs``, ``profile``,
@@ -113,9 +114,9 @@ def _signed_source(bucket: str, key: str, options: dict[str, Any]) -> SignedS3So
     client = options.get("client_kwargs") or {}
     if options.get("profile") or options.get("config_kwargs") or set(client) - {"endpoint_url", "region_name"}:
         return None
+    env = os.environ
     if options.get("use_ssl") is False:
         return None
-    env = os.environ
     endpoint = options.get("endpoint_url") or client.get("endpoint_url")
     endpoint = endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     region = client.get("region_name") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
@@ -132,18 +133,20 @@ def _signed_source(bucket: str, key: str, options: dict[str, Any]) -> SignedS3So
     path = urllib.parse.quote(key, safe="/~")
     if endpoint:
         url = f"{endpoint.rstrip('/')}/{urllib.parse.quote(bucket, safe='')}/{path}"
-    elif region and _VIRTUAL_BUCKET.fullmatch(bucket):
+    elif region and _VIRTUAL_BUCKET.fullmatch(bucket) and not region.startswith("cn-"):  # China: amazonaws.com.cn
         url = f"https://{bucket}.s3.{region}.amazonaws.com/{path}"
     else:
         return None  # the bucket's region is found by botocore's redirects
-    return SignedS3Source(url, credentials, region or "us-east-1")
+    return SignedS3Source(url, credentials, region or "us-east-1", env.get("AWS_CA_BUNDLE") or None)
 
 
 class SignedS3Source(HttpSource):
     """An S3 object read by ranged GETs signed with Signature Version 4 (``credentials=None``: anonymous)."""
 
-    def __init__(self, url: str, credentials: tuple[str, str, str | None] | None, region: str) -> None:
-        super().__init__(url)
+    def __init__(
+        self, url: str, credentials: tuple[str, str, str | None] | None, region: str, cafile: str | None = None
+    ) -> None:
+        super().__init__(url, cafile=cafile)  # AWS_CA_BUNDLE, as botocore reads it
         self.credentials, self.region = credentials, region
         self._keys: tuple[str, bytes] = ("", b"")  # (day, signing key of that day)
 

@@ -207,7 +207,9 @@ def test_s3_signed_here_or_by_botocore(monkeypatch):
     pytest.importorskip("s3fs")
     from wds_core.io.s3direct import SignedS3Source
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     endpoint = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}
@@ -223,3 +225,7 @@ def test_s3_signed_here_or_by_botocore(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
     monkeypatch.setenv("AWS_REGION", "us-west-2")
     assert direct_source("s3://bucket/x.tar", {}, None).url == "https://bucket.s3.us-west-2.amazonaws.com/x.tar"
+    china = {"client_kwargs": {"region_name": "cn-north-1"}}
+    assert isinstance(direct_source("s3://bucket/x.tar", china, None), S3Source)
+    monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/private-ca.pem")  # trusted for https, as botocore trusts it
+    assert direct_source("s3://bucket/x.tar", {}, None).cafile == "/etc/private-ca.pem"
