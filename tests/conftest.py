@@ -225,9 +225,11 @@ def s3_servers():
 def s3(s3_servers):
     for server in s3_servers.values():
         server.faults.clear()
+        server.write_faults.clear()
     yield s3_servers
     for server in s3_servers.values():
         server.faults.clear()
+        server.write_faults.clear()
 
 
 @pytest.fixture(scope="session")

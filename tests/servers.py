@@ -106,6 +106,8 @@ class S3Server:
         self.faults = Faults()
         self.requests: Counter = Counter()  # (bucket, access key) -> requests
         self.reads: list[tuple[str, str | None]] = []  # object GETs: (path, Range header)
+        self.writes: list[tuple[str, str, str]] = []  # PUTs and POSTs: (method, path, query)
+        self.write_faults = Faults()  # statuses to answer part uploads (UploadPart) with
         self._app = DomainDispatcherApplication(create_backend_app)
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -146,6 +148,13 @@ class S3Server:
         is_object_read = environ["REQUEST_METHOD"] == "GET" and "/" in environ["PATH_INFO"].strip("/")
         if is_object_read:
             self.reads.append((environ["PATH_INFO"], environ.get("HTTP_RANGE")))
+        if environ["REQUEST_METHOD"] in ("PUT", "POST"):
+            self.writes.append((environ["REQUEST_METHOD"], environ["PATH_INFO"], environ.get("QUERY_STRING", "")))
+            if "partNumber=" in environ.get("QUERY_STRING", ""):
+                fault = self.write_faults.next_fault()
+                if fault and fault[0] == "status":
+                    environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                    return _xml_error(start_response, f"{fault[1]} Fault", "SlowDown", "fault injected")
         fault = self.faults.next_fault() if is_object_read else None
         if fault and fault[0] == "status":
             return _xml_error(start_response, f"{fault[1]} Fault", "SlowDown", "fault injected")

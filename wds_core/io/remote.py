@@ -26,7 +26,7 @@ from .direct import FsspecSource, RangeSource, http_source
 from .readahead import READ_AHEAD, Allowance, RangeWindow, ReadAhead
 from .streams import ReadStream
 
-__all__ = ["RangeStream", "RetryPolicy", "connect", "open_remote", "retry_stats"]
+__all__ = ["RangeStream", "RetryPolicy", "connect", "open_remote", "retry_stats", "with_retries"]
 
 _INSTALL_HINTS = {"s3": "wds[s3]", "s3a": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]", "http": "wds[http]"}
 _INSTALL_HINTS["https"] = "wds[http]"
@@ -142,7 +142,7 @@ def _say_retry(what: str, url: str, attempt: int, policy: RetryPolicy, exn: Base
     )  # fmt: skip
 
 
-def _with_retries(
+def with_retries(
     what: str,
     call: Any,
     url: str,
@@ -255,7 +255,7 @@ def connect(
             raise done["error"]
         return done["result"]
 
-    return _with_retries("connect to the store", attempt, url, None, retry, stats)
+    return with_retries("connect to the store", attempt, url, None, retry, stats)
 
 
 def open_remote(
@@ -367,7 +367,7 @@ class RangeStream(ReadStream):
         return self._fetch(start, length)
 
     def _lookup_size(self) -> int | None:
-        info = _with_retries("look up the shard", self.source.info, self.url, None, self.retry, self.stats)
+        info = with_retries("look up the shard", self.source.info, self.url, None, self.retry, self.stats)
         if info.get("type") == "directory":
             raise ShardOpenError("the URL names a directory, not a shard", url=self.url)
         size = info.get("size")
@@ -403,7 +403,7 @@ class RangeStream(ReadStream):
             raise _ShortRead(f"asked for bytes {start}-{end}, got {len(data)} bytes")
 
         what = f"read bytes {start}-{end}" + (f" of {known}" if known is not None else "")
-        data = _with_retries(what, get, self.url, start, self.retry, self.stats, lambda: self.closed)
+        data = with_retries(what, get, self.url, start, self.retry, self.stats, lambda: self.closed)
         if known is None and learned:
             self.size = learned[0]  # else the window asks for it once its first range is here
         return data

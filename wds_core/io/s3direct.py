@@ -36,7 +36,7 @@ from typing import Any
 
 from .direct import HttpSource, RequestError
 
-__all__ = ["S3Source", "SignedS3Source", "s3_source"]
+__all__ = ["S3Source", "SignedS3Source", "s3_client", "s3_object", "s3_source", "status_error"]
 
 _IGNORED = {  # s3fs options about its own caches and uploads: nothing to do with reading a range
     "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
@@ -91,9 +91,9 @@ def _make_client(options: dict[str, Any]) -> Any:
     return session.create_client("s3", config=Config(**settings), **made)
 
 
-def s3_source(url: str, options: dict[str, Any]) -> SignedS3Source | S3Source | None:
-    """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``; ``None`` when wds[s3] is not installed or an
-    option is one only s3fs knows."""
+def s3_object(url: str, options: dict[str, Any]) -> tuple[dict[str, Any], str, str] | None:
+    """The options this module honours, the bucket and the key of ``url``; ``None`` when wds[s3] is not
+    installed or an option is one only s3fs knows."""
     known = {name: value for name, value in options.items() if name not in _IGNORED}
     if set(known) - _KNOWN or set(known.get("client_kwargs") or {}) - _CLIENT_KEYS:
         return None
@@ -102,6 +102,21 @@ def s3_source(url: str, options: dict[str, Any]) -> SignedS3Source | S3Source | 
     bucket, _, key = url.split("://", 1)[1].partition("/")
     if not bucket or not key:
         return None
+    return known, bucket, key
+
+
+def s3_client(options: dict[str, Any]) -> Any:
+    """botocore's S3 client for options :func:`s3_object` returned (one per set of options and process)."""
+    return _client(options)
+
+
+def s3_source(url: str, options: dict[str, Any]) -> SignedS3Source | S3Source | None:
+    """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``; ``None`` when wds[s3] is not installed or an
+    option is one only s3fs knows."""
+    found = s3_object(url, options)
+    if found is None:
+        return None
+    known, bucket, key = found
     return _signed_source(bucket, key, known) or S3Source(known, bucket, key)
 
 
@@ -208,7 +223,7 @@ class S3Source:
                 Bucket=self.bucket, Key=self.key, Range=f"bytes={start}-{end - 1}"
             )
         except Exception as exn:
-            error = _status_error(exn)
+            error = status_error(exn)
             if isinstance(error, _PastTheEnd):
                 return b"", error.size
             raise error from None
@@ -224,7 +239,7 @@ class S3Source:
         try:
             answer = _client(self.options).head_object(Bucket=self.bucket, Key=self.key)
         except Exception as exn:
-            raise _status_error(exn) from None
+            raise status_error(exn) from None
         return {"type": "file", "size": int(answer["ContentLength"])}
 
 
@@ -233,7 +248,7 @@ class _PastTheEnd(Exception):
         self.size = size
 
 
-def _status_error(exn: Exception) -> Exception:
+def status_error(exn: Exception) -> Exception:
     """A botocore ClientError as the exception wds's retry policy reads; any other exception as it is."""
     response = getattr(exn, "response", None)
     if "ClientError" not in {cls.__name__ for cls in type(exn).__mro__} or not isinstance(response, dict):

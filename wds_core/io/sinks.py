@@ -5,7 +5,8 @@
 shard is written under a temporary name beside its destination and renamed
 into place by ``commit``, so a crash never leaves half a shard under the final
 name.  On object stores (S3, GCS, Azure...) the upload is completed by
-``commit`` and cancelled by ``abort``, so the object appears only when whole;
+``commit`` and cancelled by ``abort``, so the object appears only when whole
+(S3's in parts uploaded in parallel and retried: :mod:`~wds_core.io.uploads`);
 other fsspec targets are written under a temporary name and moved into place.
 Remote destinations use the storage options that apply to their URL
 (:mod:`wds_core.io.storage_config`).  A ``pipe:`` command's exit status is
@@ -25,30 +26,12 @@ from typing import Any, BinaryIO
 from ..errors import PipeError, ShardOpenError
 from .remote import describe_error, filesystem
 from .secure import check_allowed, verify_opened
+from .shardsink import ShardSink
 from .storage import local_path, pipe_failure, scheme_opener
 from .storage_config import options_for
+from .uploads import s3_upload
 
 __all__ = ["CommitOnExit", "ShardSink", "create_shard", "process_running", "stale_partials"]
-
-
-class ShardSink:
-    """A destination being written; ``commit()`` or ``abort()`` ends it.
-
-    ``rewindable``: a ``write`` that raised left none of its bytes, and writing may go on (local
-    files); otherwise the destination may hold part of them and can only be aborted.
-    """
-
-    url: str
-    rewindable = False
-
-    def write(self, data: Any) -> None:  # pragma: no cover - every sink defines it
-        raise NotImplementedError
-
-    def commit(self) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def abort(self) -> None:  # pragma: no cover
-        raise NotImplementedError
 
 
 class CommitOnExit:
@@ -355,7 +338,12 @@ def _failure(what: str, exn: BaseException, url: str) -> ShardOpenError:
 
 
 def _fsspec_sink(url: str, storage_options: dict | None) -> ShardSink:
-    fs, path = filesystem(url, options_for(url, storage_options))
+    options = options_for(url, storage_options)
+    if url.split("://", 1)[0] in ("s3", "s3a"):
+        upload = s3_upload(url, options)  # parts in parallel, each retried (None: an option only s3fs knows)
+        if upload is not None:
+            return upload
+    fs, path = filesystem(url, options)
     if url.split("://", 1)[0] in _UPLOAD_ON_CLOSE:
         return _ObjectSink(url, fs, path)
     return _MoveSink(url, fs, path)

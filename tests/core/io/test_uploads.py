@@ -1,0 +1,92 @@
+"""Shards written to S3 in parts uploaded in parallel and retried, against moto's S3 server."""
+
+import os
+
+import pytest
+
+import wds_core
+from wds_core.errors import ShardOpenError
+from wds_core.io.remote import RetryPolicy, retry_stats
+from wds_core.io.uploads import S3Upload, s3_upload
+
+FAST = RetryPolicy(attempts=5, initial_delay=0.01, max_delay=0.05)
+
+
+def fetch(server, key):
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **server.client_options("team-a"))
+    return fs.cat_file(f"team-a/{key}") if fs.exists(f"team-a/{key}") else None
+
+
+def uploading(server, key, part_bytes=5 << 20, in_flight=3):
+    pytest.importorskip("s3fs")
+    upload = s3_upload(f"s3://team-a/{key}", server.client_options("team-a"), FAST)
+    assert isinstance(upload, S3Upload)
+    upload.part_bytes, upload.in_flight = part_bytes, in_flight
+    return upload
+
+
+def test_parts_go_up_in_parallel_and_failed_ones_are_sent_again(s3):
+    server = s3["team-a"]
+    data = os.urandom(23 << 20)  # 5 parts of 5 MiB
+    server.write_faults.spacing = 1
+    server.write_faults.fail(3, status=503)
+    before = retry_stats()["retries"]
+    upload = uploading(server, "uploads/faults.tar")
+    for at in range(0, len(data), 1 << 20):
+        upload.write(data[at : at + (1 << 20)])
+        assert len(upload.parts) <= upload.in_flight  # the writer waits beyond that: memory stays bounded
+    assert fetch(server, "uploads/faults.tar") is None  # nothing visible before commit
+    upload.commit()
+    assert fetch(server, "uploads/faults.tar") == data
+    assert server.write_faults.injected["status"] == 3 and retry_stats()["retries"] - before >= 3
+    parts = [query for method, path, query in server.writes if "faults.tar" in path and "partNumber=" in query]
+    assert len(parts) == 5 + 3
+
+
+def test_a_small_shard_is_one_request_and_an_aborted_upload_leaves_nothing(s3):
+    import s3fs
+
+    server = s3["team-a"]
+    small = uploading(server, "uploads/small.tar")
+    small.write(b"x" * 1000)
+    small.commit()
+    assert fetch(server, "uploads/small.tar") == b"x" * 1000
+    assert [method for method, path, _ in server.writes if path.endswith("small.tar")] == ["PUT"]
+    big = uploading(server, "uploads/aborted.tar")
+    big.write(os.urandom(11 << 20))
+    big.abort()
+    assert fetch(server, "uploads/aborted.tar") is None
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **server.client_options("team-a"))
+    assert fs.list_multipart_uploads("team-a") == []
+
+
+def test_a_refused_upload_names_the_shard_and_is_not_retried(s3):
+    server = s3["team-a"]
+    options = {**server.client_options("team-a"), "key": "AKIDTEAMB"}
+    upload = s3_upload("s3://team-a/uploads/refused.tar", options, FAST)
+    upload.write(b"y" * 100)
+    with pytest.raises(ShardOpenError, match="InvalidAccessKeyId") as failure:
+        upload.commit()
+    assert "s3://team-a/uploads/refused.tar" in str(failure.value) and "secret-of" not in str(failure.value)
+
+
+def test_shard_writer_uploads_through_parts(s3, monkeypatch):
+    from wds_core.io import uploads
+
+    server = s3["team-a"]
+    monkeypatch.setattr(uploads, "PART_BYTES", 5 << 20)
+    wds_core.register_storage("s3://team-a/", **server.client_options("team-a"))
+    samples = [{"__key__": f"{i:04d}", "bin": os.urandom(1 << 20)} for i in range(12)]
+    with wds_core.ShardWriter("s3://team-a/uploads/w-%02d.tar", maxcount=6) as sink:
+        for sample in samples:
+            sink.write(sample)
+    read = list(wds_core.WebDataset("s3://team-a/uploads/w-{00..01}.tar", shardshuffle=False))
+    assert [(s["__key__"], s["bin"]) for s in read] == [(s["__key__"], s["bin"]) for s in samples]
+    assert any("uploadId=" in query for _, path, query in server.writes if "/w-00.tar" in path)
+
+
+def test_parts_are_at_least_five_mib():
+    with pytest.raises(ValueError, match="5 MiB"):
+        S3Upload("s3://b/k", None, "b", "k", part_bytes=1 << 20)
