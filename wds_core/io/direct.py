@@ -236,6 +236,9 @@ class HttpSource:
                 self.location = url
                 return status, headers, body
             url = urllib.parse.urljoin(url, moved)
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:  # file:, data:, a host-less URL...
+                raise PermissionError(f"HTTP {status}: refused a redirect to a {parts.scheme or 'relative'}: URL")
         raise RequestError(f"more than {_MAX_REDIRECTS} redirects", 310)
 
     def _once(

@@ -76,6 +76,19 @@ def test_redirects_are_followed_and_the_location_kept(http_server, tmp_path):
         front.server_close()
 
 
+@pytest.mark.parametrize("place", ["file:///etc/passwd", "ftp://127.0.0.1/x.tar", "data:text/plain,x"])
+def test_a_redirect_only_leads_to_another_http_url(place):
+    handler = type("Handler", (_Redirects,), {"target": place, "status": 307})
+    front = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(PermissionError, match="refused a redirect"):
+            HttpSource(f"http://127.0.0.1:{front.server_port}/shard.tar").get(0, 10, None)
+    finally:
+        front.shutdown()
+        front.server_close()
+
+
 def test_http_errors_are_named_and_only_transient_ones_retried(http_server):
     source = HttpSource(http_server.url + "/nope.tar")
     with pytest.raises(FileNotFoundError):
