@@ -24,8 +24,9 @@ from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.remote import RetryPolicy
 from .io.sinks import CommitOnExit, create_shard
-from .shardreader import ShardReader, ShardReading, skip_to
+from .shardreader import ShardReader, ShardReading
 from .state import RunContext
+from .tar.resume import skip_to
 
 __all__ = ["CborsWriter", "MsgpacksWriter", "RecordsToSamples", "cbors_to_samples", "msgpacks_to_samples"]
 

@@ -18,29 +18,27 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import NotElastic, OverLimitError, SampleError, TruncatedShardError, WdsError
+from .errors import NotElastic, OverLimitError, TruncatedShardError, WdsError
 from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
-from .io.decompress import is_compressed
 from .io.readahead import READ_AHEAD, Allowance, ReadAhead
 from .io.remote import DEFAULT_RETRY, RetryPolicy
 from .io.storage import open_shard, remote_url, url_of
 from .io.storage_config import StorageOptions, registered, restore_registered
 from .state import BalancedPart, Recipe, RunContext, StageIterator, implements
-from .tar.tario import iter_members, open_decompressed
+from .tar.resume import skip_to
+from .tar.tario import iter_members
 
 __all__ = [
     "ShardReadOptions",
     "ShardReader",
     "TarfileToSamples",
     "ShardReading",
-    "skip_to",
     "tarfile_to_samples",
 ]
 
-_SKIP_CHUNK = 1 << 20
 _END = object()
 
 
@@ -108,9 +106,13 @@ class ShardReading(Recipe):
         self.retry = DEFAULT_RETRY if retry is None else retry
         self.stats: Counter[str] = Counter()
 
+    def plan(self) -> ReadAhead:
+        """How far ahead remote shards are requested (the default for recipes pickled before there was one)."""
+        return getattr(self, "read_ahead", READ_AHEAD)
+
     def open(self, url: str) -> Any:
-        plan = getattr(self, "read_ahead", READ_AHEAD)  # recipes pickled before there was one
-        return open_shard(url, self.storage_options, self.cache, self.retry, getattr(self, "stats", None), plan=plan)
+        stats = getattr(self, "stats", None)
+        return open_shard(url, self.storage_options, self.cache, self.retry, stats, plan=self.plan())
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_registered": registered(), "stats": Counter()}
@@ -133,8 +135,8 @@ class TarfileToSamples(ShardReading):
     grouping.  A member larger than the ``field_bytes``
     limit, or a sample whose members pass ``sample_bytes``, is refused before it
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
-    members included.  While a remote shard is read, the next one of the list
-    is requested ahead (:mod:`~wds_core.io.readahead`).
+    members included.  While a remote shard is read, the next shards of the list
+    (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.readahead`).
     """
 
     def __init__(
@@ -284,7 +286,7 @@ class ShardReader(StageIterator):
         requested within what this reader may request, after ``stream`` (the one being read)."""
         if implements(self.src, BalancedPart) or not hasattr(stream, "attach"):
             return
-        plan = getattr(self.recipe, "read_ahead", READ_AHEAD)
+        plan = self.recipe.plan()
         if self._allowance is None:
             self._allowance = Allowance(plan)
         stream.attach(self._allowance, first=True)
@@ -421,33 +423,3 @@ class _TarSamplesIterator(ShardReader):
         yield from group_members(
             members, url, position=self, rename=recipe.rename_files, limits=limits, refused=refused
         )
-
-
-def skip_to(stream: Any, start: int, url: str, plain: bool = False) -> tuple[Any, bool]:
-    """``stream`` decompressed when it is compressed, positioned at ``start`` (seeking when it can), and whether
-    it is a plain tar.
-
-    Restoring inside a remote shard costs one ranged request at ``start`` when the shard is known to be
-    plain (``plain``); else its first bytes are asked for alone (not a whole first range) to see whether it is
-    compressed.
-    """
-    seekable = getattr(stream, "seekable", lambda: False)()
-    if start > 0 and seekable:
-        if not plain and hasattr(stream, "read_range"):
-            plain = not is_compressed(stream.read_range(0, 6))
-        if plain:
-            stream.seek(start)
-            return stream, True
-    tar, compressed = open_decompressed(stream)
-    if start == 0:
-        return tar, not compressed
-    if not compressed and seekable:
-        stream.seek(start)
-        return stream, True
-    remaining = start
-    while remaining > 0:
-        got = len(tar.read(min(remaining, _SKIP_CHUNK)))
-        if got == 0:
-            raise SampleError("the shard is shorter than the checkpointed offset", url=url, offset=start)
-        remaining -= got
-    return tar, not compressed

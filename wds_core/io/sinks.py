@@ -24,7 +24,8 @@ import tempfile
 from typing import Any, BinaryIO
 
 from ..errors import PipeError, ShardOpenError
-from .remote import describe_error, filesystem
+from .remote import filesystem
+from .retries import describe_error
 from .secure import check_allowed, verify_opened
 from .shardsink import ShardSink
 from .storage import local_path, pipe_failure, scheme_opener
@@ -338,13 +339,13 @@ def _failure(what: str, exn: BaseException, url: str) -> ShardOpenError:
 
 
 def _fsspec_sink(url: str, storage_options: dict | None) -> ShardSink:
-    options = options_for(url, storage_options)
-    if url.split("://", 1)[0] in ("s3", "s3a"):
+    options, scheme = options_for(url, storage_options), url.split("://", 1)[0]
+    if scheme in ("s3", "s3a"):
         upload = s3_upload(url, options)  # parts in parallel, each retried (None: an option only s3fs knows)
         if upload is not None:
             return upload
     fs, path = filesystem(url, options)
-    if url.split("://", 1)[0] in _UPLOAD_ON_CLOSE:
+    if scheme in _UPLOAD_ON_CLOSE:
         return _ObjectSink(url, fs, path)
     return _MoveSink(url, fs, path)
 

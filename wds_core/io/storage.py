@@ -106,7 +106,8 @@ def local_path(url: str) -> str | None:
 
 
 def remote_url(url: str) -> bool:
-    """Whether ``url`` is read through fsspec (not a local path, ``-``, ``pipe:`` or a registered opener's)."""
+    """Whether ``url`` is read by ranged requests (:func:`~wds_core.io.remote.open_remote`): not a local path,
+    ``-``, ``pipe:`` or a registered opener's."""
     return local_path(url) is None and url != "-" and not url.startswith("pipe:") and scheme_opener(url) is None
 
 

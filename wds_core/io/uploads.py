@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ShardOpenError
 from .readahead import io_pool
-from .remote import DEFAULT_RETRY, RetryPolicy, with_retries
+from .retries import DEFAULT_RETRY, RetryPolicy, with_retries
 from .s3direct import s3_client, s3_object, status_error
 from .shardsink import ShardSink
 

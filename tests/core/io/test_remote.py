@@ -124,18 +124,18 @@ def test_http_retry_budget_spent_names_url_and_offset_not_secrets(http_server, m
 def test_retries_are_logged_counted_and_held_to_the_budget(http_server, monkeypatch, caplog):
     import logging
 
-    from wds_core.io import remote
+    from wds_core.io import retries
 
     _, expected = local_dataset(http_server.root, nshards=1)
     small_ranges(monkeypatch)
-    monkeypatch.setattr(remote, "_said", {"at": -100.0, "quiet": 0})
-    before = remote.retry_stats()
+    monkeypatch.setattr(retries, "_said", {"at": -100.0, "quiet": 0})
+    before = retries.retry_stats()
     http_server.faults.fail(3, status=503)
     url = http_server.url + "/shard-000.tar?token=TOPSECRET"
     with caplog.at_level(logging.WARNING, logger="wds_core.io"):
         samples = list(wds_core.WebDataset(url, retry=FAST))
     assert contents(samples) == expected and len(samples) == 40
-    after = remote.retry_stats()
+    after = retries.retry_stats()
     assert after["retries"] - before["retries"] == 3 and after["recovered"] - before["recovered"] == 1
     dataset = wds_core.WebDataset(url, retry=FAST)  # the same counts on the reading stage, for this dataset only
     http_server.faults.fail(2, status=503)
@@ -150,7 +150,7 @@ def test_retries_are_logged_counted_and_held_to_the_budget(http_server, monkeypa
     with pytest.raises(ShardOpenError, match=r"the retry budget is 0.5 s"):
         list(wds_core.WebDataset(url, retry=RetryPolicy(attempts=50, initial_delay=0.05, max_delay=0.1, budget=0.5)))
     # ended by the budget (the message says so), long before 50 attempts' 4.9 s of back-off
-    assert time.monotonic() - started < 30 and remote.retry_stats()["gave_up"] > before["gave_up"]
+    assert time.monotonic() - started < 30 and retries.retry_stats()["gave_up"] > before["gave_up"]
 
 
 def test_http_missing_and_forbidden_are_not_retried(http_server):

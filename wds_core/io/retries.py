@@ -1,0 +1,185 @@
+"""How a failing remote request is repeated: the policy, what counts as transient, the counts and the messages.
+
+:func:`with_retries` runs one request (a range, a size, a connection, an
+upload part) under a :class:`RetryPolicy`: a transient failure (connection
+reset or cut, timeout, HTTP 408/429/5xx, a short response) is repeated after
+a backoff, within the policy's attempts and time budget; the last failure is
+a :class:`~wds_core.errors.ShardOpenError` naming the URL and offset, never a
+credential.  Retries are counted per process (:func:`retry_stats`) and per
+reading stage, and logged at most every few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
+
+__all__ = ["DEFAULT_RETRY", "RetryPolicy", "ShortRead", "count", "describe_error", "is_transient", "retry_stats",
+           "with_retries"]  # fmt: skip
+
+_TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
+_BOTOCORE_TRANSIENT = {
+    "ConnectionError",
+    "HTTPClientError",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "ResponseStreamingError",
+    "IncompleteReadError",
+}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a failing request is repeated.
+
+    ``attempts`` counts every try of one request (the first included); the
+    delay before retry ``n`` is ``initial_delay * 2**n``, at most ``max_delay``.
+    These are the only retries: the S3 backend's own (botocore's and s3fs')
+    are turned off for the shards wds reads, unless the storage options set
+    ``config_kwargs={"retries": ...}`` themselves.
+
+    ``budget`` (seconds, optional) bounds a request end to end: each attempt is
+    given the time left (it is cut off when that runs out, whatever the backend
+    does inside it: gcsfs retries within an attempt and cannot be told not to),
+    and no retry starts once the budget would be passed.
+    """
+
+    attempts: int = 6
+    initial_delay: float = 0.2
+    max_delay: float = 10.0
+    budget: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must be >= 0")
+        if self.budget is not None and self.budget < 0:
+            raise ValueError("the retry budget must be >= 0 seconds")
+
+    def delay(self, retry: int) -> float:
+        return min(self.max_delay, self.initial_delay * (2**retry))
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def is_transient(exn: BaseException) -> bool:
+    """Whether repeating the request that raised ``exn`` may succeed."""
+    if isinstance(exn, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, WdsError)):
+        return False
+    status = getattr(exn, "status", None) or getattr(exn, "code", None)
+    if isinstance(status, int) and 100 <= status < 600:
+        return status in _TRANSIENT_STATUS
+    if isinstance(exn, (OSError, TimeoutError, ShortRead)):
+        return True
+    names = {cls.__name__ for cls in type(exn).__mro__}
+    package = type(exn).__module__.split(".")[0]
+    if package == "botocore":  # connection trouble is transient; missing credentials or bad parameters are not
+        return bool(names & _BOTOCORE_TRANSIENT)
+    if package in ("aiohttp", "urllib3", "requests"):
+        return not names & {"InvalidURL", "InvalidUrlClientError", "LocationParseError", "MissingSchema"}
+    return False
+
+
+class ShortRead(Exception):
+    """A response with fewer bytes than it should have had (retried)."""
+
+
+def describe_error(exn: BaseException) -> str:
+    """``exn``'s type and message, with credentials hidden."""
+    return redact(f"{type(exn).__name__}: {exn}")
+
+
+RETRIES: Counter[str] = Counter()  # in this process: "retries" made, requests "recovered", "gave_up"
+_log = logging.getLogger("wds_core.io")
+_LOG_EVERY = 5.0  # seconds between retry messages; the ones in between are counted in the next
+_said = {"at": -_LOG_EVERY, "quiet": 0}
+_said_lock = threading.Lock()
+
+
+_count_lock = threading.Lock()
+
+
+def retry_stats() -> dict[str, int]:
+    """Retries made in this process, requests that succeeded after retrying, requests given up, and ranges asked
+    for twice because the first request straggled (``hedged``)."""
+    return {key: RETRIES[key] for key in ("retries", "recovered", "gave_up", "hedged")}
+
+
+def count(key: str, stats: Counter[str] | None) -> None:
+    """One more ``key`` in this process's counts and in ``stats`` (a reading stage's), from any thread."""
+    with _count_lock:
+        RETRIES[key] += 1
+        if stats is not None:
+            stats[key] += 1
+
+
+def _say_retry(what: str, url: str, attempt: int, policy: RetryPolicy, exn: BaseException, delay: float) -> None:
+    with _said_lock:
+        now = time.monotonic()
+        if now - _said["at"] < _LOG_EVERY:
+            _said["quiet"] += 1
+            return
+        quiet, _said["quiet"], _said["at"] = _said["quiet"], 0, now
+    more = f" ({quiet} more retries since the last message)" if quiet else ""
+    _log.warning(
+        "retrying %s of %s in %.1f s (attempt %d of %d): %s%s",
+        what, redact_url(url), delay, attempt + 2, policy.attempts, describe_error(exn), more,
+    )  # fmt: skip
+
+
+def with_retries(
+    what: str,
+    call: Any,
+    url: str,
+    offset: int | None,
+    policy: RetryPolicy,
+    stats: Counter[str] | None = None,
+    stopped: Any = None,
+) -> Any:
+    """``call(timeout)``, repeated after transient failures; the last failure becomes a ShardOpenError.
+
+    ``timeout`` is the time left of ``policy.budget`` (``None`` without one): the attempt must end by then.
+    Each retry is counted (:func:`retry_stats` and ``stats``) and logged (``wds_core.io``, at most one
+    message every few seconds).  Once ``stopped()`` (its reader closed the stream: nobody waits for the
+    answer), a failure ends the request without a retry, a count or a message.
+    """
+    started = time.monotonic()
+    for attempt in range(policy.attempts):
+        tried = time.monotonic()
+        left = None if policy.budget is None else max(policy.budget - (tried - started), 0.001)
+        try:
+            result = call(left)
+        except FileNotFoundError:
+            raise ShardNotFoundError("shard not found", url=url) from None
+        except Exception as exn:
+            if not is_transient(exn) or (stopped is not None and stopped()):
+                raise ShardOpenError(f"cannot {what}: {describe_error(exn)}", url=url, offset=offset) from None
+            delay = policy.delay(attempt)
+            spent = time.monotonic() - started
+            over = policy.budget is not None and spent + delay > policy.budget
+            if attempt + 1 == policy.attempts or over:
+                count("gave_up", stats)
+                tries = f"{attempt + 1} attempt{'s' if attempt else ''} in {spent:.1f} s" + (
+                    f" (the retry budget is {policy.budget:g} s)" if over else ""
+                )
+                last = describe_error(exn)
+                if left is not None and isinstance(exn, TimeoutError) and time.monotonic() - tried >= left:
+                    last = f"the attempt was cut off after the {left:.1f} s left of the budget ({type(exn).__name__})"
+                message = f"cannot {what} after {tries}; last error {last}"
+                raise ShardOpenError(message, url=url, offset=offset) from None
+            count("retries", stats)
+            _say_retry(what, url, attempt, policy, exn, delay)
+            time.sleep(delay)
+        else:
+            if attempt:
+                count("recovered", stats)
+            return result
+    raise AssertionError("unreachable")  # pragma: no cover
