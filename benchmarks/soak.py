@@ -8,12 +8,17 @@ records this process's open file descriptors, its child processes, the ``wds_*``
 entries of ``/dev/shm`` and its resident memory, and reports each one's least-squares slope per
 epoch after a warm-up (the first 10%).
 
-    python benchmarks/soak.py [--epochs 200] [--loaders core torch]
+    python benchmarks/soak.py [--epochs 200] [--loaders core torch] [--json]
+
+``--json`` prints each loader's result (rows, slopes, samples, cache entries) as one JSON line instead of the
+tables: tests/core/test_soak.py runs the soak that way, in a process of its own, so that what earlier tests left
+open in the test process (kept-alive connections to their servers) is not counted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -121,6 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--loaders", nargs="+", default=["core", "torch"])
+    parser.add_argument("--json", action="store_true", help="one JSON line per loader instead of the tables")
     args = parser.parse_args()
     for flavour in args.loaders:
         if flavour == "torch":
@@ -131,6 +137,9 @@ def main() -> None:
                 continue
         start = time.perf_counter()
         result = soak(args.epochs, flavour)
+        if args.json:
+            print(json.dumps({"flavour": flavour, **result}))
+            continue
         rows, slopes = result["rows"], result["slopes"]
         first, last = rows[max(1, args.epochs // 10)], rows[-1]  # type: ignore[index]
         print(f"\n{flavour}: {args.epochs} epochs, {result['samples']:,} samples in "
