@@ -43,8 +43,7 @@ from .counts import ShardCounts
 from .dist import node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .intervals import Intervals, complement, decode, encode, length, local_to_global, normalize, runs, take
-from .io.remote import DEFAULT_RETRY
-from .io.storage import url_of
+from .io.storage import Storage, url_of
 from .shardreader import ShardReadOptions
 from .shards import ShardListIterator
 from .state import Recipe, RunContext, StageIterator, load_state
@@ -63,7 +62,7 @@ def _same_shard(url: str) -> str:
 class SampleCounts:
     """Shards' sample counts from a wids descriptor (path or URL), a counts file or a dict, read once per process."""
 
-    def __init__(self, source: Any, storage_options: dict | None = None) -> None:
+    def __init__(self, source: Any, storage_options: Storage | dict | None = None) -> None:
         if not isinstance(source, (str, os.PathLike, dict)):
             raise SpecError(f"sample_counts is a descriptor's path or URL or a dict, got {type(source).__name__}")
         self.source = os.fspath(source) if isinstance(source, os.PathLike) else source
@@ -124,8 +123,7 @@ class SampleCounts:
 def _index(url: str, reading: ShardReadOptions, size: int | None = None) -> Any:
     index = _INDEXES.get(url)
     if index is None:
-        retry = DEFAULT_RETRY if reading.retry is None else reading.retry
-        index = _INDEXES[url] = index_shard(url, reading.storage_options, retry=retry, size=size)
+        index = _INDEXES[url] = index_shard(url, reading.storage, size=size)
     return index
 
 
@@ -173,7 +171,7 @@ class BalancedSplit(Recipe):
             self.counts = (
                 sample_counts
                 if isinstance(sample_counts, SampleCounts)
-                else SampleCounts(sample_counts, self.reading.storage_options)
+                else SampleCounts(sample_counts, self.reading.storage)
             )
 
     def build(self, src: Any, ctx: RunContext) -> BalancedIterator:

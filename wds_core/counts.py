@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import SpecError
-from .io.sinks import create_shard
-from .io.storage import local_path, read_bytes
+from .io.storage import Storage, create_shard, local_path, read_bytes
 
 __all__ = ["COUNTS_FORMAT", "ShardCounts", "write_counts"]
 
@@ -59,7 +58,7 @@ def counts_bytes(urls: Sequence[str], counts: Any, sizes: Any = None) -> bytes:
 
 
 def write_counts(
-    path: str, urls: Sequence[str], counts: Any, sizes: Any = None, storage_options: dict | None = None
+    path: str, urls: Sequence[str], counts: Any, sizes: Any = None, storage_options: Storage | dict | None = None
 ) -> None:
     """Write the counts file of ``urls`` (local or any URL the storage layer writes, atomically)."""
     data = counts_bytes(urls, counts, sizes)
@@ -82,7 +81,7 @@ def write_counts(
 class ShardCounts:
     """A counts file, read (once) from a path or URL: ``counts``, ``sizes`` (or None) by spec position."""
 
-    def __init__(self, source: str, storage_options: dict | None = None) -> None:
+    def __init__(self, source: str, storage_options: Storage | dict | None = None) -> None:
         self.source = source
         try:
             with np.load(io.BytesIO(read_bytes(source, storage_options)), allow_pickle=False) as arrays:

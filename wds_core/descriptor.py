@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from .errors import SpecError
-from .io.storage import read_bytes
+from .io.storage import Storage, read_bytes
 from .io.urls import folder_of, join_url, url_joiner
 
 __all__ = ["load_descriptor", "resolve_descriptor"]
@@ -55,7 +55,7 @@ def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[s
 
 
 def resolve_descriptor(
-    body: dict[str, Any], location: str | None = None, storage_options: dict | None = None
+    body: dict[str, Any], location: str | None = None, storage_options: Storage | dict | None = None
 ) -> dict[str, Any]:
     """A descriptor with every shard URL resolved and nested datasets flattened into ``shardlist``."""
     where = location or "dataset descriptor"
@@ -91,7 +91,7 @@ def resolve_descriptor(
     return resolved
 
 
-def load_descriptor(source: Any, storage_options: dict | None = None) -> dict[str, Any]:
+def load_descriptor(source: Any, storage_options: Storage | dict | None = None) -> dict[str, Any]:
     """Read (when ``source`` is a path, URL or open file) and resolve a wids v1 descriptor.
 
     Relative shard URLs of a descriptor read from an open file resolve against

@@ -47,9 +47,9 @@ from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members
 from .io.cache import ShardCache
 from .io.decompress import is_compressed
-from .io.remote import DEFAULT_RETRY, RetryPolicy, open_remote
-from .io.storage import RandomAccess, local_path, map_local, open_random_access
-from .io.storage_config import options_for, rewrite_url
+from .io.retries import DEFAULT_RETRY, RetryPolicy
+from .io.secure import check_allowed
+from .io.storage import RandomAccess, Storage, local_path, map_local
 from .io.urls import expand_urls
 from .tar.tarindex import ShardIndex, index_shard
 from .tar.tario import open_decompressed
@@ -87,7 +87,7 @@ class ShardListDataset:
             raise SpecError(f"remote must be 'ranges' or 'download', got {remote!r}")
         if remote == "download" and cache_dir is None:
             raise SpecError("remote='download' needs a cache_dir to download the shards into")
-        self.storage_options, self.remote, self.retry = storage_options, remote, retry
+        self.storage, self.remote = Storage.of(storage_options, retry=retry), remote
         self.cache_dir = None if cache_dir is None else os.path.abspath(os.fspath(cache_dir))
         self.cache = None if self.cache_dir is None else ShardCache(self.cache_dir, cache_size)
         self.decoder = Decoder(decode) if isinstance(decode, str) else decode
@@ -108,15 +108,20 @@ class ShardListDataset:
         for count in counts:
             self.cumulative.append(self.cumulative[-1] + count)
 
+    @property
+    def storage_options(self) -> dict | None:
+        """The explicit storage options (of the storage context, ``storage``)."""
+        return self.storage.options
+
     # -------------------------------------------------------------- the shard list
 
     def _shardlist(self, source: Any) -> list[dict[str, Any]]:
         if isinstance(source, dict) or hasattr(source, "read"):  # a descriptor, parsed or as an open file
-            return load_descriptor(source, self.storage_options)["shardlist"]
+            return load_descriptor(source, self.storage)["shardlist"]
         if isinstance(source, (str, os.PathLike)):
             text = os.fspath(source)
             if text.endswith(".json"):
-                return load_descriptor(text, self.storage_options)["shardlist"]
+                return load_descriptor(text, self.storage)["shardlist"]
             source = expand_urls(text)
         shards = []
         for item in source:
@@ -157,7 +162,7 @@ class ShardListDataset:
             return shard
 
     def _new_shard(self, url: str, filesize: int | None) -> RandomAccess:
-        target = rewrite_url(url)
+        target = self.storage.rewrite(url)
         path = local_path(target)
         if path is None and self.remote == "download":
             path = self._download(url, target)
@@ -167,7 +172,7 @@ class ShardListDataset:
                 shard.close()
                 shard = map_local(self._decompressed(path, url), url)
             return shard
-        shard = open_random_access(url, self.storage_options, self.retry, filesize)
+        shard = self.storage.random_access(url, filesize)
         if is_compressed(shard.walk(0, 6)):
             raise ShardOpenError(
                 "the shard is compressed: random access needs an uncompressed tar; give cache_dir with "
@@ -180,8 +185,9 @@ class ShardListDataset:
         assert self.cache is not None
         path = self.cache.path_for(url)
         if not os.path.exists(path):
-            options = options_for(target, self.storage_options)
-            with self.cache.open(url, lambda: open_remote(target, options, self.retry)) as stream:
+            check_allowed(target)
+            backend = self.storage.backend(target)
+            with self.cache.open(url, lambda: backend.open(target, self.storage)) as stream:
                 while stream.read(1 << 22):
                     pass
         if not os.path.exists(path):
@@ -219,7 +225,7 @@ class ShardListDataset:
         cached = None if self.cache is None else self.cache.path_for(url) + ".idx"
         shard = self._open_shard(number)
         index = index_shard(
-            url, self.storage_options, fresh=not self.use_stored_indexes, shard=shard, cache_path=cached,
+            url, self.storage, fresh=not self.use_stored_indexes, shard=shard, cache_path=cached,
             limits=self.limits,
         )  # fmt: skip
         expected = self.shards[number].get("nsamples")

@@ -94,14 +94,9 @@ def output_names(inputs: list[str], outputs: Any) -> list[str]:
 
 
 def _complete(url: str, storage_options: dict | None) -> bool:
-    from .io.remote import filesystem
-    from .io.storage import local_path
+    from .io.storage import Storage
 
-    path = local_path(url)
-    if path is not None:
-        return os.path.exists(path)
-    fs, fspath = filesystem(url, storage_options or {})
-    return bool(fs.exists(fspath))
+    return Storage.of(storage_options).exists(url)
 
 
 def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: dict | None) -> tuple[int, int, float]:

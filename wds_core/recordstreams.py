@@ -23,7 +23,8 @@ from .fieldcodecs.structured import WORST_RATIO, EndsEarly, cbor_extent, msgpack
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.remote import RetryPolicy
-from .io.sinks import CommitOnExit, create_shard
+from .io.sinks import CommitOnExit
+from .io.storage import create_shard
 from .shardreader import ShardReader, ShardReading
 from .state import RunContext
 from .tar.resume import skip_to

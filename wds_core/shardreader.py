@@ -25,8 +25,8 @@ from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.readahead import READ_AHEAD, Allowance, ReadAhead
 from .io.remote import DEFAULT_RETRY, RetryPolicy
-from .io.storage import open_shard, remote_url, url_of
-from .io.storage_config import StorageOptions, registered, restore_registered
+from .io.storage import Storage, remote_url, url_of
+from .io.storage_config import StorageOptions
 from .state import BalancedPart, Recipe, RunContext, StageIterator, implements
 from .tar.resume import skip_to
 from .tar.tario import iter_members
@@ -69,11 +69,18 @@ class ShardReadOptions:
         """The same options with other storage options."""
         return replace(self, storage_options=storage_options)
 
+    @property
+    def storage(self) -> Storage:
+        """The storage context these options make."""
+        return Storage.of(self.storage_options, cache=self.cache, retry=self.retry, read_ahead=self.read_ahead)
+
 
 class ShardReading(Recipe):
-    """Base of the recipes that open shards: the error ``handler``, storage options and shard cache.
+    """Base of the recipes that open shards: the error ``handler`` and the storage context.
 
-    Pickling the recipe (to send it to worker processes) carries the storage
+    ``storage`` (a :class:`~wds_core.io.storage.Storage`) holds the storage
+    options, the shard cache, the retry policy and the read-ahead plan; pickled
+    with the recipe (to send it to worker processes) it carries the storage
     options and rewrites registered in this process, so that workers started
     with ``spawn`` open the same URLs the same way.  ``stats`` counts the
     remote requests it retried (``retries``), those that then succeeded
@@ -82,9 +89,7 @@ class ShardReading(Recipe):
     """
 
     handler: Handler
-    storage_options: StorageOptions | None
-    cache: ShardCache | None
-    retry: RetryPolicy
+    storage: Storage
 
     def _set_storage(
         self,
@@ -94,32 +99,45 @@ class ShardReading(Recipe):
         limits: Any = None,
         read_ahead: ReadAhead | None = None,
     ) -> None:
-        if read_ahead is not None and not isinstance(read_ahead, ReadAhead):
-            raise TypeError(f"read_ahead must be a ReadAhead, got {type(read_ahead).__name__}")
-        self.read_ahead = READ_AHEAD if read_ahead is None else read_ahead
         DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
         self.limits = limits  # resolved (over the configuration file) by each reader: ShardReader.limits
-        self.storage_options = None if storage_options is None else StorageOptions(storage_options)
-        if cache is not None and not isinstance(cache, ShardCache):
-            raise TypeError(f"cache must be a ShardCache, got {type(cache).__name__}")
-        self.cache = cache
-        self.retry = DEFAULT_RETRY if retry is None else retry
+        self.storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)
         self.stats: Counter[str] = Counter()
 
+    @property
+    def storage_options(self) -> StorageOptions | None:
+        """The explicit storage options (the storage context's)."""
+        return self.storage.options
+
+    @property
+    def cache(self) -> ShardCache | None:
+        return self.storage.cache
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.storage.retry
+
+    @property
+    def read_ahead(self) -> ReadAhead:
+        return self.storage.read_ahead
+
     def plan(self) -> ReadAhead:
-        """How far ahead remote shards are requested (the default for recipes pickled before there was one)."""
-        return getattr(self, "read_ahead", READ_AHEAD)
+        """How far ahead remote shards are requested."""
+        return self.storage.read_ahead
 
     def open(self, url: str) -> Any:
-        stats = getattr(self, "stats", None)
-        return open_shard(url, self.storage_options, self.cache, self.retry, stats, plan=self.plan())
+        return self.storage.open(url, getattr(self, "stats", None))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_registered": registered(), "stats": Counter()}
+        return {**self.__dict__, "stats": Counter()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
-        restore_registered(state.pop("_registered", {}))
+        if "storage" not in state:  # pickled before the storage context: its loose settings
+            carried = state.pop("_registered", {})
+            settings = [state.pop(name, None) for name in ("storage_options", "retry", "read_ahead", "cache")]
+            state["storage"] = Storage(settings[0], settings[1] or DEFAULT_RETRY, settings[2] or READ_AHEAD,
+                                       settings[3], carried)  # fmt: skip
         self.__dict__.update(state)
 
 

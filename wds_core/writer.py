@@ -26,8 +26,8 @@ from typing import Any
 from .errors import EncodingError, ShardOpenError, SpecError
 from .fieldcodecs import FieldEncoder
 from .io.locks import PatternLock
-from .io.sinks import CommitOnExit, ShardSink, create_shard
-from .io.storage import local_path
+from .io.sinks import CommitOnExit, ShardSink
+from .io.storage import create_shard, local_path
 from .tar.tarindex import ShardIndex
 from .tar.tarwrite import MemberPacker, end_of_archive
 

@@ -17,8 +17,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..grouping import split_key
-from ..io.sinks import create_shard
-from ..io.storage import open_shard
+from ..io.storage import create_shard, open_shard
 from ..io.urls import expand_urls
 from ..tar.tarindex import index_shard
 from ..tar.tario import iter_members, open_decompressed

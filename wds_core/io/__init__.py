@@ -1,4 +1,4 @@
-"""Bytes in and out: every shard is opened in :mod:`.storage` and written through :mod:`.sinks`.
+"""Bytes in and out: every shard is opened and written through :mod:`.storage`.
 
 The layer below the tar reader; its modules import only :mod:`wds_core.errors`
 and each other.
@@ -6,14 +6,18 @@ and each other.
 * :mod:`.urls` -- brace patterns, ``::`` lists and environment variables to URLs;
 * :mod:`.shardnames` -- the same URLs as a sequence computed on demand, for specs
   naming many shards (a range stays a range);
-* :mod:`.storage` -- local paths, ``pipe:``, ``-`` and fsspec URLs opened for
-  streaming (:func:`open_shard`) or random access;
+* :mod:`.storage` -- the storage context (:class:`Storage`): every URL rewritten,
+  checked, cached and handed to its backend, for streaming (:func:`open_shard`),
+  random access and writing (:func:`create_shard`);
+* :mod:`.backends` -- one backend per kind of URL behind one protocol, by scheme:
+  local (:mod:`.local`), ``-``, ``pipe:`` (:mod:`.pipes`), the remote engine,
+  registered openers and backends;
 * :mod:`.storage_config` -- storage options and rewrites per URL prefix, from
   code, the environment or the config file;
 * :mod:`.remote` -- ranged, retried, resuming reads of remote objects;
 * :mod:`.cache` -- the local shard cache;
 * :mod:`.decompress` -- gzip, bz2, xz and zstd shards by their magic bytes;
-* :mod:`.sinks` -- atomic shard creation, local and remote;
+* :mod:`.sinks` -- atomic shard destinations, local and remote;
 * :mod:`.secure` -- secure mode: no commands, no local paths outside allowed roots, no pickles;
 * :mod:`.streams` -- the small stream base classes the others share.
 
@@ -21,12 +25,12 @@ The names below are the expert interface (custom schemes, per-prefix options,
 opening a shard by hand); pipelines rarely need them.
 """
 
+from .backends import Backend, register_backend
 from .cache import ShardCache
 from .decompress import is_compressed
 from .remote import RetryPolicy
 from .secure import secure_mode, set_secure
-from .sinks import create_shard
-from .storage import open_random_access, open_shard, read_bytes, register_opener, url_of
+from .storage import Storage, create_shard, open_random_access, open_shard, read_bytes, register_opener, url_of
 from .storage_config import (
     StorageOptions,
     options_for,
@@ -39,8 +43,10 @@ from .storage_config import (
 from .urls import expand_urls, join_url
 
 __all__ = [
+    "Backend",
     "RetryPolicy",
     "ShardCache",
+    "Storage",
     "StorageOptions",
     "create_shard",
     "expand_urls",
@@ -50,6 +56,7 @@ __all__ = [
     "open_shard",
     "options_for",
     "read_bytes",
+    "register_backend",
     "register_opener",
     "register_rewrite",
     "register_storage",

@@ -1,6 +1,7 @@
-"""The only place shard bytes are written: local files, streams, ``-``, ``pipe:`` and fsspec URLs.
+"""The destinations shards are written to: local files, streams and fsspec URLs (``pipe:`` is :mod:`.pipes`).
 
-:func:`create_shard` returns a :class:`ShardSink` with ``write``, ``commit``
+:func:`~wds_core.io.storage.create_shard` picks one through the backends (:mod:`.backends`) and returns a
+:class:`ShardSink` with ``write``, ``commit``
 (the shard is complete: make it visible) and ``abort`` (discard it).  A local
 shard is written under a temporary name beside its destination and renamed
 into place by ``commit``, so a crash never leaves half a shard under the final
@@ -9,8 +10,7 @@ name.  On object stores (S3, GCS, Azure...) the upload is completed by
 (S3's in parts uploaded in parallel and retried: :mod:`~wds_core.io.uploads`);
 other fsspec targets are written under a temporary name and moved into place.
 Remote destinations use the storage options that apply to their URL
-(:mod:`wds_core.io.storage_config`).  A ``pipe:`` command's exit status is
-checked at ``commit``.
+(:mod:`wds_core.io.storage_config`).
 """
 
 from __future__ import annotations
@@ -18,21 +18,25 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import subprocess
-import sys
-import tempfile
 from typing import Any, BinaryIO
 
-from ..errors import PipeError, ShardOpenError
+from ..errors import ShardOpenError
 from .remote import filesystem
 from .retries import describe_error
-from .secure import check_allowed, verify_opened
+from .secure import verify_opened
 from .shardsink import ShardSink
-from .storage import local_path, pipe_failure, scheme_opener
-from .storage_config import options_for
 from .uploads import s3_upload
 
-__all__ = ["CommitOnExit", "ShardSink", "create_shard", "process_running", "stale_partials"]
+__all__ = [
+    "CommitOnExit",
+    "LocalSink",
+    "OpenedSink",
+    "ShardSink",
+    "StreamSink",
+    "process_running",
+    "remote_sink",
+    "stale_partials",
+]
 
 
 class CommitOnExit:
@@ -106,7 +110,7 @@ def _write_error(exn: OSError, url: str) -> ShardOpenError:
     return error
 
 
-class _LocalSink(ShardSink):
+class LocalSink(ShardSink):
     """A local file under a temporary name; a write that fails leaves none of its bytes (the file is cut back).
 
     The temporary file is made, and renamed into place, through a descriptor of the destination folder: in
@@ -201,7 +205,7 @@ class _LocalSink(ShardSink):
                 self._close_folder()
 
 
-class _StreamSink(ShardSink):
+class StreamSink(ShardSink):
     """A stream the caller owns: written to and flushed, never closed."""
 
     def __init__(self, stream: BinaryIO, url: str) -> None:
@@ -217,7 +221,7 @@ class _StreamSink(ShardSink):
         self.commit()
 
 
-class _OpenedSink(_StreamSink):
+class OpenedSink(StreamSink):
     """A stream a registered scheme opener returned: closed when the shard ends."""
 
     def commit(self) -> None:
@@ -225,53 +229,6 @@ class _OpenedSink(_StreamSink):
 
     def abort(self) -> None:
         self.stream.close()
-
-
-class _PipeSink(ShardSink):
-    def __init__(self, command: str) -> None:
-        self.url, self._command = f"pipe:{command}", command
-        self._stderr = tempfile.TemporaryFile()
-        try:
-            self._proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stderr=self._stderr)
-        except OSError as exn:
-            self._stderr.close()
-            raise PipeError(f"cannot start command: {exn}", url=self.url) from None
-        assert self._proc.stdin is not None
-        self._stdin = self._proc.stdin
-        self._finished = False
-
-    def write(self, data: Any) -> None:
-        try:
-            self._stdin.write(data)
-        except BrokenPipeError:
-            self._finish()
-            raise PipeError("the command stopped reading its input", url=self.url) from None
-
-    def _finish(self) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        try:
-            self._stdin.close()
-        except BrokenPipeError:
-            pass
-        status = self._proc.wait()
-        try:
-            if status != 0:
-                raise pipe_failure(self._command, status, self._stderr)
-        finally:
-            self._stderr.close()
-
-    def commit(self) -> None:
-        self._finish()
-
-    def abort(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-        try:
-            self._finish()
-        except PipeError:
-            pass
 
 
 # Object stores whose uploads become visible only when the file is closed (multipart or resumable upload)
@@ -338,8 +295,9 @@ def _failure(what: str, exn: BaseException, url: str) -> ShardOpenError:
     return ShardOpenError(f"cannot {what} shard: {describe_error(exn)}", url=url)
 
 
-def _fsspec_sink(url: str, storage_options: dict | None) -> ShardSink:
-    options, scheme = options_for(url, storage_options), url.split("://", 1)[0]
+def remote_sink(url: str, options: dict[str, Any]) -> ShardSink:
+    """An fsspec URL's destination, with the storage ``options`` that apply to it."""
+    scheme = url.split("://", 1)[0]
     if scheme in ("s3", "s3a"):
         upload = s3_upload(url, options)  # parts in parallel, each retried (None: an option only s3fs knows)
         if upload is not None:
@@ -348,24 +306,3 @@ def _fsspec_sink(url: str, storage_options: dict | None) -> ShardSink:
     if scheme in _UPLOAD_ON_CLOSE:
         return _ObjectSink(url, fs, path)
     return _MoveSink(url, fs, path)
-
-
-def create_shard(dest: Any, storage_options: dict | None = None) -> ShardSink:
-    """Start writing ``dest``: a path, ``file://``/fsspec URL, ``-`` (stdout), ``pipe:CMD`` or a binary stream."""
-    if hasattr(dest, "write"):
-        return _StreamSink(dest, repr(getattr(dest, "name", dest)))
-    dest = os.fspath(dest)
-    if not isinstance(dest, str):
-        raise TypeError(f"a shard destination is a path, URL or stream, got {type(dest).__name__}")
-    check_allowed(dest, "write")
-    opener = scheme_opener(dest)
-    if opener is not None:
-        return _OpenedSink(opener(dest, "wb", 8192), dest)
-    if dest == "-":
-        return _StreamSink(sys.stdout.buffer, "-")
-    if dest.startswith("pipe:"):
-        return _PipeSink(dest[len("pipe:") :])
-    path = local_path(dest)
-    if path is not None:
-        return _LocalSink(path, dest)
-    return _fsspec_sink(dest, storage_options)

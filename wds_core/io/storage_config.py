@@ -121,15 +121,6 @@ def registered() -> dict[str, Any]:
         return {"storage": {k: dict(v) for k, v in _registered.items()}, "rewrite": dict(_rewrites)}
 
 
-def restore_registered(snapshot: dict[str, Any]) -> None:
-    """Add a :func:`registered` snapshot to this process's registry (entries already here are kept)."""
-    with _lock:
-        for prefix, options in snapshot.get("storage", {}).items():
-            _registered.setdefault(prefix, dict(options))
-        for prefix, replacement in snapshot.get("rewrite", {}).items():
-            _rewrites.setdefault(prefix, replacement)
-
-
 def _env_rewrites() -> list[tuple[str, re.Pattern, str]]:
     rules = []
     for name in ("WDS_REWRITE", "GOPEN_REWRITE"):
@@ -159,12 +150,14 @@ def _checked(url: str, source: str) -> str:
     return url
 
 
-def rewrite_url(url: str) -> str:
+def rewrite_url(url: str, carried: dict[str, Any] | None = None) -> str:
     """``url`` after the first matching rewrite: environment rules, then registered, then the config file.
 
     Environment rules are regular expressions matched at the start of the URL,
     as in webdataset; registered and configured rules are literal prefixes.  A
     rewrite to ``pipe:`` from the environment or the file needs ``WDS_ALLOW_PIPE=1``.
+    ``carried`` is a :func:`registered` snapshot from the process that made the
+    pipeline: its rewrites count as registered here (those of this process win).
     """
     if not isinstance(url, str):
         return url
@@ -173,7 +166,7 @@ def rewrite_url(url: str) -> str:
         if match:
             return _checked(match.expand(replacement) + url[match.end() :], name)
     with _lock:
-        rules = dict(_rewrites)
+        rules = {**((carried or {}).get("rewrite") or {}), **_rewrites}
     prefix = _longest(rules, url)
     if prefix is not None:
         return rules[prefix] + url[len(prefix) :]
@@ -292,11 +285,16 @@ def _merge(into: dict[str, Any], options: dict[str, Any]) -> None:
             into[name] = value
 
 
-def options_for(url: str, explicit: dict[str, Any] | None = None) -> StorageOptions:
-    """The storage options for ``url``: config file, then registered, then ``explicit`` (see the module doc)."""
+def options_for(
+    url: str, explicit: dict[str, Any] | None = None, carried: dict[str, Any] | None = None
+) -> StorageOptions:
+    """The storage options for ``url``: config file, then registered, then ``explicit`` (see the module doc).
+
+    ``carried`` is a :func:`registered` snapshot from the process that made the pipeline: its options count as
+    registered here (those of this process win)."""
     merged: dict[str, Any] = {}
     with _lock:
-        registered_now = dict(_registered)
+        registered_now = {**((carried or {}).get("storage") or {}), **_registered}
     explicit = explicit or {}
     if _is_prefix_table(explicit):
         prefix = _longest(explicit, url)

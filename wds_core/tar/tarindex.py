@@ -33,9 +33,8 @@ from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, Truncat
 from ..fieldcodecs.limits import DecodeLimits
 from ..grouping import is_meta, split_key
 from ..io.decompress import is_compressed
-from ..io.remote import DEFAULT_RETRY, RetryPolicy
-from ..io.sinks import create_shard
-from ..io.storage import RandomAccess, local_path, open_random_access, read_bytes
+from ..io.remote import RetryPolicy
+from ..io.storage import RandomAccess, Storage, create_shard, local_path, open_random_access, read_bytes
 from .headers import (
     BLOCK,
     EXTENSIONS,
@@ -173,7 +172,7 @@ class ShardIndex:
         except (ValueError, KeyError, TypeError, AttributeError) as exn:
             raise TarFormatError(f"not a usable shard index: {exn}", url=where) from None
 
-    def save(self, path: str, storage_options: dict | None = None) -> None:
+    def save(self, path: str, storage_options: Storage | dict | None = None) -> None:
         """Write to a local path or any URL the storage layer writes, atomically (never half an index)."""
         local = local_path(path)
         if local is None:
@@ -217,7 +216,7 @@ def _sample_starts(members: list[tuple[str, int, int, int]]) -> list[int]:
 
 
 def stored_index(
-    url: str, size: int, storage_options: dict | None = None, cache_path: str | None = None
+    url: str, size: int, storage_options: Storage | dict | None = None, cache_path: str | None = None
 ) -> ShardIndex | None:
     """An up-to-date stored index of the shard (``size`` bytes): its ``<url>.idx`` sidecar, else ``cache_path``."""
     for where in (url + ".idx", cache_path):
@@ -235,12 +234,12 @@ def stored_index(
 
 def index_shard(
     url: str,
-    storage_options: dict | None = None,
+    storage_options: Storage | dict | None = None,
     *,
     fresh: bool = False,
     shard: RandomAccess | None = None,
     cache_path: str | None = None,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryPolicy | None = None,
     size: int | None = None,
     limits: DecodeLimits | None = None,
 ) -> ShardIndex:

@@ -43,8 +43,10 @@ def read_with(monkeypatch, plan):
     def opener(url, options, retry, default=None, stats=None):
         return original(url, options, retry, plan, stats)
 
-    monkeypatch.setattr(wds_core.io.storage, "open_remote", opener)
-    monkeypatch.setattr(wds_core.shardreader, "READ_AHEAD", plan)  # what a reader's shards may request together
+    monkeypatch.setattr(wds_core.io.backends, "open_remote", opener)
+    monkeypatch.setattr(
+        wds_core.shardreader.ShardReading, "plan", lambda self: plan
+    )  # what a reader's shards may request together
 
 
 def small_ranges(monkeypatch, size=4096):

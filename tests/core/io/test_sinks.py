@@ -9,7 +9,7 @@ import pytest
 
 import wds_core as wds
 from wds_core import ShardOpenError
-from wds_core.io.sinks import create_shard
+from wds_core.io.storage import create_shard
 
 
 def test_local_shards_appear_on_commit_and_vanish_on_abort(tmp_path):

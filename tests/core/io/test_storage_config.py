@@ -4,7 +4,7 @@ import pytest
 
 import wds_core
 from wds_core.errors import SpecError
-from wds_core.io.storage_config import config_path, options_for, registered, restore_registered, rewrite_url
+from wds_core.io.storage_config import config_path, options_for, registered, rewrite_url
 from wds_core.shardreader import TarfileToSamples
 
 
@@ -151,16 +151,23 @@ def test_storage_options_repr_hides_secrets():
 
 
 def test_registered_options_travel_with_pickled_reading_stage():
+    """The stage's storage context carries them as data; the receiving process's registry is left alone."""
     wds_core.register_storage("s3://travel/", key="k", secret="s")
     wds_core.register_rewrite("gs://x/", "/y/")
     data = pickle.dumps(TarfileToSamples())
     wds_core.unregister_storage()
     wds_core.unregister_rewrite()
-    pickle.loads(data)
-    assert registered() == {"storage": {"s3://travel/": {"key": "k", "secret": "s"}}, "rewrite": {"gs://x/": "/y/"}}
-    wds_core.register_storage("s3://travel/", key="local-wins")
-    restore_registered({"storage": {"s3://travel/": {"key": "k"}}})
-    assert options_for("s3://travel/a") == {"key": "local-wins"}
+    stage = pickle.loads(data)
+    assert registered() == {"storage": {}, "rewrite": {}}
+    assert stage.storage.options_for("s3://travel/a") == {"key": "k", "secret": "s"}
+    assert stage.storage.rewrite("gs://x/a.tar") == "/y/a.tar"
+    assert options_for("s3://travel/a") == {} and rewrite_url("gs://x/a.tar") == "gs://x/a.tar"
+    wds_core.register_storage("s3://travel/", key="local-wins")  # what the receiving process registers wins
+    assert stage.storage.options_for("s3://travel/a") == {"key": "local-wins"}
+    again = pickle.loads(pickle.dumps(stage))  # carried on when pickled again (a worker's worker)
+    wds_core.unregister_storage()
+    assert again.storage.options_for("s3://travel/a") == {"key": "local-wins"}
+    assert again.storage.rewrite("gs://x/a.tar") == "/y/a.tar"
 
 
 def test_prefix_must_be_a_string():

@@ -1,0 +1,91 @@
+"""Local shards: a path or ``file://`` URL opened unbuffered or memory-mapped, standard input, and the URL of a
+shard-list item.  The local backend of :mod:`~wds_core.io.backends` is made of these."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from ..errors import ShardNotFoundError, ShardOpenError
+from .secure import verify_opened
+from .streams import ReadStream
+
+__all__ = ["RandomAccess", "StdinStream", "local_path", "map_local", "open_local", "url_of"]
+
+
+def url_of(item: Any) -> str:
+    """The URL of a shard-list item: a string, a path, or webdataset's ``{"url": ...}``."""
+    if isinstance(item, dict):
+        item = item.get("url")
+    if isinstance(item, os.PathLike):
+        item = os.fspath(item)
+    if not isinstance(item, str):
+        raise TypeError(f"expected a shard URL, got {type(item).__name__}: {item!r}")
+    return item
+
+
+def local_path(url: str) -> str | None:
+    """The filesystem path of a local shard URL, or ``None`` for anything else."""
+    if url.startswith("file://"):
+        return url[len("file://") :]
+    if url == "-" or url.startswith("pipe:") or "://" in url:
+        return None
+    return url
+
+
+def open_local(path: str, url: str) -> BinaryIO:
+    """A local shard file, unbuffered, with wds's errors for a missing or unreadable one."""
+    try:
+        stream = open(path, "rb", buffering=0)
+    except FileNotFoundError:
+        raise ShardNotFoundError("shard not found", url=url) from None
+    except OSError as exn:
+        raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
+    try:
+        verify_opened(stream.fileno(), path)  # in secure mode: the file opened, not the name, is under a root
+    except BaseException:
+        stream.close()
+        raise
+    return stream
+
+
+class StdinStream(ReadStream):
+    """Standard input, left open when the reader closes the stream."""
+
+    def read(self, size: int = -1) -> bytes:
+        return sys.stdin.buffer.read(size)
+
+
+class RandomAccess:
+    """One shard's bytes by offset: ``read_at(offset, n)`` and its ``size``.
+
+    ``walk`` is what a header walk reads through (for a remote shard, windows
+    around the headers); ``ranged`` says that every read is a request, so a
+    sample's members are best read with one.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        size: int,
+        read_at: Callable[[int, int], bytes],
+        close: Callable[[], None],
+        walk: Callable[[int, int], bytes] | None = None,
+        ranged: bool = False,
+    ) -> None:
+        self.url, self.size, self.read_at, self.close = url, size, read_at, close
+        self.walk = read_at if walk is None else walk
+        self.ranged = ranged
+
+
+def map_local(path: str, url: str) -> RandomAccess:
+    """A local file, memory-mapped."""
+    with open_local(path, url) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+    if view is None:
+        return RandomAccess(url, 0, lambda offset, n: b"", lambda: None)
+    return RandomAccess(url, size, lambda offset, n: view[offset : offset + n], view.close)
