@@ -332,6 +332,7 @@ class HttpServer:
         self.shape = shape or Shape()
         self.shaper = Shaper(self.shape)
         self.gets = 0  # GET requests served
+        self.heads = 0  # HEAD requests served
         self.ranges: list[str] = []  # the Range header of each GET ("" for none)
         server = self
 
@@ -363,6 +364,8 @@ class HttpServer:
         if not head:
             self.gets += 1
             self.ranges.append(handler.headers.get("Range", ""))
+        else:
+            self.heads += 1
         slow = self.shaper.wait()
         path = handler.translate_path(handler.path)
         if not os.path.isfile(path):

@@ -299,22 +299,29 @@ class ShardReader(StageIterator):
         finally:
             self._drop_early()
 
-    def _look_ahead(self, source: Iterator[Any], stream: Any) -> None:
-        """Take the next shards from upstream (``ReadAhead.shards_ahead`` of them) and, the remote ones, have them
-        requested within what this reader may request, after ``stream`` (the one being read)."""
+    def _lead(self, stream: Any, start: int) -> bool:
+        """Have ``stream`` (the shard being read, remote) requested first within what this reader may request, its
+        first range now; whether the shards after it are to be requested ahead too (:meth:`_look_ahead`)."""
         if implements(self.src, BalancedPart) or not hasattr(stream, "attach"):
-            return
-        plan = self.recipe.plan()
+            return False
         if self._allowance is None:
-            self._allowance = Allowance(plan)
+            self._allowance = Allowance(self.recipe.plan())
         stream.attach(self._allowance, first=True)
+        if start == 0:  # a restore inside the shard seeks first: its first request is at the offset
+            stream.prefetch(size_too=False)
+        return True
+
+    def _look_ahead(self, source: Iterator[Any]) -> None:
+        """Take the next shards from upstream (``ReadAhead.shards_ahead`` of them) and, the remote ones, have them
+        requested within what this reader may request, after the one being read."""
+        plan = self.recipe.plan()
         while len(self.queued) < plan.shards_ahead:
             item = next(source, _END)
             if item is _END:
                 return
             self.queued.append(item)
             url = url_of(item)
-            if not remote_url(url) or self.recipe.cache is not None:
+            if not remote_url(url):
                 continue
             try:
                 early = self.recipe.open(url)
@@ -326,6 +333,16 @@ class ShardReader(StageIterator):
             early.attach(self._allowance, first=False)
             self._early.append((url, early))
             early.prefetch()
+
+    def _ahead_after_first(self, items: Iterator[Any], source: Iterator[Any]) -> Iterator[Any]:
+        try:
+            first = next(items, _END)
+            if first is not _END:
+                yield first  # to the consumer at once: the shards ahead are opened when it asks for the next one
+            self._look_ahead(source)
+            yield from items
+        finally:
+            items.close()  # type: ignore[attr-defined]
 
     def _drop_early(self) -> None:
         early, self._early = self._early, []
@@ -363,13 +380,14 @@ class ShardReader(StageIterator):
             self.offset = -1
             return bool(recipe.handler(exn))
         self._stopped = False
-        if source is not None:
-            self._look_ahead(source, stream)
+        ahead = source if source is not None and self._lead(stream, start) else None
         try:
+            items = self._items(stream, url, start)
+            if ahead is not None:  # the first sample before the requests of the shards ahead (their bytes compete)
+                items = self._ahead_after_first(items, ahead)
             if self.left is None:
-                yield from self._items(stream, url, start)
+                yield from items
             else:
-                items = self._items(stream, url, start)
                 while self.left > 0:
                     item = next(items, _END)
                     if item is _END and (self.left <= 0 or self._stopped):  # the task's last sample was refused

@@ -25,7 +25,7 @@ import secrets
 import time
 import warnings
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
 from ..errors import SpecError
@@ -123,7 +123,8 @@ class ShardCache:
             # an unusable cache slows reading down, it does not stop it
             warnings.warn(f"shard cache {self.cache_dir} is not writable ({exn}); reading without it", stacklevel=2)
             return source
-        return _FillingStream(source, sink, partial, path, self)  # type: ignore[return-value]
+        kind = _FillingRanges if hasattr(source, "attach") else _FillingStream
+        return kind(source, sink, partial, path, self)  # type: ignore[return-value]
 
     def commit(self, partial: str, path: str) -> None:
         os.replace(partial, path)
@@ -248,3 +249,15 @@ class _FillingStream(ReadStream):
                 budget -= len(data)
         except Exception:
             pass  # the stream failed: the cache file is abandoned below
+
+
+class _FillingRanges(_FillingStream):
+    """A remote shard read by ranges (:class:`~wds_core.io.remote.RangeStream`) while it fills the cache: its
+    reader may request it ahead, among the shards of its list, as it does without a cache."""
+
+    def attach(self, allowance: Any, first: bool) -> None:
+        self.source.attach(allowance, first)  # type: ignore[attr-defined]
+
+    def prefetch(self, size_too: bool = True) -> None:
+        if self._pos == 0:
+            self.source.prefetch(size_too)  # type: ignore[attr-defined]

@@ -52,6 +52,8 @@ class RequestError(OSError):
 
 
 class RangeSource(Protocol):
+    sizes_in_ranges: bool  # a range's answer says the object's size (no separate request needed for it)
+
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         """Bytes ``[start, end)`` and the object's size if the response said it, within ``left`` seconds."""
         ...
@@ -74,6 +76,8 @@ def _within(method: Any, left: float | None) -> dict[str, Any]:
 
 class FsspecSource:
     """An object of an fsspec filesystem."""
+
+    sizes_in_ranges = False
 
     def __init__(self, fs: Any, path: str) -> None:
         self.fs, self.path = fs, path
@@ -187,6 +191,8 @@ def _said(response: http.client.HTTPResponse) -> str:
 
 class HttpSource:
     """An object behind an HTTP(S) URL, read by ``Range`` requests on kept-alive connections."""
+
+    sizes_in_ranges = True  # Content-Range
 
     def __init__(self, url: str, headers: dict[str, str] | None = None, cafile: str | None = None) -> None:
         self.url = url

@@ -86,6 +86,9 @@ _pool_lock = threading.Lock()
 _BOOKKEEPING = threading.RLock()  # held only to count and request ranges, never while waiting for one
 
 
+_exiting = False  # the interpreter is exiting (the pool refused a request): nothing more is requested
+
+
 def io_pool() -> ThreadPoolExecutor:
     """The process's pool for remote requests (a forked child makes its own: threads do not survive a fork)."""
     global _pool, _pool_pid
@@ -94,6 +97,32 @@ def io_pool() -> ThreadPoolExecutor:
             _pool = ThreadPoolExecutor(_POOL_WORKERS, thread_name_prefix="wds-io")
             _pool_pid = os.getpid()
         return _pool
+
+
+def _run(request: Future, fetch: Callable[[int, int], bytes], start: int, length: int) -> None:
+    """Answer ``request`` (a range booked by a window) on a pool thread, unless it was cancelled before."""
+    if not request.set_running_or_notify_cancel():
+        return
+    try:
+        data = fetch(start, length)
+    except BaseException as exn:
+        request.set_exception(exn)
+    else:
+        request.set_result(data)
+
+
+def _start(jobs: list[tuple[Future, Callable[[int, int], bytes], int, int]]) -> None:
+    """Hand booked ranges to the pool, outside the bookkeeping lock (starting a pool thread takes a while: the
+    reader must not wait for it to take the range it needs)."""
+    global _exiting
+    for at, job in enumerate(jobs):
+        try:
+            io_pool().submit(_run, *job)
+        except RuntimeError:  # the interpreter is exiting: the pool is shut down
+            _exiting = True
+            for request, *_ in jobs[at:]:
+                request.cancel()
+            return
 
 
 class Allowance:
@@ -111,6 +140,7 @@ class Allowance:
         self.running = 0  # ranges requested and not yet answered: the connections in use
         self.windows: list[RangeWindow] = []
         self.filling = self.again = False
+        self.jobs: list[tuple[Future, Callable[[int, int], bytes], int, int]] = []  # booked, not yet handed over
 
     def room(self) -> bool:
         """Whether one more range may be requested (one may always be, when nothing is pending)."""
@@ -119,7 +149,7 @@ class Allowance:
     def fill(self) -> None:
         """Request what the allowance allows, window by window in the reader's order."""
         with self.lock:
-            if self.filling:  # a range answered at once calls back into fill(): the loop below goes round again
+            if self.filling:  # a range cancelled calls back into fill(): the loop below goes round again
                 self.again = True
                 return
             self.filling = True
@@ -134,6 +164,14 @@ class Allowance:
                         break
             finally:
                 self.filling = False
+        self.start()
+
+    def start(self) -> None:
+        """Hand the ranges booked so far to the pool (called without the lock held)."""
+        with self.lock:
+            jobs, self.jobs = self.jobs, []
+        if jobs:
+            _start(jobs)
 
     def adopt(self, window: RangeWindow, first: bool) -> None:
         """Serve ``window`` from now on: first (the shard being read) or after the others (a shard ahead)."""
@@ -175,8 +213,10 @@ class RangeWindow:
         plan: ReadAhead,
         count: Callable[[str], None] = lambda what: None,
         allowance: Allowance | None = None,
+        sizes_in_ranges: bool = False,
     ) -> None:
         self.fetch, self.known, self.lookup, self.plan = fetch, known, lookup, plan
+        self.sizes_in_ranges = sizes_in_ranges  # the first range's answer says the size: never asked for apart
         self.count = count  # count("hedged") for each range asked for twice
         self.took: deque[float] = deque(maxlen=16)  # seconds the last ranges took, for what a straggler is
         self.next = start  # offset of the next range to request
@@ -199,7 +239,7 @@ class RangeWindow:
         the shards ahead hold every connection of the allowance (the budget is then passed by one range)."""
         size = self.known()
         plan, allowance = self.plan, self.allowance
-        while not self.cancelled and (allowance.room() or (needed and not self.pending)):
+        while not self.cancelled and not _exiting and (allowance.room() or (needed and not self.pending)):
             if size is None and not self._may_guess():
                 return  # one range until the size is known (asking past the end is an error on some stores)
             if size is not None and self.next >= size:
@@ -209,14 +249,15 @@ class RangeWindow:
                 length = min(length, size - self.next)
             self.first = False
             asked = time.monotonic()
-            request = io_pool().submit(self.fetch, self.next, length)
+            request: Future = Future()  # handed to the pool once the lock is released (Allowance.start)
+            allowance.jobs.append((request, self.fetch, self.next, length))
             self.pending.append((self.next, length, request, asked))
             self.next += length
             allowance.held += length
             allowance.pending += 1
             allowance.running += 1
             self.running += 1
-            request.add_done_callback(functools.partial(self._timed, asked))  # last: it may run here, at once
+            request.add_done_callback(functools.partial(self._timed, asked))
         if size is not None and self.next >= size:
             self._done_requesting()
 
@@ -234,12 +275,13 @@ class RangeWindow:
         if self in self.allowance.windows:
             self.allowance.windows.remove(self)
 
-    def prime(self) -> None:
-        """Request the first ranges as the allowance allows; the size, when unknown, is asked for beside them and
-        the window filled from the pool once it is known."""
+    def prime(self, size_too: bool = True) -> None:
+        """Request the first ranges as the allowance allows; the size, when unknown, is asked for beside them
+        (``size_too``, unless the first range's answer will say it) and the window filled from the pool once it
+        is known."""
         self.allowance.fill()
         with self.lock:
-            if self.known() is None and self.size_lookup is None:
+            if size_too and self.known() is None and self.size_lookup is None and not self.sizes_in_ranges:
                 self.size_lookup = io_pool().submit(self._learn_and_fill)
 
     def _learn_and_fill(self) -> None:
@@ -264,6 +306,8 @@ class RangeWindow:
                 self._request(needed=True)
             if not self.pending:
                 return b""
+        self.allowance.start()
+        with self.lock:
             start, length, future, asked = self.pending.popleft()
             self.allowance.held -= length
             self.allowance.pending -= 1

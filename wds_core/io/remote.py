@@ -278,9 +278,11 @@ class RangeStream(ReadStream):
 
     def _window_at(self, start: int) -> RangeWindow:
         if self._window is None:
+            sized = getattr(self.source, "sizes_in_ranges", False)
             self._window = RangeWindow(
-                self._fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count, self._allowance
-            )
+                self._fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count, self._allowance,
+                sized,
+            )  # fmt: skip
             if self._first:
                 self._window.allowance.adopt(self._window, first=True)
         return self._window
@@ -288,10 +290,12 @@ class RangeStream(ReadStream):
     def _count(self, what: str) -> None:
         count(what, self.stats)
 
-    def prefetch(self) -> None:
-        """Request the first ranges now, before the first read (the reader is still on the shard before)."""
+    def prefetch(self, size_too: bool = True) -> None:
+        """Request the first ranges now, before the first read (the reader is still on the shard before); the size
+        beside them unless not ``size_too`` (the shard about to be read asks for it once its first range is here,
+        when the answer did not say it)."""
         if self._pos == 0 and not self._buffer:
-            self._window_at(0).prime()
+            self._window_at(0).prime(size_too)
 
     def attach(self, allowance: Allowance, first: bool) -> None:
         """Request ranges within ``allowance``, a reader's, shared with the other shards it requests: ``first`` for

@@ -212,6 +212,8 @@ def _installed(module: str) -> bool:
 class S3Source:
     """One S3 object, read by ranged ``GetObject`` calls."""
 
+    sizes_in_ranges = True  # ContentRange
+
     def __init__(self, options: dict[str, Any], bucket: str, key: str) -> None:
         self.options, self.bucket, self.key = options, bucket, key
 

@@ -578,6 +578,8 @@ def test_resume_at_every_step_while_the_next_shard_is_requested_ahead(http_serve
     assert len(keys) == len(set(keys)) == len(expected)
     pipeline = wds_core.DataPipeline(wds_core.SimpleShardList(url), wds_core.tarfile_to_samples())
     stream = iter(pipeline)
+    next(stream)  # the first sample goes out before the shards ahead are opened, with the second
+    assert '"queued": [{' not in json.dumps(pipeline.state_dict())
     next(stream)
     shards = [{"url": f"{http_server.url}/shard-00{n}.tar"} for n in (1, 2)]  # ReadAhead.shards_ahead
     assert '"queued": ' + json.dumps(shards) in json.dumps(pipeline.state_dict())
@@ -592,7 +594,7 @@ def test_the_next_shard_is_requested_while_one_is_read_and_nothing_outlives_a_br
         url = server.url + "/shard-{000..002}.tar"
         dataset = wds_core.WebDataset(url, shardshuffle=False)
         stream = iter(dataset)
-        next(stream)
+        next(stream), next(stream)  # the shards ahead are opened with the second sample
         deadline = time.monotonic() + 5
         while not any(r for r in server.ranges[1:]) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -603,6 +605,70 @@ def test_the_next_shard_is_requested_while_one_is_read_and_nothing_outlives_a_br
         time.sleep(0.3)
         assert len(server.ranges) == asked
         assert contents(wds_core.WebDataset(url, shardshuffle=False)) == expected
+    finally:
+        server.stop()
+
+
+def test_sizes_come_with_the_first_ranges_and_the_first_sample_before_the_shards_ahead(http_server):
+    """The first range's Content-Range says each shard's size: no HEAD, for the shard read or those ahead; and
+    the first sample is handed over before the shards ahead are asked for (their bytes would compete with it)."""
+    _, expected = local_dataset(http_server.root, nshards=3)
+    dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar", shardshuffle=False)
+    stream = iter(dataset)
+    next(stream)
+    assert http_server.gets == 1
+    rest = list(stream)
+    assert len(rest) + 1 == len(expected) and http_server.heads == 0
+
+
+def test_a_reader_left_open_at_exit_prints_nothing(tmp_path):
+    """The interpreter exiting with ranges in flight and requested ahead: no traceback from the I/O pool."""
+    import subprocess
+    import sys
+
+    from tests.servers import HttpServer, Shape
+
+    server = HttpServer(str(tmp_path), shape=Shape(latency=0.05))
+    try:
+        local_dataset(str(tmp_path), nshards=3)
+        code = (
+            "import wds_core\n"
+            "from wds_core.io.readahead import ReadAhead\n"
+            f"stream = iter(wds_core.WebDataset({server.url + '/shard-{000..002}.tar'!r}, shardshuffle=False,\n"
+            "    read_ahead=ReadAhead(first_range=1024, range_bytes=1024, in_flight=4, budget=8192)))\n"
+            "next(stream), next(stream)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    finally:
+        server.stop()
+
+
+def test_with_a_cache_the_next_shards_are_requested_ahead_too_and_only_whole_ones_are_kept(tmp_path):
+    """Issue 30, item 6: the shard cache fills from the same engine, shards ahead included."""
+    from tests.servers import HttpServer, Shape
+
+    root, cache = tmp_path / "store", tmp_path / "cache"
+    root.mkdir()
+    server = HttpServer(str(root), shape=Shape(latency=0.05))
+    try:
+        _, expected = local_dataset(str(root), nshards=3)
+        url = server.url + "/shard-{000..002}.tar"
+        dataset = wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache))
+        stream = iter(dataset)
+        next(stream), next(stream)
+        deadline = time.monotonic() + 5
+        while server.gets < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.gets >= 3  # the shards after the first were asked for while the first is read
+        dataset.close()  # the shards opened ahead are dropped: no partial file stays
+        assert not [p.name for p in cache.rglob("*") if p.name.endswith(".partial")]
+        got = list(wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache)))
+        assert contents(got) == expected
+        assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == [f"shard-00{i}.tar" for i in range(3)]
+        gets = server.gets
+        assert contents(wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache))) == expected
+        assert server.gets == gets  # read from the cache
     finally:
         server.stop()
 
