@@ -58,6 +58,11 @@ class ReadAhead:
     four have been timed), and at least ``hedge_after`` seconds, the same
     range is asked for again and the first answer is used (the other is
     dropped); ``None`` never repeats one.
+
+    A reader's first ``ramp`` bytes (over all its shards) are asked for in
+    ranges of twice ``first_range``, several at once, so that its first
+    samples (a DataLoader worker's first batch) do not wait for whole large
+    ranges; ``0`` goes straight to ``range_bytes``.
     """
 
     first_range: int = 256 << 10
@@ -66,10 +71,12 @@ class ReadAhead:
     budget: int = 64 << 20
     hedge_after: float | None = 0.1
     shards_ahead: int = 4
+    ramp: int = 8 << 20
 
     def __post_init__(self) -> None:
-        if self.shards_ahead < 0:
-            raise ValueError(f"ReadAhead.shards_ahead must be >= 0, got {self.shards_ahead}")
+        for name in ("shards_ahead", "ramp"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"ReadAhead.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("first_range", "range_bytes", "in_flight", "budget"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ReadAhead.{name} must be >= 1, got {getattr(self, name)}")
@@ -138,6 +145,7 @@ class Allowance:
         self.held = 0  # bytes requested and not yet taken, all windows
         self.pending = 0  # ranges requested and not yet taken, all windows
         self.running = 0  # ranges requested and not yet answered: the connections in use
+        self.asked = 0  # bytes requested so far, all windows
         self.windows: list[RangeWindow] = []
         self.filling = self.again = False
         self.jobs: list[tuple[Future, Callable[[int, int], bytes], int, int]] = []  # booked, not yet handed over
@@ -244,7 +252,12 @@ class RangeWindow:
                 return  # one range until the size is known (asking past the end is an error on some stores)
             if size is not None and self.next >= size:
                 break
-            length = plan.first_range if self.first else plan.range_bytes
+            if self.first:
+                length = plan.first_range
+            elif allowance.asked < plan.ramp:  # a reader's first bytes sooner: in small ranges at once
+                length = max(plan.first_range, min(plan.range_bytes, 2 * plan.first_range))
+            else:
+                length = plan.range_bytes
             if size is not None:
                 length = min(length, size - self.next)
             self.first = False
@@ -254,6 +267,7 @@ class RangeWindow:
             self.pending.append((self.next, length, request, asked))
             self.next += length
             allowance.held += length
+            allowance.asked += length
             allowance.pending += 1
             allowance.running += 1
             self.running += 1

@@ -355,9 +355,8 @@ def test_range_stream_reads_and_seeks_across_ranges():
     asked = []
     fetch = fs.cat_file
     fs.cat_file = lambda path, start, end, **kw: asked.append((start, end)) or fetch(path, start=start, end=end)
-    stream = RangeStream(
-        FsspecSource(fs, "/range/x.bin"), "memory://range/x.bin", len(data), FAST, ReadAhead(1000, 4000, 3, 9000)
-    )
+    plan = ReadAhead(1000, 4000, 3, 9000, ramp=0)
+    stream = RangeStream(FsspecSource(fs, "/range/x.bin"), "memory://range/x.bin", len(data), FAST, plan)
     got, pos = [], 0
     for size in [1, 999, 1, 2500, 7, 0, 10_000, 100_000]:
         got.append(stream.read(size))
@@ -438,7 +437,7 @@ def test_a_larger_shard_learns_its_size_while_reading():
     memory = fsspec.filesystem("memory")
     memory.pipe_file("/lazy/big.bin", data)
     fs = _Counting(memory)
-    plan = ReadAhead(1000, 4000, 4)
+    plan = ReadAhead(1000, 4000, 4, ramp=0)
     stream = RangeStream(FsspecSource(fs, "/lazy/big.bin"), "memory://lazy/big.bin", None, FAST, plan)
     assert stream.read(10) == data[:10]
     assert stream.read() == data[10:] and stream.size == len(data)
