@@ -4,8 +4,8 @@ Each epoch reads 8 small shards through ``WebDataset(..., cache_dir=..., cache_l
 cache that holds about 3 of them (every epoch evicts), through the core ``Loader`` (2 persistent
 workers) and, when PyTorch is installed, a ``DataLoader`` (2 persistent workers, wds_torch); every
 10 epochs the loader's state is taken and a new loader restored from it.  After each epoch it
-records this process's open file descriptors, its child processes, the ``wds_*`` and ``psm_*``
-entries of ``/dev/shm`` and its resident memory, and reports each one's least-squares slope per
+records this process's open file descriptors, its child processes, its and its children's ``wds_*``
+entries of ``/dev/shm`` with the ``psm_*`` ones and its resident memory, and reports each one's least-squares slope per
 epoch after a warm-up (the first 10%).
 
     python benchmarks/soak.py [--epochs 200] [--loaders core torch] [--json]
@@ -25,9 +25,9 @@ import tempfile
 import time
 
 
-def _children() -> int:
+def _children() -> list[int]:
     me = str(os.getpid())
-    count = 0
+    found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -35,18 +35,27 @@ def _children() -> int:
                     fields = stat.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            count += fields[1] == me  # the parent pid
-    return count
+            if fields[1] == me:  # the parent pid
+                found.append(int(entry))
+    return found
+
+
+_OURS: set[int] = {os.getpid()}  # this process and every child it had: the wds_<pid>_... slots that are ours
 
 
 def measure() -> dict[str, float]:
+    """This process's descriptors, children and resident memory, and the ``/dev/shm`` slots of this process and
+    its children (``wds_<pid>_...``, those of other programs on the machine left out) with PyTorch's ``psm_*``."""
+    children = _children()
+    _OURS.update(children)
     shm = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
+    slots = [name for name in shm if name.startswith("wds_") and name.split("_")[1].isdigit()]
     with open("/proc/self/statm") as statm:
         rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
     return {
         "fds": len(os.listdir("/proc/self/fd")),
-        "children": _children(),
-        "shm": sum(name.startswith(("wds_", "psm_")) for name in shm),
+        "children": len(children),
+        "shm": sum(int(name.split("_")[1]) in _OURS for name in slots) + sum(n.startswith("psm_") for n in shm),
         "rss_mb": rss,
     }
 
