@@ -259,5 +259,4 @@ class _FillingRanges(_FillingStream):
         self.source.attach(allowance, first)  # type: ignore[attr-defined]
 
     def prefetch(self, size_too: bool = True) -> None:
-        if self._pos == 0:
-            self.source.prefetch(size_too)  # type: ignore[attr-defined]
+        self.source.prefetch(size_too)  # type: ignore[attr-defined]  # it asks only while at its start

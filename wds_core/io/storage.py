@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
-from ..errors import ShardNotFoundError, redact_url
+from ..errors import ShardNotFoundError
 from .backends import OPENERS, REMOTE, Backend, backend_for, register_backend, register_opener, scheme_opener
 from .cache import ShardCache
 from .local import RandomAccess, local_path, map_local, open_local, url_of
@@ -101,10 +101,7 @@ class Storage:
     def __getstate__(self) -> dict[str, Any]:
         mine = registered()
         carried = {kind: {**self.carried.get(kind, {}), **mine[kind]} for kind in ("storage", "rewrite")}
-        return {**self.__dict__, "carried": carried}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        return {**self.__dict__, "carried": carried}  # unpickling sets these fields as they are (frozen or not)
 
     def rewrite(self, url: str) -> str:
         """``url`` after the rewrites (:func:`~wds_core.io.storage_config.rewrite_url`)."""
@@ -120,7 +117,7 @@ class Storage:
 
     def redact(self, url: str) -> str:
         """``url`` fit for a message."""
-        return self.backend(url).redact(url) if isinstance(url, str) else redact_url(url)
+        return self.backend(url).redact(url)
 
     def open(self, url: str, stats: Counter[str] | None = None, rewritten: bool = False) -> BinaryIO:
         """``url`` for reading as a binary stream; the caller closes it.  A remote shard's retries are counted
@@ -142,7 +139,8 @@ class Storage:
         target = self.rewrite(url)
         check_allowed(target)
         access = self.backend(target).random_access(target, self, size)
-        return replace_url(access, url)
+        access.url = url
+        return access
 
     def create(self, dest: Any) -> ShardSink:
         """Start writing ``dest``: a path, ``file://``/fsspec URL, ``-`` (stdout), ``pipe:CMD`` or a binary
@@ -173,12 +171,6 @@ class Storage:
         """The whole object at ``url``, opened as shards are (rewrites, storage options, retries)."""
         with self.open(url) as stream:
             return bytes(stream.read())
-
-
-def replace_url(access: RandomAccess, url: str) -> RandomAccess:
-    """``access`` naming ``url`` (the URL before rewrites) in its errors."""
-    access.url = url
-    return access
 
 
 def open_shard(
