@@ -44,7 +44,7 @@ from .dist import node_info, worker_info
 from .errors import CheckpointError, SpecError
 from .intervals import Intervals, complement, decode, encode, length, local_to_global, normalize, runs, take
 from .io.storage import Storage, url_of
-from .shardreader import ShardReadOptions
+from .shardreading import ShardReadOptions
 from .shards import ShardListIterator
 from .state import Recipe, RunContext, StageIterator, load_state
 from .tar.tarindex import index_shard

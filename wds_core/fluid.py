@@ -15,7 +15,8 @@ from .io.cache import ShardCache
 from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
 from .pipeline import DataPipeline
-from .shardreader import ShardReadOptions, TarfileToSamples
+from .shardreader import TarfileToSamples
+from .shardreading import ShardReadOptions
 from .shards import ResampledShards, SimpleShardList, split_by_node, split_by_worker
 from .shardsources import DirectoryShardList
 

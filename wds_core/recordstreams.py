@@ -25,7 +25,8 @@ from .io.cache import ShardCache
 from .io.remote import RetryPolicy
 from .io.sinks import CommitOnExit
 from .io.storage import create_shard
-from .shardreader import ShardReader, ShardReading
+from .shardreader import ShardReader
+from .shardreading import ShardReading
 from .state import RunContext
 from .tar.resume import skip_to
 

@@ -13,9 +13,7 @@ which the next sample starts, which is all a checkpoint needs.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import NotElastic, OverLimitError, TruncatedShardError, WdsError
@@ -23,11 +21,11 @@ from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
-from .io.readahead import READ_AHEAD, Allowance, ReadAhead
-from .io.remote import DEFAULT_RETRY, RetryPolicy
-from .io.storage import Storage, remote_url, url_of
-from .io.storage_config import StorageOptions
-from .state import BalancedPart, Recipe, RunContext, StageIterator, implements
+from .io.readahead import Allowance, ReadAhead
+from .io.remote import RetryPolicy
+from .io.storage import remote_url, url_of
+from .shardreading import ShardReading, ShardReadOptions
+from .state import BalancedPart, RunContext, StageIterator, implements
 from .tar.resume import skip_to
 from .tar.tario import iter_members
 
@@ -40,105 +38,6 @@ __all__ = [
 ]
 
 _END = object()
-
-
-@dataclass(frozen=True)
-class ShardReadOptions:
-    """How shards are opened and read into samples: what ``WebDataset(...)`` hands to the stages that read.
-
-    ``handler`` for a shard that cannot be opened or read, ``select_files`` /
-    ``rename_files`` for its members, ``storage_options`` (flat or keyed by URL
-    prefix), the shard ``cache``, the remote ``retry`` policy and the ``limits``
-    on what one member and one sample may take
-    (:class:`~wds_core.fieldcodecs.limits.DecodeLimits` or a dict of some of
-    them; default: the configuration file's ``decode_limits``), and how far
-    ahead remote shards are requested (``read_ahead``, a
-    :class:`~wds_core.io.readahead.ReadAhead`).
-    """
-
-    handler: Handler = reraise_exception
-    select_files: Callable[[str], bool] | None = None
-    rename_files: Callable[[str], str] | None = None
-    storage_options: dict | None = None
-    cache: ShardCache | None = None
-    retry: RetryPolicy | None = None
-    limits: Any = None
-    read_ahead: ReadAhead | None = None
-
-    def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
-        """The same options with other storage options."""
-        return replace(self, storage_options=storage_options)
-
-    @property
-    def storage(self) -> Storage:
-        """The storage context these options make."""
-        return Storage.of(self.storage_options, cache=self.cache, retry=self.retry, read_ahead=self.read_ahead)
-
-
-class ShardReading(Recipe):
-    """Base of the recipes that open shards: the error ``handler`` and the storage context.
-
-    ``storage`` (a :class:`~wds_core.io.storage.Storage`) holds the storage
-    options, the shard cache, the retry policy and the read-ahead plan; pickled
-    with the recipe (to send it to worker processes) it carries the storage
-    options and rewrites registered in this process, so that workers started
-    with ``spawn`` open the same URLs the same way.  ``stats`` counts the
-    remote requests it retried (``retries``), those that then succeeded
-    (``recovered``) and those given up (``gave_up``), in this process (a
-    worker's copy counts from zero).
-    """
-
-    handler: Handler
-    storage: Storage
-
-    def _set_storage(
-        self,
-        storage_options: dict | None,
-        cache: ShardCache | None,
-        retry: RetryPolicy | None,
-        limits: Any = None,
-        read_ahead: ReadAhead | None = None,
-    ) -> None:
-        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
-        self.limits = limits  # resolved (over the configuration file) by each reader: ShardReader.limits
-        self.storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)
-        self.stats: Counter[str] = Counter()
-
-    @property
-    def storage_options(self) -> StorageOptions | None:
-        """The explicit storage options (the storage context's)."""
-        return self.storage.options
-
-    @property
-    def cache(self) -> ShardCache | None:
-        return self.storage.cache
-
-    @property
-    def retry(self) -> RetryPolicy:
-        return self.storage.retry
-
-    @property
-    def read_ahead(self) -> ReadAhead:
-        return self.storage.read_ahead
-
-    def plan(self) -> ReadAhead:
-        """How far ahead remote shards are requested."""
-        return self.storage.read_ahead
-
-    def open(self, url: str) -> Any:
-        return self.storage.open(url, getattr(self, "stats", None))
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "stats": Counter()}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        if "storage" not in state:  # pickled before the storage context: its loose settings
-            carried = state.pop("_registered", {})
-            settings = [state.pop(name, None) for name in ("storage_options", "retry", "read_ahead", "cache")]
-            state["storage"] = Storage(settings[0], settings[1] or DEFAULT_RETRY, settings[2] or READ_AHEAD,
-                                       settings[3], carried)  # fmt: skip
-        self.__dict__.update(state)
 
 
 class TarfileToSamples(ShardReading):
@@ -305,7 +204,7 @@ class ShardReader(StageIterator):
         if implements(self.src, BalancedPart) or not hasattr(stream, "attach"):
             return False
         if self._allowance is None:
-            self._allowance = Allowance(self.recipe.plan())
+            self._allowance = Allowance(self.recipe.read_ahead)
         stream.attach(self._allowance, first=True)
         if start == 0:  # a restore inside the shard seeks first: its first request is at the offset
             stream.prefetch(size_too=False)
@@ -314,7 +213,7 @@ class ShardReader(StageIterator):
     def _look_ahead(self, source: Iterator[Any]) -> None:
         """Take the next shards from upstream (``ReadAhead.shards_ahead`` of them) and, the remote ones, have them
         requested within what this reader may request, after the one being read."""
-        plan = self.recipe.plan()
+        plan = self.recipe.read_ahead
         while len(self.queued) < plan.shards_ahead:
             item = next(source, _END)
             if item is _END:

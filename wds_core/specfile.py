@@ -44,7 +44,8 @@ from .io.storage_config import options_over
 from .io.urls import expand_urls, folder_of, join_url
 from .per_sample import PerSample
 from .rng import Rng, derive_seed
-from .shardreader import ShardReadOptions, TarfileToSamples
+from .shardreader import TarfileToSamples
+from .shardreading import ShardReadOptions
 from .shards import SimpleShardList
 
 __all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec", "spec_mix"]

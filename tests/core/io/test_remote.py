@@ -44,9 +44,8 @@ def read_with(monkeypatch, plan):
         return original(url, options, retry, plan, stats)
 
     monkeypatch.setattr(wds_core.io.backends, "open_remote", opener)
-    monkeypatch.setattr(
-        wds_core.shardreader.ShardReading, "plan", lambda self: plan
-    )  # what a reader's shards may request together
+    # what a reader's shards may request together
+    monkeypatch.setattr(wds_core.shardreading.ShardReading, "read_ahead", property(lambda self: plan))
 
 
 def small_ranges(monkeypatch, size=4096):
