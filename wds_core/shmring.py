@@ -1,4 +1,4 @@
-"""Moving large numpy arrays from worker processes to the main process through reused shared memory.
+"""Moving large numpy arrays and bytes from worker processes to the main process through reused shared memory.
 
 A *slot* is a shared-memory block whose first :data:`HEADER` bytes are a
 header; byte 0 is 1 while the main process holds arrays in it.  A worker
@@ -10,6 +10,11 @@ first items no page is faulted in again: a 12.5 MB batch costs one copy in
 the worker instead of a pickle, two pipe copies and an unpickle.  A worker
 whose slots are all held (the consumer keeps items) sends items in the
 ordinary pickle; nothing ever waits for a slot.
+
+Large ``bytes`` (a batch of undecoded images or audio) go through the slot
+too, and the main process copies each out of it as it unpickles the item (a
+``bytes`` owns its memory): one copy from shared memory instead of a pickle,
+two pipe copies and an unpickle, and the slot is free again at once.
 
 :class:`wds_core.Loader` owns its slots (it creates and unlinks them);
 ``wds_torch.transfer`` uses the same views and leases for slots created by
@@ -36,12 +41,16 @@ from .dist import process_running
 
 __all__ = [
     "HEADER",
+    "MIN_BYTES_OBJECT",
     "Lease",
+    "SlotPicking",
     "SlotReader",
+    "SlotUnpicking",
     "SlotWriter",
     "create_slots",
     "map_slot",
     "slot_array",
+    "slot_footprint",
     "sweep_dead_slots",
     "unlink_slot",
 ]
@@ -171,22 +180,82 @@ def slot_array(lease: Lease, start: int, shape: tuple[int, ...], dtype: str) -> 
     return array
 
 
-class _SlotPickler(pickle.Pickler):
+MIN_BYTES_OBJECT = 1 << 10  # a bytes object this large travels in the slot (copied out at once: no view)
+
+
+class SlotPicking:
+    """What a pickler moves into a slot (``persistent_id``): numpy arrays of ``min_bytes`` or more and ``bytes`` of
+    :data:`MIN_BYTES_OBJECT` or more, written at ``used`` of the slot ``view`` while they fit."""
+
+    view: Any
+    used: int
+    min_bytes: int
+
+    def persistent_id(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is bytes:
+            if len(obj) < MIN_BYTES_OBJECT or HEADER + self.used + len(obj) > len(self.view):
+                return None
+            start, self.used = self.used, self.used + len(obj)
+            self.view[HEADER + start : HEADER + self.used] = obj
+            return ("wds-bytes", start, len(obj))
+        array = self.slottable(obj)
+        if array is None or array.nbytes < self.min_bytes:
+            return None
+        start = aligned(self.used)
+        if HEADER + start + array.nbytes > len(self.view):
+            return None
+        target = np.ndarray(array.shape, array.dtype, buffer=self.view, offset=HEADER + start)
+        np.copyto(target, array, casting="no")
+        self.used = start + array.nbytes
+        return ("wds-slot" if array is obj else "wds-tensor", start, array.shape, array.dtype.str)
+
+    def slottable(self, obj: Any) -> np.ndarray | None:
+        """``obj`` as an array to copy into the slot, or None to pickle it as usual."""
+        return obj if type(obj) is np.ndarray and not obj.dtype.hasobject else None
+
+
+def slot_footprint(value: Any, min_bytes: int, depth: int = 3) -> int:
+    """At most how many slot bytes pickling ``value`` with :class:`SlotPicking` takes: its large arrays (numpy, or
+    anything with ``nbytes`` and ``numpy()``, a tensor) and bytes, inside lists, tuples and dicts ``depth`` deep."""
+    kind = type(value)
+    if kind is bytes:
+        return len(value) if len(value) >= MIN_BYTES_OBJECT else 0
+    if kind in (list, tuple, dict) or isinstance(value, (list, tuple, dict)):
+        if depth == 0:
+            return 0
+        values = value.values() if isinstance(value, dict) else value
+        return sum(slot_footprint(item, min_bytes, depth - 1) for item in values)
+    nbytes = getattr(value, "nbytes", 0)
+    return nbytes + ALIGN if isinstance(nbytes, int) and nbytes >= min_bytes else 0
+
+
+class SlotUnpicking:
+    """The other side of :class:`SlotPicking`: arrays viewing the slot of ``lease``, bytes copied out of it."""
+
+    lease: Lease
+
+    def persistent_load(self, pid: Any) -> Any:
+        tag, start, *rest = pid
+        if tag == "wds-bytes":
+            return self.lease.view[HEADER + start : HEADER + start + rest[0]]
+        if tag in ("wds-slot", "wds-tensor"):
+            return self.array(tag, slot_array(self.lease, start, *rest))
+        raise pickle.UnpicklingError(f"unknown persistent id {tag!r}")
+
+    def array(self, tag: str, array: np.ndarray) -> Any:
+        return array
+
+    def done(self) -> None:
+        """After loading: the slot goes back at once when nothing views it (only bytes were in it)."""
+        if self.lease.live == 0:
+            self.lease.view[0] = 0
+
+
+class _SlotPickler(SlotPicking, pickle.Pickler):
     def __init__(self, file: Any, view: memoryview, min_bytes: int) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.view, self.used, self.min_bytes = view, 0, min_bytes
-
-    def persistent_id(self, obj: Any) -> Any:
-        if type(obj) is not np.ndarray or obj.nbytes < self.min_bytes or obj.dtype.hasobject:
-            return None
-        start = aligned(self.used)
-        end = start + obj.nbytes
-        if HEADER + end > len(self.view):
-            return None
-        target = np.ndarray(obj.shape, obj.dtype, buffer=self.view, offset=HEADER + start)
-        np.copyto(target, obj, casting="no")
-        self.used = end
-        return ("wds-slot", start, obj.shape, obj.dtype.str)
 
 
 class SlotWriter:
@@ -228,16 +297,10 @@ class SlotWriter:
             block.close()
 
 
-class _SlotUnpickler(pickle.Unpickler):
+class _SlotUnpickler(SlotUnpicking, pickle.Unpickler):
     def __init__(self, file: Any, lease: Lease) -> None:
         super().__init__(file)
         self.lease = lease
-
-    def persistent_load(self, pid: Any) -> Any:
-        tag, start, shape, dtype = pid
-        if tag != "wds-slot":
-            raise pickle.UnpicklingError(f"unknown persistent id {tag!r}")
-        return slot_array(self.lease, start, shape, dtype)
 
 
 class SlotReader:
@@ -252,7 +315,10 @@ class SlotReader:
             return pickle.loads(payload)
         if slot not in self.views:
             self.views[slot] = map_slot(self.blocks[slot].name, self.blocks[slot].size)
-        return _SlotUnpickler(io.BytesIO(payload), Lease(self.views[slot])).load()
+        unpickler = _SlotUnpickler(io.BytesIO(payload), Lease(self.views[slot]))
+        item = unpickler.load()
+        unpickler.done()
+        return item
 
     def close(self) -> None:
         """Unlink the slots; arrays still viewing one keep its pages until they are freed."""

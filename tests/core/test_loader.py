@@ -188,6 +188,25 @@ def test_large_arrays_travel_through_reused_shared_memory(spec):
     assert no_children()
 
 
+def big_bytes(sample):
+    key = sample[0]
+    return key, [(key.encode() * 9000, n) for n in range(3)], b"tiny"
+
+
+def test_large_bytes_travel_through_a_slot_that_is_free_again_at_once(spec):
+    spec, keys = spec
+    before = slots()
+    got = list(wds.Loader(keyed(spec).map(big_bytes), num_workers=2, shm_slots=1, shm_slot_bytes=1 << 20))
+    assert sorted(k for k, _, _ in got) == sorted(keys)
+    for key, pieces, tiny in got:  # held, every one of them: bytes are copies, the one slot is free after each
+        assert pieces == [[key.encode() * 9000, n] for n in range(3)] or pieces == [
+            (key.encode() * 9000, n) for n in range(3)
+        ]
+        assert all(type(data) is bytes for data, _ in pieces) and tiny == b"tiny"
+    assert slots() <= before
+    assert no_children()
+
+
 def test_a_worker_that_cannot_start_leaves_no_shared_memory(spec, monkeypatch):
     """Issue 21: e.g. spawn without a __main__ guard raises RuntimeError; the slots made for it are unlinked."""
     import multiprocessing.context

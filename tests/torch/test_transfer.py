@@ -137,6 +137,43 @@ def test_a_held_slot_is_not_reused_and_is_handed_back_when_freed():
     slots.close()
 
 
+def test_bytes_are_copied_out_of_the_slot_which_is_free_again_at_once():
+    images = [(os.urandom(64 << 10), n) for n in range(20)]  # a batch of undecoded images and their labels
+    batch = transfer._wrap([images, {"small": b"x" * 100, "names": ["a", "b"]}])
+    assert type(batch) is transfer._TupleBatch  # the bytes two levels deep count
+    payload = pickle.dumps(batch)
+    assert len(payload) < 10_000  # the images are in the slot, not in the pickle
+    got = pickle.loads(payload)
+    assert got == [images, {"small": b"x" * 100, "names": ["a", "b"]}]
+    assert all(type(data) is bytes for data, _ in got[0])
+    slots = transfer._slots()
+    assert all(slot.free for slot in slots.slots)  # nothing views the slot: it is the worker's again
+    mixed = pickle.loads(pickle.dumps(transfer._TupleBatch(torch.ones(300_000), images)))
+    assert [slot.free for slot in slots.slots].count(False) == 1  # the tensor views it
+    assert mixed[1] == images and bool((mixed[0] == 1).all())
+    del mixed
+    gc.collect()
+    assert all(slot.free for slot in slots.slots)
+    slots.close()
+
+
+def test_a_dataloader_hands_over_undecoded_bytes_through_slots(tmp_path):
+    payloads = {}
+    for s in range(2):
+        samples = make_samples(f"r{s}-", 40, fields=("cls",))
+        for i, sample in enumerate(samples):
+            sample["bin"] = payloads[sample["__key__"]] = os.urandom(60_000 + i)  # batches of 20 above MIN_BATCH_BYTES
+        write_shard(tmp_path / f"raw-{s}.tar", samples, ("bin", "cls"))
+    dataset = wds.WebDataset(str(tmp_path / "raw-{0..1}.tar")).to_tuple("__key__", "bin").batched(20)
+    seen_workers = set(transfer._workers)
+    loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None)
+    got = {key: data for keys, datas in loader for key, data in zip(keys, datas)}
+    assert got == payloads and all(type(data) is bytes for data in got.values())
+    assert len(transfer._workers - seen_workers) == 2  # both workers' batches came through their slots
+    del loader
+    _workers_gone()
+
+
 def test_when_every_slot_is_held_batches_take_the_ordinary_path():
     held = [pickle.loads(pickle.dumps(transfer._TupleBatch(torch.full((300_000,), float(i))))) for i in range(6)]
     assert [float(batch[0][0]) for batch in held] == [float(i) for i in range(6)]
