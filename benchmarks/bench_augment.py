@@ -12,8 +12,9 @@ PIL images, written with Pillow here (torchvision's crop + bilinear resize
 with antialiasing, flip, HWC -> CHW; torchvision itself is not required):
 exactly what its users' scripts do.  wds runs the same script unchanged
 (``.decode("pil")`` + the same transforms), then ``.crop_images(...)``, with
-Pillow decoding and with the ``jpeg`` extra (simplejpeg), on one thread and
-with ``num_threads=2``.  Best of N on a warm page cache, images/s.
+Pillow decoding and with the ``jpeg`` extra (simplejpeg), resizing with Pillow
+and, with the ``cv`` extra, with OpenCV (``interpolation=``), on one thread
+and with ``num_threads=2``.  Best of N on a warm page cache, images/s.
 
     python benchmarks/bench_augment.py [--images 1200] [--repeats 3] [--dir /tmp/wds-bench]
 """
@@ -93,6 +94,13 @@ def resize_center_chw(img, size=224):
     return np.ascontiguousarray(np.asarray(img.crop((left, top, left + size, top + size))).transpose(2, 0, 1))
 
 
+def _have_opencv():
+    """Whether the ``cv`` extra (OpenCV) is installed: crop_images then also runs with its resize."""
+    import importlib.util
+
+    return importlib.util.find_spec("cv2") is not None
+
+
 def best_of(repeats, make):
     best = float("inf")
     for _ in range(repeats):
@@ -149,15 +157,20 @@ def main():
                     wds_core.WebDataset(spec).decode("pil").to_tuple("jpg", "cls").map_tuple(t)
                 ),
             )
-            for threads in (0, 2):
-                rates[f"wds crop_images(224, ...), {choice}, num_threads={threads}"] = best_of(
-                    args.repeats,
-                    lambda spec=spec, crop=crop, threads=threads: (
-                        wds_core.WebDataset(spec, seed=1)
-                        .crop_images(224, layout="chw", num_threads=threads, **crop)
-                        .to_tuple("jpg", "cls")
-                    ),
-                )
+            for interpolation in ("pillow", "opencv") if _have_opencv() else ("pillow",):
+                for threads in (0, 2):
+                    rates[f"wds crop_images(224, ...), {choice}, {interpolation} resize, num_threads={threads}"] = (
+                        best_of(
+                            args.repeats,
+                            lambda spec=spec, crop=crop, threads=threads, interpolation=interpolation: (
+                                wds_core.WebDataset(spec, seed=1)
+                                .crop_images(
+                                    224, layout="chw", num_threads=threads, interpolation=interpolation, **crop
+                                )
+                                .to_tuple("jpg", "cls")
+                            ),
+                        )
+                    )
         set_jpeg_decoder("auto")
         theirs = rates["webdataset 1.0.2 decode('pil') + transforms"]
         print("| pipeline | images/s | vs webdataset |\n|---|---|---|")

@@ -9,7 +9,7 @@ import pytest
 
 import wds_core as wds
 from tests.conftest import write_shard
-from wds_core import DecodingError, SpecError
+from wds_core import DecodingError, SpecError, imageops
 from wds_core.fieldcodecs import set_jpeg_decoder
 from wds_core.imageops import (
     ImageCrop,
@@ -102,9 +102,26 @@ def reference(array, box, out_size, flip=False):
     return out[:, ::-1] if flip else out
 
 
+HAVE_OPENCV = imageops._opencv() is not None
+INTERPOLATIONS = ["pillow"] + (["opencv"] if HAVE_OPENCV else [])
+
+
+def opencv_reference(array, box, out_size, flip=False):
+    """OpenCV's path on the whole image: the box rounded to whole pixels, bilinear without antialiasing (area
+    averaging when it shrinks by more than 2x)."""
+    import cv2
+
+    top, left, h, w = box
+    y0, x0, y1, x1 = round(top), round(left), round(top + h), round(left + w)
+    far = y1 - y0 > 2 * out_size[0] or x1 - x0 > 2 * out_size[1]  # shrinking more than 2x: averaged
+    out = cv2.resize(array[y0:y1, x0:x1], out_size[::-1], interpolation=cv2.INTER_AREA if far else cv2.INTER_LINEAR)
+    return out[:, ::-1] if flip else out
+
+
+@pytest.mark.parametrize("interpolation", INTERPOLATIONS)
 @pytest.mark.parametrize("policy", ["random-resized", "center"])
-def test_pixels_are_close_to_the_full_size_path(policy):
-    crop = image_crop(224, policy)
+def test_pixels_are_close_to_the_full_size_path(policy, interpolation):
+    crop = image_crop(224, policy, interpolation=interpolation)
     for seed in range(6):
         array = photo(seed, 900, 1200)
         data = encode(array)
@@ -112,18 +129,52 @@ def test_pixels_are_close_to_the_full_size_path(policy):
         got = crop.cut(data, Uniform(seed))
         box, out_size, _ = crop.plan(900, 1200, Uniform(seed))
         want = reference(full, box, out_size)
-        assert got.shape == want.shape == (224, 224, 3)
-        assert np.abs(got.astype(int) - want).mean() < 2.0  # DCT scaling vs full decode + resize
+        assert got.shape == want.shape == (224, 224, 3) and got.dtype == np.uint8 and got.flags.c_contiguous
+        # DCT scaling vs full decode + resize; OpenCV's bilinear also keeps detail Pillow's antialiasing averages
+        assert np.abs(got.astype(int) - want).mean() < (2.0 if interpolation == "pillow" else 4.0)
 
 
 def test_png_and_decoded_inputs_give_exactly_the_full_size_path():
     array = photo(3, 300, 400)
-    crop = image_crop((96, 128), flip=1.0)
+    crop = image_crop((96, 128), flip=1.0, interpolation="pillow")
     box, out_size, flip = crop.plan(300, 400, Uniform(9))
     want = reference(array, box, out_size, flip)
     assert flip and np.array_equal(crop.cut(encode(array, "PNG"), Uniform(9)), want)
     assert np.array_equal(crop.cut(array, Uniform(9)), want)  # an array decoded earlier
     assert np.array_equal(crop.cut(PIL.Image.fromarray(array), Uniform(9)), want)
+
+
+@pytest.mark.skipif(not HAVE_OPENCV, reason="the cv extra (OpenCV) is not installed")
+def test_opencv_cuts_png_and_decoded_inputs_as_it_would_the_whole_image():
+    array = photo(3, 300, 400)
+    crop = image_crop((96, 128), flip=1.0, interpolation="opencv")
+    box, out_size, flip = crop.plan(300, 400, Uniform(9))
+    want = opencv_reference(array, box, out_size, flip)
+    for given in (encode(array, "PNG"), array, PIL.Image.fromarray(array)):
+        got = crop.cut(given, Uniform(9))
+        assert np.array_equal(got, want) and got.flags.c_contiguous and got.flags.writeable
+    auto = image_crop((96, 128), flip=1.0).cut(array, Uniform(9))
+    assert np.array_equal(auto, want)  # "auto" is OpenCV when it is installed
+    enlarged = image_crop(256, "center", interpolation="opencv").cut(array, Uniform(1))
+    exact = image_crop(256, "center", interpolation="pillow").cut(array, Uniform(1))
+    assert np.abs(enlarged.astype(int) - exact).mean() < 2.0  # enlarging: bilinear in both
+    big = photo(2, 600, 800)  # a PNG shrunk 18x: no DCT scale to bring it near the output first
+    far = image_crop(32, "center", interpolation="opencv").cut(encode(big, "PNG"), Uniform(0))
+    box, out_size, _ = image_crop(32, "center").plan(600, 800, Uniform(0))
+    assert np.array_equal(far, opencv_reference(big, box, out_size))
+    averaged = image_crop(32, "center", interpolation="pillow").cut(big, Uniform(0))
+    assert np.abs(far.astype(int) - averaged).mean() < 3.0  # averaged too, not aliased
+
+
+def test_interpolation_is_checked_when_the_stage_is_made(monkeypatch):
+    with pytest.raises(SpecError, match="interpolation must be one of"):
+        image_crop(32, interpolation="bicubic")
+    monkeypatch.setattr(imageops, "_opencv", lambda: None)
+    with pytest.raises(SpecError, match=r"pip install 'wds\[cv\]'"):
+        image_crop(32, interpolation="opencv")
+    array = photo(4, 120, 160)  # "auto" without OpenCV: Pillow's pixels
+    assert np.array_equal(image_crop(32, "center").cut(array, Uniform(0)),
+                          image_crop(32, "center", interpolation="pillow").cut(array, Uniform(0)))  # fmt: skip
 
 
 def test_layouts_normalisation_and_bad_options():
