@@ -1,0 +1,249 @@
+"""Side by side on local disk: wds, webdataset 1.0.2, LitData and mosaic-streaming, the same images in each format.
+
+The same photo-like JPEGs (``bench_augment.photo``, quality 90) with a label and a caption are written from the
+same bytes into each system's own format: webdataset tars (read by wds and webdataset), LitData ``optimize``
+chunks, mosaic-streaming MDS shards (``bytes``, ``int`` and ``str`` columns).  Two sets: ``imagenet`` (500x375)
+and ``clip`` (512x512).  Each system then reads them the way its documentation shows, in a fresh process per
+run (best of ``--repeats``), and every run checks that it got every sample once with its label:
+
+* ``raw``: every sample's JPEG bytes and label, nothing decoded (the set read ten times in the process);
+* ``decode``: the JPEG as a uint8 HxWx3 array (wds and webdataset: ``.decode("rgb8")``; LitData and mosaic
+  have no decoder for bytes: Pillow in the loop, as their examples do);
+* ``train``: the ImageNet-style train transform to a 3x224x224 uint8 array: random-resized-crop 224 and a
+  random flip (webdataset, LitData, mosaic: ``decode("pil")`` or ``Image.open`` and the transform torchvision
+  applies to PIL images, written with Pillow -- ``bench_augment.rrc_flip_chw``; wds: ``crop_images(224,
+  flip=0.5)``, its documented path, with the ``jpeg`` and ``cv`` extras when installed: simplejpeg decodes,
+  OpenCV resizes -- the header line says which);
+* ``clip``: the CLIP-style one on the ``clip`` set: resize the shorter side to 224 and cut the centre (wds:
+  ``crop_images(224, policy="center")``), with the caption;
+* ``loader``: the train transform in a PyTorch ``DataLoader(num_workers=2)``, batches of
+  64 (LitData: its ``StreamingDataLoader``).
+
+Reported: samples/s; the time from making the dataset to the first sample; CPU seconds per 1,000 samples (the
+reading process and its workers); peak RSS growth of the reading process.  For object stores see
+``bench_objectstore.py`` (the same systems against a shaped S3 server).
+
+    python benchmarks/bench_peers.py [--images 2000] [--repeats 3] [--dir /tmp/wds-bench-peers]
+        [--rows raw,decode,train,clip,loader] [--only webdataset,wds,litdata,mosaic]
+
+The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2``; a system that
+is missing is skipped and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SYSTEMS = ("webdataset", "wds", "litdata", "mosaic")  # webdataset first: the others are compared with it
+ROWS = {"raw": "raw", "decode": "decode", "train": "train", "clip": "clip", "loader": "train, DataLoader 2 workers"}
+RAW_EPOCHS = 10  # the raw row reads the set this many times in one process (one pass takes a few ms)
+RUN_TIMEOUT = 600
+
+
+def write_sets(root: str, images: int) -> dict[str, dict[str, str]]:
+    """Each set in each system's format under ``root`` (written once): {set: {format: where}}."""
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, REPO)
+    from bench_augment import jpeg_shards, photo
+
+    import wds_core
+
+    made: dict[str, dict[str, str]] = {}
+    for name, (h, w) in {"imagenet": (375, 500), "clip": (512, 512)}.items():
+        spec = jpeg_shards(f"{root}/{name}-{images}", images, lambda rng, h=h, w=w: photo(rng, h, w), shards=4,
+                           fields=lambda rng, i: {"txt": f"a photo of pattern {i} in class {i % 10}"})  # fmt: skip
+        samples = [(s["jpg"], int(s["cls"]), s["txt"].decode()) for s in wds_core.WebDataset(spec)]
+        made[name] = {"tar": spec}
+        try:
+            import litdata
+
+            where = f"{root}/{name}-{images}-litdata"
+            if not os.path.exists(f"{where}/index.json"):
+                litdata.optimize(fn=_LitItem(samples), inputs=list(range(len(samples))), output_dir=where,
+                                 chunk_bytes="64MB", num_workers=1, mode="overwrite")  # fmt: skip
+            made[name]["litdata"] = where
+        except ImportError:
+            print("# litdata is not installed: skipped")
+        try:
+            from streaming import MDSWriter
+
+            where = f"{root}/{name}-{images}-mds"
+            if not os.path.exists(f"{where}/index.json"):
+                columns = {"jpg": "bytes", "cls": "int", "txt": "str"}
+                with MDSWriter(out=where, columns=columns, size_limit=64 << 20) as writer:
+                    for jpg, label, text in samples:
+                        writer.write({"jpg": jpg, "cls": label, "txt": text})
+            made[name]["mosaic"] = where
+        except ImportError:
+            print("# mosaicml-streaming is not installed: skipped")
+    return made
+
+
+class _LitItem:
+    def __init__(self, samples: list) -> None:
+        self.samples = samples
+
+    def __call__(self, i: int) -> dict:
+        jpg, label, text = self.samples[i]
+        return {"jpg": jpg, "cls": label, "txt": text}
+
+
+READ = r"""
+import io, json, os, random, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path[:0] = [{here!r}, {repo!r}]
+system, row, where, cache = {system!r}, {row!r}, {where!r}, {cache!r}
+workers = 2 if row == "loader" else 0
+epochs = {raw_epochs} if row == "raw" else 1
+import numpy as np
+from PIL import Image
+from bench_augment import resize_center_chw, rrc_flip_chw
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+if workers:
+    import torch
+transform = resize_center_chw if row == "clip" else rrc_flip_chw
+def decoded(data):
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+def user(sample):  # what a LitData or mosaic user writes for the row
+    data = sample["jpg"]  # LitData hands out a memoryview
+    if row == "raw":
+        return data, sample["cls"]
+    if row == "decode":
+        return decoded(data), sample["cls"]
+    return transform(Image.open(io.BytesIO(data)).convert("RGB")), sample["cls"]
+if system == "wds":  # imports first: what is timed starts at making the dataset
+    import wds_torch as wds
+elif system == "webdataset":
+    import webdataset as wds
+elif system == "litdata":
+    import litdata
+else:
+    import streaming
+    from streaming.base.util import clean_stale_shared_memory
+rss0 = peak = rss()
+started = time.perf_counter()
+cpu0 = os.times()
+if system in ("wds", "webdataset"):
+    dataset = wds.WebDataset(where, shardshuffle=False)
+    if row == "raw":
+        dataset = dataset.to_tuple("jpg", "cls")
+    elif row == "decode":
+        dataset = dataset.decode("rgb8").to_tuple("jpg", "cls")
+    elif system == "wds":
+        crop = {{"policy": "center"}} if row == "clip" else {{"flip": 0.5}}
+        dataset = dataset.crop_images(224, layout="chw", **crop).to_tuple("jpg", "cls")
+    else:
+        dataset = dataset.decode("pil").to_tuple("jpg", "cls").map_tuple(transform, int)
+elif system == "litdata":  # their docs: subclass the dataset, transform in __getitem__
+    class Transformed(litdata.StreamingDataset):
+        def __getitem__(self, index):
+            return user(super().__getitem__(index))
+    dataset = Transformed(where)
+else:
+    clean_stale_shared_memory()
+    class Transformed(streaming.StreamingDataset):
+        def __getitem__(self, index):
+            return user(super().__getitem__(index))
+    dataset = Transformed(local=where, shuffle=False, batch_size=64)
+if workers:
+    def collate(batch):
+        return np.stack([image for image, _ in batch]), [int(label) for _, label in batch]
+    if system == "litdata":
+        loader = litdata.StreamingDataLoader(dataset, batch_size=64, num_workers=2, collate_fn=collate)
+    elif system in ("wds", "webdataset"):
+        loader = torch.utils.data.DataLoader(dataset.batched(64, collation_fn=collate), batch_size=None,
+                                             num_workers=2)
+    else:
+        loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2, collate_fn=collate)
+    items = ((image, label) for images, labels in loader for image, label in zip(images, labels))
+else:
+    items = (item for _ in range(epochs) for item in dataset)
+first = None
+n = labels = 0
+for image, label in items:
+    if first is None:
+        first = time.perf_counter() - started
+    n += 1
+    labels += int(label)
+    if row == "decode":
+        assert image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8, image.shape
+    elif row != "raw":
+        assert tuple(image.shape) == (3, 224, 224), image.shape
+    if n % 256 == 0:
+        peak = max(peak, rss())
+seconds = time.perf_counter() - started
+cpu1 = os.times()
+cpu = (cpu1.user + cpu1.system + cpu1.children_user + cpu1.children_system) - sum(cpu0[:4])
+print(json.dumps({{"n": n, "labels": labels, "seconds": seconds, "first": first, "cpu": cpu,
+                  "rss_mb": (max(peak, rss()) - rss0) / 1e6}}))
+"""
+
+
+def run(system: str, row: str, where: str) -> dict:
+    cache = tempfile.mkdtemp(prefix=f"bench-peers-{system}-")
+    try:
+        code = READ.format(here=HERE, repo=REPO, system=system, row=row, where=where, cache=cache,
+                           raw_epochs=RAW_EPOCHS)  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        if out.returncode:
+            raise RuntimeError(f"{system} failed:\n{out.stderr.strip()[-3000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dir", default="/tmp/wds-bench-peers")
+    parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows: " + ",".join(ROWS))
+    parser.add_argument("--only", default=",".join(SYSTEMS), help="comma-separated systems")
+    args = parser.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    made = write_sets(args.dir, args.images)
+    expected = sum(i % 10 for i in range(args.images))
+    import importlib.util
+
+    extras = [name for name, module in (("jpeg", "simplejpeg"), ("cv", "cv2")) if importlib.util.find_spec(module)]
+    print(f"# {args.images} JPEGs per set (imagenet 500x375, clip 512x512, quality 90) with a label and a caption; "
+          f"local disk, warm page cache; python {sys.version.split()[0]}, {os.cpu_count()} cores; "
+          f"best of {args.repeats}, a fresh process each; wds extras: {', '.join(extras) or 'none'}")  # fmt: skip
+    print("| row | system | samples/s | vs webdataset | first sample | CPU s / 1,000 samples | peak RSS growth |")
+    print("|---|---|---|---|---|---|---|")
+    for row, label in [(row, label) for row, label in ROWS.items() if row in args.rows.split(",")]:
+        formats = made["clip" if row == "clip" else "imagenet"]
+        rates: dict[str, float] = {}
+        for system in [s for s in SYSTEMS if s in args.only.split(",")]:
+            where = formats.get("tar" if system in ("wds", "webdataset") else system)
+            if where is None:
+                print(f"| {label} | {system} | not installed | | | | |")
+                continue
+            try:
+                runs = [run(system, row, where) for _ in range(args.repeats)]
+            except (RuntimeError, subprocess.TimeoutExpired) as exn:
+                said = str(exn).strip().splitlines()[-1][:150] if str(exn).strip() else type(exn).__name__
+                print(f"| {label} | {system} | failed: {said} | | | | |", flush=True)
+                continue
+            samples = args.images * (RAW_EPOCHS if row == "raw" else 1)
+            for result in runs:
+                assert result["n"] == samples and result["labels"] == expected * samples // args.images, result
+            best = min(runs, key=lambda r: r["seconds"])
+            rates[system] = samples / best["seconds"]
+            versus = f"{rates[system] / rates['webdataset']:.2f}x" if "webdataset" in rates else ""
+            print(f"| {label} | {system} | {rates[system]:,.0f} | {versus} | {min(r['first'] for r in runs):.3f} s | "
+                  f"{1000 * best['cpu'] / samples:.2f} | {best['rss_mb']:.0f} MB |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
