@@ -87,6 +87,8 @@ def test_jpegs_decode_at_the_smallest_scale_that_covers_the_crop(decoder):
         data = encode(photo(1, 1600, 2000))
         assert decode_at_scale(data, 200, 250).size == (250, 200)  # 1/8
         assert decode_at_scale(data, 201, 250).size == (500, 400)  # 1/4: 1/8 would be too small
+        # no scale but Pillow's (1/2, 1/4, 1/8): libjpeg-turbo's 7/8 would fit, and is slower than the full size
+        assert decode_at_scale(data, 1300, 1700).size == (2000, 1600)
         assert decode_at_scale(encode(photo(1, 1600, 2000), "PNG"), 200, 250).size == (2000, 1600)  # not a JPEG
     finally:
         set_jpeg_decoder("auto")
