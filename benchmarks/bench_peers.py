@@ -16,6 +16,8 @@ run (best of ``--repeats``), and every run checks that it got every sample once 
   OpenCV resizes -- the header line says which);
 * ``clip``: the CLIP-style one on the ``clip`` set: resize the shorter side to 224 and cut the centre (wds:
   ``crop_images(224, policy="center")``), with the caption;
+* ``threads``: the train transform on two threads of one process, the other way to use two cores (wds:
+  ``crop_images(..., num_threads=2)``; the peers have no such option: not run);
 * ``loader``: the train transform in a PyTorch ``DataLoader(num_workers=2)``, batches of
   64 (LitData: its ``StreamingDataLoader``).
 
@@ -43,7 +45,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SYSTEMS = ("webdataset", "wds", "litdata", "mosaic")  # webdataset first: the others are compared with it
-ROWS = {"raw": "raw", "decode": "decode", "train": "train", "clip": "clip", "loader": "train, DataLoader 2 workers"}
+ROWS = {
+    "raw": "raw",
+    "decode": "decode",
+    "train": "train",
+    "clip": "clip",
+    "threads": "train, 2 threads in one process",
+    "loader": "train, DataLoader 2 workers",
+}
 RAW_EPOCHS = 10  # the raw row reads the set this many times in one process (one pass takes a few ms)
 RUN_TIMEOUT = 600
 
@@ -141,7 +150,8 @@ if system in ("wds", "webdataset"):
         dataset = dataset.decode("rgb8").to_tuple("jpg", "cls")
     elif system == "wds":
         crop = {{"policy": "center"}} if row == "clip" else {{"flip": 0.5}}
-        dataset = dataset.crop_images(224, layout="chw", **crop).to_tuple("jpg", "cls")
+        threads = 2 if row == "threads" else 0
+        dataset = dataset.crop_images(224, layout="chw", num_threads=threads, **crop).to_tuple("jpg", "cls")
     else:
         dataset = dataset.decode("pil").to_tuple("jpg", "cls").map_tuple(transform, int)
 elif system == "litdata":  # their docs: subclass the dataset, transform in __getitem__
@@ -226,6 +236,9 @@ def main() -> None:
         rates: dict[str, float] = {}
         for system in [s for s in SYSTEMS if s in args.only.split(",")]:
             where = formats.get("tar" if system in ("wds", "webdataset") else system)
+            if row == "threads" and system != "wds":
+                print(f"| {label} | {system} | no such option | | | | |")
+                continue
             if where is None:
                 print(f"| {label} | {system} | not installed | | | | |")
                 continue
