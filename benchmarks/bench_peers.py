@@ -26,7 +26,7 @@ reading process and its workers); peak RSS growth of the reading process.  For o
 ``bench_objectstore.py`` (the same systems against a shaped S3 server).
 
     python benchmarks/bench_peers.py [--images 2000] [--repeats 3] [--dir /tmp/wds-bench-peers]
-        [--rows raw,decode,train,clip,loader] [--only webdataset,wds,litdata,mosaic]
+        [--rows raw,decode,train,clip,threads,loader] [--only webdataset,wds,litdata,mosaic] [--svg FILE]
 
 The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2``; a system that
 is missing is skipped and said so.
@@ -219,6 +219,7 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/wds-bench-peers")
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows: " + ",".join(ROWS))
     parser.add_argument("--only", default=",".join(SYSTEMS), help="comma-separated systems")
+    parser.add_argument("--svg", default="", help="also draw the rates as bars into this SVG file")
     args = parser.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     made = write_sets(args.dir, args.images)
@@ -231,9 +232,11 @@ def main() -> None:
           f"best of {args.repeats}, a fresh process each; wds extras: {', '.join(extras) or 'none'}")  # fmt: skip
     print("| row | system | samples/s | vs webdataset | first sample | CPU s / 1,000 samples | peak RSS growth |")
     print("|---|---|---|---|---|---|---|")
+    drawn: dict[str, dict[str, float]] = {}
     for row, label in [(row, label) for row, label in ROWS.items() if row in args.rows.split(",")]:
         formats = made["clip" if row == "clip" else "imagenet"]
         rates: dict[str, float] = {}
+        drawn[label] = rates
         for system in [s for s in SYSTEMS if s in args.only.split(",")]:
             where = formats.get("tar" if system in ("wds", "webdataset") else system)
             if row == "threads" and system != "wds":
@@ -256,6 +259,41 @@ def main() -> None:
             versus = f"{rates[system] / rates['webdataset']:.2f}x" if "webdataset" in rates else ""
             print(f"| {label} | {system} | {rates[system]:,.0f} | {versus} | {min(r['first'] for r in runs):.3f} s | "
                   f"{1000 * best['cpu'] / samples:.2f} | {best['rss_mb']:.0f} MB |", flush=True)  # fmt: skip
+
+    if args.svg:
+        write_svg(args.svg, {label: rates for label, rates in drawn.items() if rates}, args.images)
+
+
+def write_svg(path: str, rows: dict[str, dict[str, float]], images: int) -> None:
+    """One group of bars per row, one bar per system, as long as its samples/s within the row (no plotting
+    library); each bar says its samples/s and how many times webdataset's."""
+    bar, gap, label_w, panel_w = 16, 3, 110, 420
+    colours = {"wds": "#2b7bb9", "webdataset": "#888888", "litdata": "#c9a227", "mosaic": "#b0b0b0"}
+    height = 50 + sum(len(rates) * (bar + gap) + 28 for rates in rows.values())
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + panel_w + 170}" height="{height}" '
+        'font-family="sans-serif" font-size="12">',
+        '<rect width="100%" height="100%" fill="white"/>',
+        f'<text x="8" y="18" font-weight="bold">Samples/s on local disk, {images} JPEGs per set (more is better; '
+        "bench_peers.py)</text>",
+    ]
+    y = 40
+    for label, rates in rows.items():
+        parts.append(f'<text x="8" y="{y + 10}" font-weight="bold">{label}</text>')
+        y += 16
+        most = max(rates.values())
+        for system, rate in rates.items():
+            width = panel_w * rate / most
+            parts.append(f'<text x="16" y="{y + 12}">{system}</text>')
+            parts.append(f'<rect x="{label_w}" y="{y}" width="{width:.1f}" height="{bar}" '
+                         f'fill="{colours.get(system, "#aaaaaa")}"/>')  # fmt: skip
+            versus = f" ({rate / rates['webdataset']:.2f}x webdataset)" if "webdataset" in rates else ""
+            parts.append(f'<text x="{label_w + width + 4:.1f}" y="{y + 12}">{rate:,.0f}{versus}</text>')
+            y += bar + gap
+        y += 12
+    parts.append("</svg>")
+    with open(path, "w") as out:
+        out.write("\n".join(parts) + "\n")
 
 
 if __name__ == "__main__":
