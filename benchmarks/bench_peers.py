@@ -1,8 +1,10 @@
-"""Side by side on local disk: wds, webdataset 1.0.2, LitData and mosaic-streaming, the same images in each format.
+"""Side by side on local disk: wds, webdataset 1.0.2, LitData, mosaic-streaming and Hugging Face datasets.
 
 The same photo-like JPEGs (``bench_augment.photo``, quality 90) with a label and a caption are written from the
 same bytes into each system's own format: webdataset tars (read by wds and webdataset), LitData ``optimize``
-chunks, mosaic-streaming MDS shards (``bytes``, ``int`` and ``str`` columns).  Two sets: ``imagenet`` (500x375)
+chunks, mosaic-streaming MDS shards (``bytes``, ``int`` and ``str`` columns); Hugging Face ``datasets`` reads the
+webdataset tars with its own ``webdataset`` loader (``load_dataset("webdataset", data_files=..., streaming=True)``,
+then ``.map``; the raw row casts the image column to ``Image(decode=False)``).  Two sets: ``imagenet`` (500x375)
 and ``clip`` (512x512).  Each system then reads them the way its documentation shows, in a fresh process per
 run (best of ``--repeats``), and every run checks that it got every sample once with its label:
 
@@ -28,8 +30,8 @@ reading process and its workers); peak RSS growth of the reading process.  For o
     python benchmarks/bench_peers.py [--images 2000] [--repeats 3] [--dir /tmp/wds-bench-peers]
         [--rows raw,decode,train,clip,threads,loader] [--only webdataset,wds,litdata,mosaic] [--svg FILE]
 
-The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2``; a system that
-is missing is skipped and said so.
+The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2 datasets``; a
+system that is missing is skipped and said so.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-SYSTEMS = ("webdataset", "wds", "litdata", "mosaic")  # webdataset first: the others are compared with it
+SYSTEMS = ("webdataset", "wds", "litdata", "mosaic", "hf")  # webdataset first: the others are compared with it
 ROWS = {
     "raw": "raw",
     "decode": "decode",
@@ -136,6 +138,8 @@ elif system == "webdataset":
     import webdataset as wds
 elif system == "litdata":
     import litdata
+elif system == "hf":
+    import datasets
 else:
     import streaming
     from streaming.base.util import clean_stale_shared_memory
@@ -159,6 +163,21 @@ elif system == "litdata":  # their docs: subclass the dataset, transform in __ge
         def __getitem__(self, index):
             return user(super().__getitem__(index))
     dataset = Transformed(where)
+elif system == "hf":  # their docs: load_dataset("webdataset", data_files=..., streaming=True), then map
+    import glob
+    files = sorted(glob.glob(where.split("{{")[0] + "*.tar"))
+    dataset = datasets.load_dataset("webdataset", data_files={{"train": files}}, split="train", streaming=True)
+    if row == "raw":  # the bytes as stored, not a PIL image
+        dataset = dataset.cast_column("jpg", datasets.Image(decode=False))
+    def hf_user(sample):
+        image = sample["jpg"]
+        if row == "raw":
+            return {{"image": image["bytes"], "label": sample["cls"]}}
+        image = image.convert("RGB")
+        return {{"image": np.asarray(image) if row == "decode" else transform(image), "label": sample["cls"]}}
+    dataset = dataset.map(hf_user, remove_columns=["jpg", "cls", "txt", "__key__", "__url__"])
+    if not workers:
+        dataset = map(lambda s: (s["image"], s["label"]), dataset) if epochs == 1 else dataset
 else:
     clean_stale_shared_memory()
     class Transformed(streaming.StreamingDataset):
@@ -173,9 +192,14 @@ if workers:
     elif system in ("wds", "webdataset"):
         loader = torch.utils.data.DataLoader(dataset.batched(64, collation_fn=collate), batch_size=None,
                                              num_workers=2)
+    elif system == "hf":
+        loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2,
+                                             collate_fn=lambda b: collate([(s["image"], s["label"]) for s in b]))
     else:
         loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2, collate_fn=collate)
     items = ((image, label) for images, labels in loader for image, label in zip(images, labels))
+elif system == "hf" and epochs > 1:
+    items = ((s["image"], s["label"]) for _ in range(epochs) for s in dataset)
 else:
     items = (item for _ in range(epochs) for item in dataset)
 first = None
@@ -238,7 +262,9 @@ def main() -> None:
         rates: dict[str, float] = {}
         drawn[label] = rates
         for system in [s for s in SYSTEMS if s in args.only.split(",")]:
-            where = formats.get("tar" if system in ("wds", "webdataset") else system)
+            where = formats.get("tar" if system in ("wds", "webdataset", "hf") else system)
+            if system == "hf" and importlib.util.find_spec("datasets") is None:
+                where = None
             if row == "threads" and system != "wds":
                 print(f"| {label} | {system} | no such option | | | | |")
                 continue
@@ -268,7 +294,7 @@ def write_svg(path: str, rows: dict[str, dict[str, float]], images: int) -> None
     """One group of bars per row, one bar per system, as long as its samples/s within the row (no plotting
     library); each bar says its samples/s and how many times webdataset's."""
     bar, gap, label_w, panel_w = 16, 3, 110, 420
-    colours = {"wds": "#2b7bb9", "webdataset": "#888888", "litdata": "#c9a227", "mosaic": "#b0b0b0"}
+    colours = {"wds": "#2b7bb9", "webdataset": "#888888", "litdata": "#c9a227", "mosaic": "#b0b0b0", "hf": "#d9822b"}
     height = 50 + sum(len(rates) * (bar + gap) + 28 for rates in rows.values())
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + panel_w + 170}" height="{height}" '
