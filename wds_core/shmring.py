@@ -171,6 +171,11 @@ class Lease:
         if self.live == 0:
             self.view[0] = 0
 
+    def settle(self) -> None:
+        """After the item is unpickled: the slot goes back at once when no array views it (it held only bytes)."""
+        if self.live == 0:
+            self.view[0] = 0
+
 
 def slot_array(lease: Lease, start: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """An array viewing ``lease``'s slot at data offset ``start``, counted in the lease."""
@@ -218,10 +223,9 @@ class SlotPicking:
 def slot_footprint(value: Any, min_bytes: int, depth: int = 3) -> int:
     """At most how many slot bytes pickling ``value`` with :class:`SlotPicking` takes: its large arrays (numpy, or
     anything with ``nbytes`` and ``numpy()``, a tensor) and bytes, inside lists, tuples and dicts ``depth`` deep."""
-    kind = type(value)
-    if kind is bytes:
+    if type(value) is bytes:
         return len(value) if len(value) >= MIN_BYTES_OBJECT else 0
-    if kind in (list, tuple, dict) or isinstance(value, (list, tuple, dict)):
+    if isinstance(value, (list, tuple, dict)):
         if depth == 0:
             return 0
         values = value.values() if isinstance(value, dict) else value
@@ -246,10 +250,11 @@ class SlotUnpicking:
     def array(self, tag: str, array: np.ndarray) -> Any:
         return array
 
-    def done(self) -> None:
-        """After loading: the slot goes back at once when nothing views it (only bytes were in it)."""
-        if self.lease.live == 0:
-            self.lease.view[0] = 0
+    def take(self) -> Any:
+        """The item; its slot is handed back at once when nothing views it (only bytes were in it)."""
+        item = self.load()  # type: ignore[attr-defined]
+        self.lease.settle()
+        return item
 
 
 class _SlotPickler(SlotPicking, pickle.Pickler):
@@ -315,10 +320,7 @@ class SlotReader:
             return pickle.loads(payload)
         if slot not in self.views:
             self.views[slot] = map_slot(self.blocks[slot].name, self.blocks[slot].size)
-        unpickler = _SlotUnpickler(io.BytesIO(payload), Lease(self.views[slot]))
-        item = unpickler.load()
-        unpickler.done()
-        return item
+        return _SlotUnpickler(io.BytesIO(payload), Lease(self.views[slot])).take()
 
     def close(self) -> None:
         """Unlink the slots; arrays still viewing one keep its pages until they are freed."""

@@ -128,9 +128,7 @@ class _BatchPickler(SlotPicking, ForkingPickler):
             if obj.device.type != "cpu" or obj.requires_grad or obj.is_sparse or obj.dtype == torch.bfloat16:
                 return None
             obj = obj.numpy()
-        elif type(obj) is not np.ndarray:
-            return None
-        return None if obj.dtype.hasobject else obj
+        return super().slottable(obj)
 
 
 class _BatchUnpickler(SlotUnpicking, pickle.Unpickler):
@@ -203,10 +201,7 @@ def _before_multiprocessing_exits() -> None:
 
 
 def _unpack(pid: int, name: str, size: int, payload: bytes, retired: list[str]) -> Any:
-    unpickler = _BatchUnpickler(io.BytesIO(payload), Lease(_mapping(pid, name, size, retired)))
-    batch = unpickler.load()
-    unpickler.done()
-    return batch
+    return _BatchUnpickler(io.BytesIO(payload), Lease(_mapping(pid, name, size, retired))).take()
 
 
 class _Slot:
