@@ -10,6 +10,10 @@ no full-size image in between:
 * a JPEG is decoded at the smallest DCT scale (1/2, 1/4 or 1/8, by
   libjpeg-turbo) that still gives the box at least the output's pixels, so a
   512-pixel photo cut down to 224 is decoded at a quarter of the work;
+* with OpenCV's resize (below), only the box's rows and columns are decoded
+  when the compiled region decoder is built
+  (:func:`~wds_core.fieldcodecs.jpeg.decode_jpeg_region`: the same pixels,
+  about 20% less decode time for ImageNet's crops);
 * the box is cut and resized in one Pillow ``resize(box=...)`` call
   (bilinear with antialiasing, as torchvision does for PIL images), or, with
   ``interpolation="opencv"`` (the default when the ``cv`` extra,
@@ -57,7 +61,7 @@ import numpy as np
 
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import image_spec
-from .fieldcodecs.jpeg import decode_jpeg
+from .fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduction
 from .fieldcodecs.limits import check_pixels
 from .rng import Rng, derive_seed
 from .state import RunContext
@@ -158,6 +162,43 @@ def decode_at_scale(data: bytes, min_height: int, min_width: int, opened: Any = 
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
+def _bounds(box: tuple[float, ...], shape: Sequence[int], size: Sequence[int]) -> tuple[int, int, int, int]:
+    """``box`` (top, left, height, width in the stored image of ``size``) in whole pixels of the image decoded at
+    ``shape``: ``(top, bottom, left, right)``, at least one pixel."""
+    sy, sx = shape[0] / size[0], shape[1] / size[1]
+    top, left, h, w = box
+    y0, x0 = min(int(round(top * sy)), shape[0] - 1), min(int(round(left * sx)), shape[1] - 1)
+    y1, x1 = max(int(round((top + h) * sy)), y0 + 1), max(int(round((left + w) * sx)), x0 + 1)
+    return y0, min(y1, shape[0]), x0, min(x1, shape[1])
+
+
+def _cut_out(pixels: np.ndarray, box: tuple[float, ...], size: Sequence[int]) -> np.ndarray:
+    """The box of an image stored at ``size`` and decoded as ``pixels``, as a view."""
+    top, bottom, left, right = _bounds(box, pixels.shape[:2], size)
+    return pixels[top:bottom, left:right]
+
+
+def _resized(opencv: Any, crop: np.ndarray, out_size: tuple[int, int], flip: bool) -> np.ndarray:
+    """OpenCV's bilinear resize of the cut, averaging instead when it shrinks by more than 2x (no DCT scale
+    left, or not a JPEG: linear would alias); flipped as a view."""
+    out_h, out_w = out_size
+    far = crop.shape[0] > 2 * out_h or crop.shape[1] > 2 * out_w
+    out = opencv.resize(crop, (out_w, out_h), interpolation=opencv.INTER_AREA if far else opencv.INTER_LINEAR)
+    return out[:, ::-1] if flip else out
+
+
+def _pillow_resized(
+    img: Any, box: tuple[float, ...], sy: float, sx: float, out_size: tuple[int, int], flip: bool
+) -> Any:
+    """Pillow's resize of the box (fractional, in the stored image's pixels) of ``img`` decoded at ``sy x sx``."""
+    import PIL.Image
+
+    top, left, h, w = box
+    region = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
+    out = img.resize(out_size[::-1], PIL.Image.Resampling.BILINEAR, box=region)
+    return out.transpose(PIL.Image.Transpose.FLIP_LEFT_RIGHT) if flip else out
+
+
 @dataclass(frozen=True)
 class ImageCrop:
     """How :func:`crop_images` cuts each image (see the module doc); picklable, no state."""
@@ -220,43 +261,38 @@ class ImageCrop:
         import PIL.Image
 
         opencv = _opencv() if self.interpolation != "pillow" else None
-        pixels = None  # the decoded image as an HxWx3 array, when OpenCV resizes it
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            data = bytes(data)
-            opened = PIL.Image.open(io.BytesIO(data))  # the header only: the size, and Pillow's bomb check
-            width, height = opened.size
-            box, (out_h, out_w), flip = self.plan(height, width, rand)
-            need_h = math.ceil(out_h * height / box[2])
-            need_w = math.ceil(out_w * width / box[3])
-            if opencv is not None:
-                pixels = decode_jpeg(data, "RGB", min_height=min(need_h, height), min_width=min(need_w, width))
-            img = None if pixels is not None else decode_at_scale(data, min(need_h, height), min(need_w, width), opened)
-        else:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
             img = data if isinstance(data, PIL.Image.Image) else PIL.Image.fromarray(np.asarray(data))
             img = img if img.mode == "RGB" else img.convert("RGB")
-            height, width = img.height, img.width
-            box, (out_h, out_w), flip = self.plan(height, width, rand)
-        if opencv is not None and pixels is None:
-            pixels = np.asarray(img)
-        shape = pixels.shape if pixels is not None else (img.height, img.width)  # type: ignore[union-attr]
-        sy, sx = shape[0] / height, shape[1] / width  # the decoded scale
-        top, left, h, w = box
-        out: Any
-        if pixels is not None and opencv is not None:
-            y0, x0 = min(int(round(top * sy)), shape[0] - 1), min(int(round(left * sx)), shape[1] - 1)
-            y1, x1 = max(int(round((top + h) * sy)), y0 + 1), max(int(round((left + w) * sx)), x0 + 1)
-            # shrinking by more than 2x (no DCT scale left, or not a JPEG): averaged, as linear would alias
-            far = y1 - y0 > 2 * out_h or x1 - x0 > 2 * out_w
-            how = opencv.INTER_AREA if far else opencv.INTER_LINEAR
-            out = opencv.resize(pixels[y0:y1, x0:x1], (out_w, out_h), interpolation=how)
-            if flip:
-                out = out[:, ::-1]
-        else:
-            region = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
-            out = img.resize((out_w, out_h), PIL.Image.Resampling.BILINEAR, box=region)  # type: ignore[union-attr]
-            if flip:
-                out = out.transpose(PIL.Image.Transpose.FLIP_LEFT_RIGHT)
-        return self._finish(out)
+            box, out_size, flip = self.plan(img.height, img.width, rand)
+            if opencv is not None:
+                crop = _cut_out(np.asarray(img), box, (img.height, img.width))
+                return self._finish(_resized(opencv, crop, out_size, flip))
+            return self._finish(_pillow_resized(img, box, 1.0, 1.0, out_size, flip))
+        data = bytes(data)
+        opened = None
+        size = jpeg_size(data) if opencv is not None else None  # the header, when the region decoder takes it
+        if size is None:
+            opened = PIL.Image.open(io.BytesIO(data))  # the header only: the size, and Pillow's bomb check
+            size = opened.size[::-1]
+        height, width = size
+        box, (out_h, out_w), flip = self.plan(height, width, rand)
+        need_h = min(math.ceil(out_h * height / box[2]), height)
+        need_w = min(math.ceil(out_w * width / box[3]), width)
+        if opencv is not None:
+            region = None
+            if opened is None:  # only the box's rows and columns, reduced as far as the output allows
+                divisor = reduction(height, width, need_h, need_w)
+                scaled = (-(-height // divisor), -(-width // divisor))
+                region = decode_jpeg_region(data, size, divisor, _bounds(box, scaled, size))
+            if region is None:
+                pixels = decode_jpeg(data, "RGB", min_height=need_h, min_width=need_w)
+                if pixels is None:
+                    pixels = np.asarray(decode_at_scale(data, need_h, need_w, opened))
+                region = _cut_out(pixels, box, size)
+            return self._finish(_resized(opencv, region, (out_h, out_w), flip))
+        img = decode_at_scale(data, need_h, need_w, opened)
+        return self._finish(_pillow_resized(img, box, img.height / height, img.width / width, (out_h, out_w), flip))
 
     def _finish(self, out: Any) -> Any:
         """The cut image (PIL or HxWx3 uint8 array) as ``spec``, ``layout`` and ``mean``/``std`` say."""

@@ -11,6 +11,7 @@ import wds_core as wds
 from tests.conftest import write_shard
 from wds_core import DecodingError, SpecError, imageops
 from wds_core.fieldcodecs import set_jpeg_decoder
+from wds_core.fieldcodecs.jpeg import region_decoding
 from wds_core.imageops import (
     ImageCrop,
     Uniform,
@@ -289,3 +290,26 @@ def test_pillows_decompression_bomb_limit_holds(monkeypatch):
                 image_crop(16).cut(data, Uniform(0))
         finally:
             set_jpeg_decoder("auto")
+
+
+@pytest.mark.skipif(not (HAVE_OPENCV and region_decoding()), reason="needs the cv extra and the region decoder")
+@pytest.mark.parametrize("subsampling", [0, 2])
+def test_decoding_only_the_box_gives_the_pixels_of_decoding_it_all(monkeypatch, subsampling):
+    images = []
+    for seed in range(4):
+        out = io.BytesIO()
+        PIL.Image.fromarray(photo(seed, 375 + seed * 31, 500 - seed * 17)).save(
+            out, "JPEG", quality=90, subsampling=subsampling, progressive=seed % 2 == 1
+        )
+        images.append(out.getvalue())
+    crops = [image_crop(224, flip=0.5), image_crop(64), image_crop(32, "center"), image_crop(160, scale=(0.01, 0.05))]
+    cut = {}
+    used = []
+    real = imageops.decode_jpeg_region
+    monkeypatch.setattr(imageops, "decode_jpeg_region", lambda *a: used.append(a[2:]) or real(*a))
+    for region in (True, False):
+        if not region:  # the whole image decoded (at the same DCT scale) and the box cut from it
+            monkeypatch.setattr(imageops, "jpeg_size", lambda data: None)
+        cut[region] = [c.cut(d, Uniform(s)) for c in crops for d in images for s in range(8)]
+    assert len(used) == len(cut[True]) and {divisor for divisor, _ in used} == {1, 2, 4, 8}
+    assert all(np.array_equal(a, b) for a, b in zip(cut[True], cut[False], strict=True))

@@ -28,7 +28,7 @@ from .images import (
     imagehandler,
     register_image_spec,
 )
-from .jpeg import jpeg_decoder, set_jpeg_decoder
+from .jpeg import jpeg_decoder, region_decoding, set_jpeg_decoder
 from .media import AudioHandler, VideoHandler
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "register_decoder",
     "register_encoder",
     "register_image_spec",
+    "region_decoding",
     "set_jpeg_decoder",
     "VideoHandler",
 ]

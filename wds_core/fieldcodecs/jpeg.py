@@ -16,6 +16,17 @@ truncated file, more pixels than Pillow's decompression-bomb limit, no
 simplejpeg installed) goes to Pillow, which decodes it or
 raises its own error, exactly as without the extra.  ``WDS_JPEG=pillow`` in
 the environment, or :func:`set_jpeg_decoder`, turns the fast path off.
+
+:func:`decode_jpeg_region` decodes only a region: the rows above it are
+entropy-decoded and skipped, those below never read, and the columns outside
+it not transformed (libjpeg-turbo's ``jpeg_skip_scanlines`` and
+``jpeg_crop_scanline``, which neither Pillow nor simplejpeg expose).  It is a
+small C module, ``jpegregion``, which ``pip install`` builds when it finds a C
+compiler and libjpeg-turbo's headers (Debian: ``libjpeg62-turbo-dev``) and
+leaves out otherwise; :func:`region_decoding` says whether it is there.  Its
+pixels are those of the whole image decoded the same way (the region is
+widened past the decoder's block edges and cut back, so smoothing at its
+borders sees the same neighbours).  ``WDS_JPEG=pillow`` turns it off too.
 """
 
 from __future__ import annotations
@@ -29,7 +40,18 @@ import numpy as np
 from ..errors import SpecError
 from .limits import check_pixels
 
-__all__ = ["beyond_pillow_limit", "decode_jpeg", "is_jpeg", "jpeg_decoder", "reduced_size", "set_jpeg_decoder"]
+__all__ = [
+    "beyond_pillow_limit",
+    "decode_jpeg",
+    "decode_jpeg_region",
+    "is_jpeg",
+    "jpeg_decoder",
+    "jpeg_size",
+    "reduced_size",
+    "reduction",
+    "region_decoding",
+    "set_jpeg_decoder",
+]
 
 _CHOICES = ("auto", "pillow", "simplejpeg")
 _choice: list[str] = []  # the decoder asked for, once read from the environment
@@ -62,13 +84,75 @@ def set_jpeg_decoder(name: str) -> None:
     _choice[:] = [name]
 
 
-def jpeg_decoder() -> str:
-    """The decoder JPEG fields get: ``"simplejpeg"`` or ``"pillow"``."""
+def _chosen() -> str:
     if not _choice:
         set_jpeg_decoder(os.environ.get("WDS_JPEG", "auto").strip().lower() or "auto")
-    if _choice[0] == "pillow" or _simplejpeg() is None:
+    return _choice[0]
+
+
+def jpeg_decoder() -> str:
+    """The decoder JPEG fields get: ``"simplejpeg"`` or ``"pillow"``."""
+    if _chosen() == "pillow" or _simplejpeg() is None:
         return "pillow"
     return "simplejpeg"
+
+
+@functools.cache
+def _region_module() -> Any:
+    try:
+        from . import jpegregion  # compiled by setup.py when it can be (jpegregion.pyi: its signatures)
+    except ImportError:
+        return None
+    return jpegregion
+
+
+def region_decoding() -> bool:
+    """Whether :func:`decode_jpeg_region` decodes here: the compiled helper is built and the decoder is not
+    set to ``pillow``."""
+    return _region_module() is not None and _chosen() != "pillow"
+
+
+def jpeg_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(height, width)`` from the header of a JPEG that :func:`decode_jpeg_region` takes, else None: not a
+    JPEG, a corrupt header, CMYK or RGB-coded, past Pillow's decompression-bomb limit (Pillow's policy applies
+    then), or no region decoding here."""
+    if not region_decoding() or not is_jpeg(data):
+        return None
+    try:
+        height, width, colorspace = _region_module().header(data)
+    except ValueError:
+        return None
+    if colorspace == "other" or beyond_pillow_limit(height, width):
+        return None
+    return height, width
+
+
+_MARGIN = 16  # pixels decoded past the region's right edge: wider than a block column at any scale
+
+
+def decode_jpeg_region(
+    data: bytes | bytearray | memoryview, size: tuple[int, int], divisor: int, bounds: tuple[int, int, int, int]
+) -> np.ndarray | None:
+    """Rows ``top:bottom`` and columns ``left:right`` (``bounds``) of a JPEG of ``size`` (from
+    :func:`jpeg_size`) reduced by ``1/divisor`` while decoding, as an RGB uint8 array (a view of a fresh buffer).
+
+    None when the decoder refuses the data (corrupt or truncated, a libjpeg warning included): decode it whole
+    then, which says what is wrong.  The region's pixels are held to the decode limits first.
+    """
+    top, bottom, left, right = bounds
+    height, width = -(-size[0] // divisor), -(-size[1] // divisor)  # libjpeg rounds the scaled size up
+    if not (0 <= top < bottom <= height and 0 <= left < right <= width):
+        raise ValueError(f"region {bounds} is not inside a {height}x{width} image")
+    check_pixels(width, bottom - top, 3, "JPEG")  # the buffer holds whole rows
+    buffer = np.empty((bottom - top) * width * 3, np.uint8)
+    try:
+        got, offset = _region_module().decode_region(
+            data, divisor, top, bottom, max(0, left - 1), min(width, right + _MARGIN), buffer
+        )
+    except ValueError:
+        return None
+    rows = buffer[: (bottom - top) * got * 3].reshape(bottom - top, got, 3)
+    return rows[:, left - offset : right - offset]
 
 
 def decode_jpeg(
@@ -114,16 +198,22 @@ def decode_jpeg(
     return None
 
 
+def reduction(height: int, width: int, min_height: int, min_width: int) -> int:
+    """The divisor (8, 4, 2 or 1) that reduces a JPEG while decoding as far as keeps it at least
+    ``min_height x min_width``; 1 when neither is given."""
+    if min_height <= 0 and min_width <= 0:
+        return 1
+    for divisor in (8, 4, 2):
+        if -(-height // divisor) >= min_height and -(-width // divisor) >= min_width:
+            return divisor
+    return 1
+
+
 def reduced_size(height: int, width: int, min_height: int, min_width: int) -> tuple[int, int]:
     """The size of a JPEG decoded reduced as far as keeps it at least ``min_height x min_width`` (at most: the
     decoder may pick a finer scale, never a larger result); full size when neither is given."""
-    if min_height <= 0 and min_width <= 0:
-        return height, width
-    for divisor in (8, 4, 2):
-        h, w = -(-height // divisor), -(-width // divisor)
-        if h >= min_height and w >= min_width:
-            return h, w
-    return height, width
+    divisor = reduction(height, width, min_height, min_width)
+    return -(-height // divisor), -(-width // divisor)
 
 
 def beyond_pillow_limit(height: int, width: int) -> bool:
