@@ -8,7 +8,10 @@ then ``.map``; the raw row casts the image column to ``Image(decode=False)``).  
 and ``clip`` (512x512).  Each system then reads them the way its documentation shows, in a fresh process per
 run (best of ``--repeats``), and every run checks that it got every sample once with its label:
 
-* ``raw``: every sample's JPEG bytes and label, nothing decoded (the set read ten times in the process);
+* ``raw``: every sample's JPEG bytes and label, nothing decoded (the set read ten times in the process); LitData
+  hands out memoryviews of its chunks, and wds here too (``zero_copy=True``: views of the mapped shard);
+* ``rawbytes``: the same as ``bytes`` objects, what webdataset, mosaic and Hugging Face hand out and wds by
+  default (LitData's views copied with ``bytes()`` in the loop);
 * ``decode``: the JPEG as a uint8 HxWx3 array (wds and webdataset: ``.decode("rgb8")``; LitData and mosaic
   have no decoder for bytes: Pillow in the loop, as their examples do);
 * ``train``: the ImageNet-style train transform to a 3x224x224 uint8 array: random-resized-crop 224 and a
@@ -24,11 +27,12 @@ run (best of ``--repeats``), and every run checks that it got every sample once 
   64 (LitData: its ``StreamingDataLoader``).
 
 Reported: samples/s; the time from making the dataset to the first sample; CPU seconds per 1,000 samples (the
-reading process and its workers); peak RSS growth of the reading process.  For object stores see
+reading process and its workers); the peak growth of the memory of the reading process and its worker processes
+(their PSS: pages shared between them counted once, split).  For object stores see
 ``bench_objectstore.py`` (the same systems against a shaped S3 server).
 
     python benchmarks/bench_peers.py [--images 2000] [--repeats 3] [--dir /tmp/wds-bench-peers]
-        [--rows raw,decode,train,clip,threads,loader] [--only webdataset,wds,litdata,mosaic] [--svg FILE]
+        [--rows raw,rawbytes,decode,train,clip,threads,loader] [--only webdataset,wds,litdata,mosaic] [--svg FILE]
 
 The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2 datasets``; a
 system that is missing is skipped and said so.
@@ -49,6 +53,7 @@ REPO = os.path.dirname(HERE)
 SYSTEMS = ("webdataset", "wds", "litdata", "mosaic", "hf")  # webdataset first: the others are compared with it
 ROWS = {
     "raw": "raw",
+    "rawbytes": "raw, as bytes",
     "decode": "decode",
     "train": "train",
     "clip": "clip",
@@ -113,13 +118,28 @@ warnings.simplefilter("ignore")
 sys.path[:0] = [{here!r}, {repo!r}]
 system, row, where, cache = {system!r}, {row!r}, {where!r}, {cache!r}
 workers = 2 if row == "loader" else 0
-epochs = {raw_epochs} if row == "raw" else 1
+epochs = {raw_epochs} if row.startswith("raw") else 1
 import numpy as np
 from PIL import Image
 from bench_augment import resize_center_chw, rrc_flip_chw
-def rss():
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def pss(pid):
+    try:
+        with open(f"/proc/{{pid}}/smaps_rollup") as rollup:
+            return next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:"))
+    except (OSError, StopIteration):
+        return 0
+def rss():  # the reading process and its worker processes, shared pages split between them (PSS)
+    me = str(os.getpid())
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{{entry}}/stat") as stat:
+                    if stat.read().rsplit(")", 1)[1].split()[1] == me:
+                        children.append(entry)
+            except OSError:
+                pass
+    return pss("self") + sum(pss(child) for child in children)
 if workers:
     import torch
 transform = resize_center_chw if row == "clip" else rrc_flip_chw
@@ -129,6 +149,8 @@ def user(sample):  # what a LitData or mosaic user writes for the row
     data = sample["jpg"]  # LitData hands out a memoryview
     if row == "raw":
         return data, sample["cls"]
+    if row == "rawbytes":
+        return bytes(data), sample["cls"]
     if row == "decode":
         return decoded(data), sample["cls"]
     return transform(Image.open(io.BytesIO(data)).convert("RGB")), sample["cls"]
@@ -147,8 +169,9 @@ rss0 = peak = rss()
 started = time.perf_counter()
 cpu0 = os.times()
 if system in ("wds", "webdataset"):
-    dataset = wds.WebDataset(where, shardshuffle=False)
-    if row == "raw":
+    views = {{"zero_copy": True}} if system == "wds" and row == "raw" else {{}}
+    dataset = wds.WebDataset(where, shardshuffle=False, **views)
+    if row.startswith("raw"):
         dataset = dataset.to_tuple("jpg", "cls")
     elif row == "decode":
         dataset = dataset.decode("rgb8").to_tuple("jpg", "cls")
@@ -167,11 +190,11 @@ elif system == "hf":  # their docs: load_dataset("webdataset", data_files=..., s
     import glob
     files = sorted(glob.glob(where.split("{{")[0] + "*.tar"))
     dataset = datasets.load_dataset("webdataset", data_files={{"train": files}}, split="train", streaming=True)
-    if row == "raw":  # the bytes as stored, not a PIL image
+    if row.startswith("raw"):  # the bytes as stored, not a PIL image
         dataset = dataset.cast_column("jpg", datasets.Image(decode=False))
     def hf_user(sample):
         image = sample["jpg"]
-        if row == "raw":
+        if row.startswith("raw"):
             return {{"image": image["bytes"], "label": sample["cls"]}}
         image = image.convert("RGB")
         return {{"image": np.asarray(image) if row == "decode" else transform(image), "label": sample["cls"]}}
@@ -211,7 +234,7 @@ for image, label in items:
     labels += int(label)
     if row == "decode":
         assert image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8, image.shape
-    elif row != "raw":
+    elif not row.startswith("raw"):
         assert tuple(image.shape) == (3, 224, 224), image.shape
     if n % 256 == 0:
         peak = max(peak, rss())
@@ -254,7 +277,7 @@ def main() -> None:
     print(f"# {args.images} JPEGs per set (imagenet 500x375, clip 512x512, quality 90) with a label and a caption; "
           f"local disk, warm page cache; python {sys.version.split()[0]}, {os.cpu_count()} cores; "
           f"best of {args.repeats}, a fresh process each; wds extras: {', '.join(extras) or 'none'}")  # fmt: skip
-    print("| row | system | samples/s | vs webdataset | first sample | CPU s / 1,000 samples | peak RSS growth |")
+    print("| row | system | samples/s | vs webdataset | first sample | CPU s / 1,000 samples | peak memory growth |")
     print("|---|---|---|---|---|---|---|")
     drawn: dict[str, dict[str, float]] = {}
     for row, label in [(row, label) for row, label in ROWS.items() if row in args.rows.split(",")]:
@@ -277,7 +300,7 @@ def main() -> None:
                 said = str(exn).strip().splitlines()[-1][:150] if str(exn).strip() else type(exn).__name__
                 print(f"| {label} | {system} | failed: {said} | | | | |", flush=True)
                 continue
-            samples = args.images * (RAW_EPOCHS if row == "raw" else 1)
+            samples = args.images * (RAW_EPOCHS if row.startswith("raw") else 1)
             for result in runs:
                 assert result["n"] == samples and result["labels"] == expected * samples // args.images, result
             best = min(runs, key=lambda r: r["seconds"])

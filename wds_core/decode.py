@@ -147,6 +147,8 @@ class Decoder:
                     continue
                 message = f"the field holds a {type(value).__name__}, not bytes (pass partial=True)"
                 raise DecodingError.in_sample(message, sample, field)
+            if value.__class__ is memoryview:  # zero_copy reading: handlers get bytes, as they always do
+                value = value.tobytes()
             before = charged()
             try:
                 result[field] = decoded = self.decode1(field, value)

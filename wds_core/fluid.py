@@ -48,6 +48,9 @@ class WebDataset(DataPipeline, FluidInterface):
     repeated before it is an error, and ``read_ahead`` (a
     :class:`~wds_core.io.readahead.ReadAhead`) how many byte ranges of a
     remote shard, and how many shards ahead, are requested at once.
+    ``zero_copy=True`` gives the members of local uncompressed shards as
+    memoryviews of the mapped file, not copies
+    (:class:`~wds_core.shardreading.ShardReadOptions` says more).
 
     ``urls`` may also name a dataset-spec file (``.yaml``/``.yml``/``.json``,
     or its parsed dict): several sources mixed in proportions
@@ -86,6 +89,7 @@ class WebDataset(DataPipeline, FluidInterface):
         allow_pipe: bool = False,
         sample_counts: Any = None,
         read_ahead: ReadAhead | None = None,
+        zero_copy: bool = False,
     ) -> None:
         if seed is None and os.environ.get("WDS_SEED", "") != "":
             seed = int(os.environ["WDS_SEED"])
@@ -96,8 +100,9 @@ class WebDataset(DataPipeline, FluidInterface):
         from .specfile import is_spec, spec_mix
 
         reading = ShardReadOptions(
-            handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead
-        )
+            handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead,
+            zero_copy=zero_copy,
+        )  # fmt: skip
         if is_spec(urls):
             if balanced is not None or resampled or mode == "resampled":
                 raise SpecError("a dataset-spec file sets each source's sampling; balanced/resampled do not apply")

@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from .io.sinks import process_running
-from .shmring import SlotWriter, unlink_slot
+from .shmring import SlotWriter, unlink_slot, without_views
 
 __all__ = ["watch_parent", "worker_main"]
 
@@ -108,7 +108,7 @@ class _ItemSender:
         self.writer = SlotWriter(slots) if slots else None
 
     def __call__(self, item: Any, position: Any = None) -> None:
-        value = (item, -1) if self.writer is None else self.writer.encode(item)
+        value = (without_views(item), -1) if self.writer is None else self.writer.encode(item)
         if position is None:
             self.out.put((self.generation, "item", value))
         else:

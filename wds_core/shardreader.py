@@ -21,6 +21,7 @@ from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
+from .io.local import map_whole
 from .io.readahead import Allowance, ReadAhead
 from .io.remote import RetryPolicy
 from .io.storage import remote_url, url_of
@@ -54,7 +55,10 @@ class TarfileToSamples(ShardReading):
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
     members included.  While a remote shard is read, the next shards of the list
     (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.readahead`).
+    ``zero_copy=True``: see :class:`ShardReadOptions`.
     """
+
+    zero_copy = False  # a recipe pickled before the option reads as before
 
     def __init__(
         self,
@@ -66,10 +70,12 @@ class TarfileToSamples(ShardReading):
         retry: RetryPolicy | None = None,
         limits: Any = None,
         read_ahead: ReadAhead | None = None,
+        zero_copy: bool = False,
     ) -> None:
         self.handler = handler
         self.select_files = select_files
         self.rename_files = rename_files
+        self.zero_copy = bool(zero_copy)
         self._set_storage(storage_options, cache, retry, limits, read_ahead)
 
     @classmethod
@@ -84,6 +90,7 @@ class TarfileToSamples(ShardReading):
             options.retry,
             options.limits,
             options.read_ahead,
+            options.zero_copy,
         )
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
@@ -106,9 +113,12 @@ def tarfile_to_samples(
     cache: ShardCache | None = None,
     retry: RetryPolicy | None = None,
     limits: Any = None,
+    zero_copy: bool = False,
 ) -> TarfileToSamples:
     """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples (:class:`TarfileToSamples`)."""
-    return TarfileToSamples(handler, select_files, rename_files, storage_options, cache, retry, limits)
+    return TarfileToSamples(
+        handler, select_files, rename_files, storage_options, cache, retry, limits, zero_copy=zero_copy
+    )
 
 
 class ShardReader(StageIterator):
@@ -350,9 +360,10 @@ class _TarSamplesIterator(ShardReader):
         recipe = self.recipe
         tar, self.plain = skip_to(stream, start, url, self.plain)
         limits = self.limits
+        mapped = map_whole(stream) if recipe.zero_copy and self.plain else None
         members = iter_members(
             tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
-            over_limit="skip",
+            over_limit="skip", mapped=mapped,
         )  # fmt: skip
         refused = self._refused
         yield from group_members(

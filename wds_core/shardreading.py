@@ -39,6 +39,17 @@ class ShardReadOptions:
     them; default: the configuration file's ``decode_limits``), and how far
     ahead remote shards are requested (``read_ahead``, a
     :class:`~wds_core.io.readahead.ReadAhead`).
+
+    ``zero_copy=True`` hands out the members of local uncompressed shards as
+    ``memoryview`` slices of the memory-mapped file instead of ``bytes``
+    copies: reading costs what slicing costs, whatever the members' size
+    (remote and compressed shards are read as before).  A view keeps its
+    shard's map open while it lives (page cache, not the process's own
+    memory); ``bytes(view)`` is a copy to keep.  Decoders take views as they
+    take bytes, and samples that cross to another process (DataLoader or
+    ``Loader`` workers) arrive as bytes.  A shard file truncated while mapped
+    makes reading its views fail with ``SIGBUS``: do not rewrite shards in
+    place while they are read.
     """
 
     handler: Handler = reraise_exception
@@ -49,6 +60,7 @@ class ShardReadOptions:
     retry: RetryPolicy | None = None
     limits: Any = None
     read_ahead: ReadAhead | None = None
+    zero_copy: bool = False
 
     def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
         """The same options with other storage options."""

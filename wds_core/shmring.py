@@ -53,6 +53,7 @@ __all__ = [
     "slot_footprint",
     "sweep_dead_slots",
     "unlink_slot",
+    "without_views",
 ]
 
 HEADER = 64
@@ -198,12 +199,13 @@ class SlotPicking:
 
     def persistent_id(self, obj: Any) -> Any:
         kind = type(obj)
-        if kind is bytes:
-            if len(obj) < MIN_BYTES_OBJECT or HEADER + self.used + len(obj) > len(self.view):
+        if kind is bytes or kind is memoryview:  # a view (zero_copy reading) arrives as bytes, as pickling gives
+            size = obj.nbytes if kind is memoryview else len(obj)
+            if size < MIN_BYTES_OBJECT or HEADER + self.used + size > len(self.view):
                 return None
-            start, self.used = self.used, self.used + len(obj)
-            self.view[HEADER + start : HEADER + self.used] = obj
-            return ("wds-bytes", start, len(obj))
+            start, self.used = self.used, self.used + size
+            self.view[HEADER + start : HEADER + self.used] = obj if kind is bytes else obj.cast("B")
+            return ("wds-bytes", start, size)
         array = self.slottable(obj)
         if array is None or array.nbytes < self.min_bytes:
             return None
@@ -219,12 +221,39 @@ class SlotPicking:
         """``obj`` as an array to copy into the slot, or None to pickle it as usual."""
         return obj if type(obj) is np.ndarray and not obj.dtype.hasobject else None
 
+    def reducer_override(self, obj: Any) -> Any:
+        """A memoryview that stays in the pickle (small, or no room in the slot) is pickled as its bytes."""
+        return (bytes, (obj.tobytes(),)) if type(obj) is memoryview else NotImplemented
+
+
+def without_views(value: Any, depth: int = 3) -> Any:
+    """``value`` with its memoryviews (zero_copy reading) as bytes, inside lists, tuples and dicts ``depth``
+    deep: what an item or batch pickled without a slot must be, since a memoryview cannot be pickled.  Containers
+    without any are returned as they are."""
+    kind = type(value)
+    if kind is memoryview:
+        return value.tobytes()
+    if depth == 0 or not isinstance(value, (list, tuple, dict)):
+        return value
+    if isinstance(value, dict):
+        items = {k: without_views(v, depth - 1) for k, v in value.items()}
+        if all(items[k] is v for k, v in value.items()):
+            return value
+        return items if kind is dict else kind(items)  # type: ignore[call-arg]
+    parts = [without_views(v, depth - 1) for v in value]
+    if all(p is v for p, v in zip(parts, value)):
+        return value
+    if kind is list:
+        return parts
+    return kind(*parts) if hasattr(value, "_fields") else kind(parts)  # a named tuple, or another tuple
+
 
 def slot_footprint(value: Any, min_bytes: int, depth: int = 3) -> int:
     """At most how many slot bytes pickling ``value`` with :class:`SlotPicking` takes: its large arrays (numpy, or
     anything with ``nbytes`` and ``numpy()``, a tensor) and bytes, inside lists, tuples and dicts ``depth`` deep."""
-    if type(value) is bytes:
-        return len(value) if len(value) >= MIN_BYTES_OBJECT else 0
+    if type(value) is bytes or type(value) is memoryview:
+        size = memoryview(value).nbytes
+        return size if size >= MIN_BYTES_OBJECT else 0
     if isinstance(value, (list, tuple, dict)):
         if depth == 0:
             return 0
@@ -288,7 +317,7 @@ class SlotWriter:
     def encode(self, item: Any) -> tuple[bytes, int]:
         slot = self._free_slot()
         if slot < 0:
-            return pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL), -1
+            return pickle.dumps(without_views(item), protocol=pickle.HIGHEST_PROTOCOL), -1
         buffer = io.BytesIO()
         pickler = _SlotPickler(buffer, self._buf(slot), self.min_bytes)
         pickler.dump(item)

@@ -47,6 +47,7 @@ import tensorflow as tf
 from wds_core import Loader, dist
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SampleError, SpecError
+from wds_core.shmring import without_views
 
 from .signature import SampleFormat
 
@@ -70,7 +71,7 @@ def _leaf_spec(value: Any, where: str) -> tf.TensorSpec:
         return tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
     if isinstance(value, np.generic):
         return tf.TensorSpec((), tf.as_dtype(value.dtype))
-    if isinstance(value, (bytes, str)):
+    if isinstance(value, (bytes, str, memoryview)):  # a view (zero_copy reading) is handed over as its bytes
         return tf.TensorSpec((), tf.string)
     if isinstance(value, bool):
         return tf.TensorSpec((), tf.bool)
@@ -198,7 +199,7 @@ class TFSource:
                     sample = next(items)
                 except StopIteration:
                     return
-            yield self._handed(sample)
+            yield self._handed(without_views(sample))
 
     def _worker_elements(self, worker: Any) -> Iterator[Any]:
         w = int(worker)
@@ -210,7 +211,7 @@ class TFSource:
         _local.worker = (w, self.num_parallel_calls)
         try:
             for element in pipeline:
-                yield self._handed(element)
+                yield self._handed(without_views(element))
         finally:
             _local.worker = None
 

@@ -63,6 +63,7 @@ from wds_core.shmring import (
     slot_name,
     sweep_dead_slots,
     unlink_slot,
+    without_views,
 )
 
 __all__ = ["MIN_BATCH_BYTES", "wrap_batches"]
@@ -73,12 +74,16 @@ _MIN_ARRAY = 0  # every array and tensor of a batch that travels through a slot 
 
 
 def wrap_batches(items: Any) -> Any:
-    """Items as they come, large batches in their slot-aware form (use inside a DataLoader worker)."""
+    """Items as they come, large batches in their slot-aware form (use inside a DataLoader worker).
+
+    Memoryviews (``zero_copy`` reading) become bytes here: DataLoader's converters would turn each into a list
+    of ints, and a view cannot be pickled anyway."""
     if not HAVE_SLOTS:
-        yield from items
+        for item in items:
+            yield without_views(item)
         return
     for item in items:
-        yield _wrap(item)
+        yield _wrap(without_views(item))
 
 
 def _wrap(item: Any) -> Any:
@@ -144,7 +149,7 @@ def _pack(batch: list | dict) -> Any:
     slots = _slots()
     slot = slots.acquire(slot_footprint(batch, _MIN_ARRAY))
     if slot is None:
-        return _plain, (batch,)
+        return _plain, (without_views(batch),)
     payload = io.BytesIO()
     _BatchPickler(payload, slot.buf).dump(batch)
     retired, slots.retired = slots.retired, []

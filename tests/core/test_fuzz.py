@@ -235,6 +235,45 @@ def test_lying_headers_give_typed_errors_within_bounds(tmp_path, reader):
     assert _max_rss() - start < 256 * MB
 
 
+def _members(data: bytes, mapped, mode: str) -> tuple[list, str]:
+    """What iter_members gives for ``data`` (members as bytes), and how it ended."""
+    from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.tar import iter_members
+
+    got: list = []
+    members = iter_members(
+        io.BytesIO(data), "fuzz.tar", limits=DecodeLimits(field_bytes=MB, header_bytes=64 << 10), over_limit=mode,
+        mapped=mapped,
+    )  # fmt: skip
+    try:
+        for name, value, offset in members:
+            got.append((name, bytes(value) if isinstance(value, (bytes, memoryview)) else repr(value), offset))
+    except (WdsError, tarfile.ReadError) as exn:
+        return got, f"{type(exn).__name__}: {exn}"
+    return got, "end"
+
+
+@pytest.mark.parametrize("seed", ["samples", "headers"])
+def test_reading_a_mapped_shard_gives_what_reading_the_stream_gives(tmp_path, seed):
+    """zero_copy reading walks the memory-mapped file with the same code: on hostile shards it yields the same
+    members (as views) and ends with the same error at the same offset."""
+    import mmap
+
+    path = tmp_path / "fuzz.tar"
+
+    @FUZZ
+    @given(_mutations(TAR) if seed == "samples" else _header_mutations(), st.sampled_from(["raise", "skip"]))
+    def check(data, mode):
+        if not data:
+            return  # nothing to map: the reader streams an empty file
+        path.write_bytes(data)
+        with open(path, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        assert _members(data, mapped, mode) == _members(data, None, mode)
+
+    check()
+
+
 @pytest.mark.parametrize("kind", ["cbor", "msgpack"])
 def test_the_record_stream_readers_give_typed_errors(tmp_path, kind):
     path = tmp_path / f"fuzz.{kind}s"

@@ -90,6 +90,9 @@ def write(path, *parts: bytes) -> str:
 
 READERS = {
     "WebDataset": "result = [s['__key__'] for s in wds.WebDataset(sys.argv[1], shardshuffle=False)]",
+    "WebDataset zero_copy": (
+        "result = [s['__key__'] for s in wds.WebDataset(sys.argv[1], shardshuffle=False, zero_copy=True)]"
+    ),
     "ShardListDataset": "result = len(wds.ShardListDataset([sys.argv[1]]))",
     "wds ls": "from wds_core.cli.main import main\nresult = {'exit': main(['ls', sys.argv[1]])}",
     "index": "from wds_core.tar import index_shard\nresult = len(index_shard(sys.argv[1], fresh=True))",

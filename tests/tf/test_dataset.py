@@ -180,3 +180,15 @@ def test_batches_from_shared_memory_stay_valid_while_held(tmp_path):
     assert firsts == sorted(s * 100 + i for s in range(2) for i in range(16))
     for x, _ in held:
         assert all(np.all(row == row[0, 0]) for row in x.numpy())  # no slot was reused under a held tensor
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_zero_copy_fields_are_handed_over_as_strings(spec, batch_size):
+    def pipeline(zero_copy):
+        return wds_tf.WebDataset(spec, shardshuffle=False, zero_copy=zero_copy).to_tuple("npy", "cls")
+
+    source = wds_tf.TFSource(pipeline(True), batch_size=batch_size)
+    assert source.signature == (tf.TensorSpec((), tf.string), tf.TensorSpec((), tf.string))
+    rows = source.dataset().unbatch() if batch_size else source.dataset()
+    got = [tuple(x) for x in rows.as_numpy_iterator()]
+    assert got == [(bytes(a), bytes(b)) for a, b in pipeline(False)]

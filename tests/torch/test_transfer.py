@@ -221,3 +221,16 @@ def test_no_slot_outlives_workers_killed_with_sigkill(big_dir, how):
         assert sorted(shmring.sweep_dead_slots(pids)) == sorted(left)
         left = {name for name in _shm_names() if name.split("_")[1:2] in ([str(p)] for p in pids)}
     assert left == set()
+
+
+@pytest.mark.parametrize("payload", [60_000, 20])  # through the slots, and small enough to stay in the pickle
+def test_zero_copy_views_reach_the_main_process_as_bytes(tmp_path, payload):
+    samples = [{"__key__": f"k{i:03d}", "bin": bytes([i % 251]) * payload, "cls": b"%d" % i} for i in range(40)]
+    write_shard(tmp_path / "z-0.tar", samples[:20], ("bin", "cls"))
+    write_shard(tmp_path / "z-1.tar", samples[20:], ("bin", "cls"))
+    dataset = wds.WebDataset(str(tmp_path / "z-{0..1}.tar"), shardshuffle=False, zero_copy=True)
+    dataset = dataset.to_tuple("bin", "cls").batched(8, collation_fn=list)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    got = sorted((pair for batch in loader for pair in batch), key=lambda pair: int(pair[1]))
+    assert [(bytes(b), bytes(c)) for b, c in got] == [(s["bin"], s["cls"]) for s in samples]
+    assert all(type(b) is bytes and type(c) is bytes for b, c in got)

@@ -3,8 +3,10 @@ shard-list item.  The local backend of :mod:`~wds_core.io.backends` is made of t
 
 from __future__ import annotations
 
+import io
 import mmap
 import os
+import stat
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -13,7 +15,7 @@ from ..errors import ShardNotFoundError, ShardOpenError
 from .secure import verify_opened
 from .streams import ReadStream
 
-__all__ = ["RandomAccess", "StdinStream", "local_path", "map_local", "open_local", "url_of"]
+__all__ = ["RandomAccess", "StdinStream", "local_path", "map_local", "map_whole", "open_local", "url_of"]
 
 
 def url_of(item: Any) -> str:
@@ -79,6 +81,20 @@ class RandomAccess:
         self.url, self.size, self.read_at, self.close = url, size, read_at, close
         self.walk = read_at if walk is None else walk
         self.ranged = ranged
+
+
+def map_whole(stream: Any) -> mmap.mmap | None:
+    """An open local shard file memory-mapped whole (read only), or None for anything else (a pipe, a remote
+    stream, an empty file)."""
+    if not isinstance(stream, io.FileIO):
+        return None
+    try:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            return None
+        return mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None  # read as a stream then, which reports what is wrong
 
 
 def map_local(path: str, url: str) -> RandomAccess:

@@ -19,6 +19,7 @@ Writing is in :mod:`wds_core.tar.tarwrite`.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -180,6 +181,7 @@ def iter_members(
     want: Callable[[str], bool] | None = None,
     limits: DecodeLimits | None = None,
     over_limit: str = "raise",
+    mapped: mmap.mmap | None = None,
 ) -> Iterator[Member]:
     """Yield ``(name, data, offset)`` for each regular file in a tar stream.
 
@@ -202,6 +204,11 @@ def iter_members(
     the member (the error where the data would be; ``name`` is ``None`` for
     global records), streams past its data and goes on.
 
+    ``mapped`` is the whole (uncompressed) shard memory-mapped, ``stream``
+    being positioned at ``start_offset`` of it: the members' data are then
+    ``memoryview`` slices of the map, nothing copied (the map stays open while
+    any of them lives); headers are read from the map the same way.
+
     Ends at the first end-of-archive block.  Raises :class:`TruncatedShardError`
     when the stream ends inside a header or a member or without an end-of-archive
     block, and :class:`TarFormatError` for a corrupt header or a size that is not
@@ -211,14 +218,17 @@ def iter_members(
     if over_limit not in ("raise", "skip"):
         raise ValueError(f"over_limit must be 'raise' or 'skip', got {over_limit!r}")
     skipping = over_limit == "skip"
-    src = _Source(stream, url)
+    src = _Source(stream if mapped is None else mapped, url)  # type: ignore[arg-type]
     read = src.read
     limits = limits or DecodeLimits.of()
     max_member = limits.field_bytes
     ext = Extensions(url, limits, pax_global)
     plain = ext.plain  # no extension pending: the next member is named by its own header
-    buf = b""
-    pos = 0
+    buf: bytes = b""
+    body: bytes | memoryview = buf  # what members' data are sliced from: buf, or a view of the map
+    if mapped is not None:  # the walk goes window by window through the map itself: offsets are absolute
+        buf, body, end = mapped, memoryview(mapped), start_offset  # type: ignore[assignment]
+    pos = n = 0
     base = start_offset  # absolute offset of buf[0]
     next_read = CHUNK
     skip = 0  # padding still to skip before the next header
@@ -227,15 +237,23 @@ def iter_members(
 
     while True:
         # -- refill: a new aligned block; a header never straddles two blocks
-        base += len(buf)
-        buf = src.read_blocks(skip, next_read)
-        # the padding is skipped by starting the walk past it, not by copying the block
-        if len(buf) < skip:
-            raise src.short("the shard ends inside a member's padding", offset=base + len(buf))
-        origin, skip = skip, 0
+        if mapped is None:
+            base += len(buf)
+            buf = body = src.read_blocks(skip, next_read)
+            # the padding is skipped by starting the walk past it, not by copying the block
+            if len(buf) < skip:
+                raise src.short("the shard ends inside a member's padding", offset=base + len(buf))
+            origin, skip = skip, 0
+            n = len(buf)
+        else:  # the next window of the map; base stays 0
+            base = 0
+            origin, skip = end + skip, 0
+            if origin > len(mapped):
+                raise src.short("the shard ends inside a member's padding", offset=len(mapped))
+            n = end = min(len(mapped), origin + next_read)
+            mapped.seek(n)  # where a member running past the end of the file is read from
         next_read = CHUNK
         pos = origin
-        n = len(buf)
         if n - origin < BLOCK:
             here = base + origin
             if n == origin and not seen_any and src.pending is None:
@@ -267,13 +285,16 @@ def iter_members(
                     size = pax_number(ext.pax["size"], "size", url, ext.first(base + pos))
                 dend = dpos + size
                 if dend > n:
-                    straddle = pos
-                    break
+                    if mapped is None or dend > len(mapped):
+                        straddle = pos
+                        break
+                    n = end = dend  # mapped: the data is there, the window takes it in
+                    mapped.seek(n)
                 if plain and kind in REGULAR:
                     name = decode_name(ustar_name(buf, pos))
                     if want is None or want(name):
                         if size <= max_member:
-                            out.append((name, buf[dpos:dend], base + pos))
+                            out.append((name, body[dpos:dend], base + pos))  # type: ignore[arg-type]
                         elif skipping:
                             out.append((name, _too_big(name, size, limits, url, base + pos), base + pos))  # type: ignore[arg-type]
                         else:
@@ -299,7 +320,7 @@ def iter_members(
                             problem = item[1]  # type: ignore[assignment]
                             break
                         refused_item = item[1].__class__ is OverLimitError
-                        out.append(item if refused_item else (item[0], buf[dpos:dend], item[2]))  # type: ignore[arg-type]
+                        out.append(item if refused_item else (item[0], body[dpos:dend], item[2]))  # type: ignore[arg-type]
                 pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
         except TarFormatError as exn:  # a pax size that is not a number, a malformed pax record
             problem = exn
@@ -324,7 +345,7 @@ def iter_members(
         # -- a header whose data runs past this block: read (or drop) the rest directly
         header = buf[straddle : straddle + BLOCK]
         header_offset = base + straddle
-        have = buf[straddle + BLOCK :]
+        have = buf[straddle + BLOCK : n]
         buf = b""
         kind = header[156]
         taken: bytes | None = None  # the data, when it is read

@@ -3,6 +3,7 @@ import os
 import subprocess
 import tarfile
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -154,3 +155,54 @@ def test_encode_roundtrip_agrees_with_stdlib(members):
     got = read_all(raw)
     assert [(n, d) for n, d, _ in got] == members
     assert got == stdlib_members(raw)
+
+
+def _read_all(data: bytes, mapped, start: int = 0) -> tuple[list, str]:
+    """Members (as bytes) iter_members gives, from ``start``, and how it ended."""
+    stream = io.BytesIO(data)
+    stream.seek(start)
+    got = []
+    try:
+        for name, value, offset in iter_members(stream, "big.tar", start_offset=start, mapped=mapped):
+            got.append((name, type(value).__name__, bytes(value), offset))
+    except WdsError as exn:
+        return got, f"{type(exn).__name__}: {exn}"
+    return got, "end"
+
+
+def test_a_mapped_shard_gives_views_across_windows_and_the_same_errors_when_cut(tmp_path):
+    import mmap
+
+    from wds_core.tar.tario import CHUNK
+
+    rng = np.random.default_rng(0)
+    sizes = [100, CHUNK * 2 + 300, 700_000, 700_000, 700_000, 1024, 0, CHUNK - 512, 5, CHUNK + 1]
+    out = io.BytesIO()
+    for i, size in enumerate(sizes):
+        out.write(encode_member(f"s{i // 2}.f{i}", rng.integers(0, 256, size, dtype=np.uint8).tobytes()))
+    out.write(end_of_archive())
+    whole = out.getvalue()
+    path = tmp_path / "big.tar"
+
+    def both(data: bytes, start: int = 0) -> tuple:
+        path.write_bytes(data)
+        with open(path, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        views = _read_all(data, mapped, start)
+        plain = _read_all(data, None, start)
+        assert [m[:1] + m[2:] for m in views[0]] == [m[:1] + m[2:] for m in plain[0]] and views[1] == plain[1]
+        assert all(kind == "memoryview" for _, kind, _, _ in views[0])
+        return views
+
+    members, ending = both(whole)
+    assert ending == "end" and [len(data) for _, _, data, _ in members] == sizes
+    offsets = [offset for _, _, _, offset in members]
+    for start in offsets[1:]:  # a resumed read starts at a member's header
+        assert both(whole, start)[0] == members[offsets.index(start) :]
+    cuts = {CHUNK, CHUNK + 512, 2 * CHUNK, 3 * CHUNK + 1024, len(whole) - 1024, len(whole) - 1}
+    cuts |= {int(c) for c in rng.integers(1, len(whole), 12)} | {o + 100 for o in offsets} | {o + 512 for o in offsets}
+    for cut in sorted(cuts):
+        got, ending = both(whole[:cut])
+        complete = cut >= len(whole) - len(end_of_archive()) + 512  # the first end-of-archive block is whole
+        assert ending == "end" if complete else ending.startswith("TruncatedShardError"), (cut, ending)
+        assert got == members[: len(got)]
