@@ -1,8 +1,11 @@
-"""Side by side on local disk: wds, webdataset 1.0.2, LitData, mosaic-streaming and Hugging Face datasets.
+"""Side by side on local disk: wds, webdataset 1.0.2, LitData, mosaic-streaming, Megatron-Energon and Hugging Face.
 
 The same photo-like JPEGs (``bench_augment.photo``, quality 90) with a label and a caption are written from the
 same bytes into each system's own format: webdataset tars (read by wds and webdataset), LitData ``optimize``
-chunks, mosaic-streaming MDS shards (``bytes``, ``int`` and ``str`` columns); Hugging Face ``datasets`` reads the
+chunks, mosaic-streaming MDS shards (``bytes``, ``int`` and ``str`` columns); Megatron-Energon reads the same
+tars after ``energon prepare`` (``ImageClassificationSample``, ``image: jpg, label: cls``) through
+``get_val_dataset`` (every sample once, in order) with a task encoder, batches of 64 made by the dataset as it
+does, and ``get_loader`` (workers in its ``WorkerConfig``); Hugging Face ``datasets`` reads the
 webdataset tars with its own ``webdataset`` loader (``load_dataset("webdataset", data_files=..., streaming=True)``,
 then ``.map``; the raw row casts the image column to ``Image(decode=False)``).  Two sets: ``imagenet`` (500x375)
 and ``clip`` (512x512).  Each system then reads them the way its documentation shows, in a fresh process per
@@ -24,7 +27,7 @@ run (best of ``--repeats``), and every run checks that it got every sample once 
 * ``threads``: the train transform on two threads of one process, the other way to use two cores (wds:
   ``crop_images(..., num_threads=2)``; the peers have no such option: not run);
 * ``loader``: the train transform in a PyTorch ``DataLoader(num_workers=2)``, batches of
-  64 (LitData: its ``StreamingDataLoader``).
+  64 (LitData: its ``StreamingDataLoader``; Energon: ``get_loader`` with ``num_workers=2`` in its config).
 
 Reported: samples/s; the time from making the dataset to the first sample; CPU seconds per 1,000 samples (the
 reading process and its workers); the peak growth of the memory of the reading process and its worker processes
@@ -32,9 +35,11 @@ reading process and its workers); the peak growth of the memory of the reading p
 ``bench_objectstore.py`` (the same systems against a shaped S3 server).
 
     python benchmarks/bench_peers.py [--images 2000] [--repeats 3] [--dir /tmp/wds-bench-peers]
-        [--rows raw,rawbytes,decode,train,clip,threads,loader] [--only webdataset,wds,litdata,mosaic] [--svg FILE]
+        [--rows raw,rawbytes,decode,train,clip,threads,loader] [--only webdataset,wds,litdata,mosaic,energon,hf]
+        [--svg FILE]
 
-The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2 datasets``; a
+The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2 datasets
+megatron-energon``; a
 system that is missing is skipped and said so.
 """
 
@@ -50,7 +55,14 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-SYSTEMS = ("webdataset", "wds", "litdata", "mosaic", "hf")  # webdataset first: the others are compared with it
+SYSTEMS = (
+    "webdataset",
+    "wds",
+    "litdata",
+    "mosaic",
+    "energon",
+    "hf",
+)  # webdataset first: the others are compared with it
 ROWS = {
     "raw": "raw",
     "rawbytes": "raw, as bytes",
@@ -100,6 +112,22 @@ def write_sets(root: str, images: int) -> dict[str, dict[str, str]]:
             made[name]["mosaic"] = where
         except ImportError:
             print("# mosaicml-streaming is not installed: skipped")
+        energon = shutil.which("energon", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        if energon is None:
+            print("# megatron-energon is not installed: skipped")
+            continue
+        where = f"{root}/{name}-{images}-energon"  # its format: the same tars, with its .nv-meta beside them
+        if not os.path.exists(f"{where}/.nv-meta/split.yaml"):
+            os.makedirs(where, exist_ok=True)
+            for i in range(4):
+                target = f"{where}/shard-{i:04d}.tar"
+                if not os.path.exists(target):
+                    os.link(f"{root}/{name}-{images}-{i:04d}.tar", target)
+            subprocess.run([energon, "prepare", where, "--non-interactive", "--no-progress",
+                            "--split-parts", "train:shard-{0000..0003}.tar", "--sample-type",
+                            "ImageClassificationSample", "--field-map", '{"image": "jpg", "label": "cls"}'],
+                           check=True, capture_output=True)  # fmt: skip
+        made[name]["energon"] = where
     return made
 
 
@@ -128,18 +156,19 @@ def pss(pid):
             return next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:"))
     except (OSError, StopIteration):
         return 0
-def rss():  # the reading process and its worker processes, shared pages split between them (PSS)
-    me = str(os.getpid())
-    children = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{{entry}}/stat") as stat:
-                    if stat.read().rsplit(")", 1)[1].split()[1] == me:
-                        children.append(entry)
-            except OSError:
-                pass
-    return pss("self") + sum(pss(child) for child in children)
+def children():
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{{task}}/children") as listed:
+            found += listed.read().split()
+    return found
+last_sample = [0.0]
+def rss(force=False):  # the reading process and its worker processes, shared pages split between them (PSS)
+    now = time.perf_counter()
+    if not force and now - last_sample[0] < 0.5:  # at most twice a second: reading smaps costs milliseconds
+        return 0
+    last_sample[0] = now
+    return pss("self") + sum(pss(child) for child in children())
 if workers:
     import torch
 transform = resize_center_chw if row == "clip" else rrc_flip_chw
@@ -162,10 +191,13 @@ elif system == "litdata":
     import litdata
 elif system == "hf":
     import datasets
+elif system == "energon":
+    from megatron.energon import DefaultTaskEncoder, WorkerConfig, get_loader, get_val_dataset
+    from megatron.energon.flavors.webdataset.sample_decoder import SampleDecoder
 else:
     import streaming
     from streaming.base.util import clean_stale_shared_memory
-rss0 = peak = rss()
+rss0 = peak = rss(force=True)
 started = time.perf_counter()
 cpu0 = os.times()
 if system in ("wds", "webdataset"):
@@ -201,13 +233,28 @@ elif system == "hf":  # their docs: load_dataset("webdataset", data_files=..., s
     dataset = dataset.map(hf_user, remove_columns=["jpg", "cls", "txt", "__key__", "__url__"])
     if not workers:
         dataset = map(lambda s: (s["image"], s["label"]), dataset) if epochs == 1 else dataset
+elif system == "energon":  # its docs: a task encoder, batches made by the dataset, get_loader (workers in its config)
+    class Encoder(DefaultTaskEncoder):
+        decoder = None if row.startswith("raw") else SampleDecoder(image_decode="rgb8" if row == "decode" else "pil")
+        def encode_sample(self, sample):
+            if row == "rawbytes":
+                sample.image = bytes(sample.image)
+            elif row not in ("raw", "decode"):
+                sample.image = transform(sample.image.convert("RGB"))
+            return sample
+    config = WorkerConfig(rank=0, world_size=1, num_workers=workers)
+    dataset = get_val_dataset(where, split_part="train", worker_config=config, batch_size=64, task_encoder=Encoder())
+    loader = get_loader(dataset)
+    items = ((image, label) for _ in range(epochs) for b in loader for image, label in zip(b.image, b.label))
 else:
     clean_stale_shared_memory()
     class Transformed(streaming.StreamingDataset):
         def __getitem__(self, index):
             return user(super().__getitem__(index))
     dataset = Transformed(local=where, shuffle=False, batch_size=64)
-if workers:
+if system == "energon":
+    pass  # its own loader, above
+elif workers:
     def collate(batch):
         return np.stack([image for image, _ in batch]), [int(label) for _, label in batch]
     if system == "litdata":
@@ -242,7 +289,7 @@ seconds = time.perf_counter() - started
 cpu1 = os.times()
 cpu = (cpu1.user + cpu1.system + cpu1.children_user + cpu1.children_system) - sum(cpu0[:4])
 print(json.dumps({{"n": n, "labels": labels, "seconds": seconds, "first": first, "cpu": cpu,
-                  "rss_mb": (max(peak, rss()) - rss0) / 1e6}}))
+                  "rss_mb": (max(peak, rss(force=True)) - rss0) / 1e6}}))
 """
 
 
@@ -317,7 +364,14 @@ def write_svg(path: str, rows: dict[str, dict[str, float]], images: int) -> None
     """One group of bars per row, one bar per system, as long as its samples/s within the row (no plotting
     library); each bar says its samples/s and how many times webdataset's."""
     bar, gap, label_w, panel_w = 16, 3, 110, 420
-    colours = {"wds": "#2b7bb9", "webdataset": "#888888", "litdata": "#c9a227", "mosaic": "#b0b0b0", "hf": "#d9822b"}
+    colours = {
+        "wds": "#2b7bb9",
+        "webdataset": "#888888",
+        "litdata": "#c9a227",
+        "mosaic": "#b0b0b0",
+        "hf": "#d9822b",
+        "energon": "#76b900",
+    }
     height = 50 + sum(len(rates) * (bar + gap) + 28 for rates in rows.values())
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + panel_w + 170}" height="{height}" '
