@@ -47,6 +47,7 @@ __all__ = ["BLOCK", "iter_members", "open_decompressed"]
 
 CHUNK = 1 << 20  # bytes per read while headers are dense
 DIRECT = 1 << 16  # members at least this large are read with one copy, header by header
+MAPPED_SPAN = 64 << 20  # a mapped shard's window takes in large members up to this span
 
 Member = tuple[str, bytes, int]
 
@@ -288,7 +289,9 @@ def iter_members(
                     if mapped is None or dend > len(mapped):
                         straddle = pos
                         break
-                    n = end = dend  # mapped: the data is there, the window takes it in
+                    # mapped: the data is there; the window takes it in, and a chunk of headers after it while it
+                    # spans less than MAPPED_SPAN (its headers' checksums are checked together, after the walk)
+                    n = end = min(len(mapped), dend + CHUNK) if dend - origin < MAPPED_SPAN else dend
                     mapped.seek(n)
                 if plain and kind in REGULAR:
                     name = decode_name(ustar_name(buf, pos))

@@ -170,10 +170,14 @@ def _read_all(data: bytes, mapped, start: int = 0) -> tuple[list, str]:
     return got, "end"
 
 
-def test_a_mapped_shard_gives_views_across_windows_and_the_same_errors_when_cut(tmp_path):
+@pytest.mark.parametrize("span", [64 << 20, 1 << 20, 0])  # how far a window of the map takes in large members
+def test_a_mapped_shard_gives_views_across_windows_and_the_same_errors_when_cut(tmp_path, monkeypatch, span):
     import mmap
 
+    from wds_core.tar import tario
     from wds_core.tar.tario import CHUNK
+
+    monkeypatch.setattr(tario, "MAPPED_SPAN", span)
 
     rng = np.random.default_rng(0)
     sizes = [100, CHUNK * 2 + 300, 700_000, 700_000, 700_000, 1024, 0, CHUNK - 512, 5, CHUNK + 1]
