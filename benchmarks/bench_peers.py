@@ -1,15 +1,19 @@
-"""Side by side on local disk: wds, webdataset 1.0.2, LitData, mosaic-streaming, Megatron-Energon and Hugging Face.
+"""Side by side on local disk: wds, webdataset 1.0.2, LitData, mosaic-streaming, Megatron-Energon, SPDL, Hugging Face.
 
 The same photo-like JPEGs (``bench_augment.photo``, quality 90) with a label and a caption are written from the
 same bytes into each system's own format: webdataset tars (read by wds and webdataset), LitData ``optimize``
 chunks, mosaic-streaming MDS shards (``bytes``, ``int`` and ``str`` columns); Megatron-Energon reads the same
 tars after ``energon prepare`` (``ImageClassificationSample``, ``image: jpg, label: cls``) through
 ``get_val_dataset`` (every sample once, in order) with a task encoder, batches of 64 made by the dataset as it
-does, and ``get_loader`` (workers in its ``WorkerConfig``); Hugging Face ``datasets`` reads the
-webdataset tars with its own ``webdataset`` loader (``load_dataset("webdataset", data_files=..., streaming=True)``,
-then ``.map``; the raw row casts the image column to ``Image(decode=False)``).  Two sets: ``imagenet`` (500x375)
-and ``clip`` (512x512).  Each system then reads them the way its documentation shows, in a fresh process per
-run (best of ``--repeats``), and every run checks that it got every sample once with its label:
+does, and ``get_loader`` (workers in its ``WorkerConfig``); SPDL runs a ``PipelineBuilder`` pipeline over the tars
+(``spdl.io.iter_tarfile``, members grouped by key, ``aggregate(64)``, the work a batch per task in a stage of its
+thread pool, ``load_image`` to decode;
+its image loader needs FFmpeg's shared libraries, Debian's ``libavformat59 libavfilter8``); Hugging Face
+``datasets`` reads the webdataset tars with its own ``webdataset`` loader
+(``load_dataset("webdataset", data_files=..., streaming=True)``, then ``.map``; the raw row casts the image column
+to ``Image(decode=False)``).  Two sets: ``imagenet`` (500x375) and ``clip`` (512x512).  Each system then reads
+them the way its documentation shows, in a fresh process per run (best of ``--repeats``), and every run checks
+that it got every sample once with its label:
 
 * ``raw``: every sample's JPEG bytes and label, nothing decoded (the set read ten times in the process); LitData
   hands out memoryviews of its chunks, and wds here too (``zero_copy=True``: views of the mapped shard);
@@ -25,9 +29,10 @@ run (best of ``--repeats``), and every run checks that it got every sample once 
 * ``clip``: the CLIP-style one on the ``clip`` set: resize the shorter side to 224 and cut the centre (wds:
   ``crop_images(224, policy="center")``), with the caption;
 * ``threads``: the train transform on two threads of one process, the other way to use two cores (wds:
-  ``crop_images(..., num_threads=2)``; the peers have no such option: not run);
+  ``crop_images(..., num_threads=2)``; SPDL: its stage with ``concurrency=2``; the others have no such option);
 * ``loader``: the train transform in a PyTorch ``DataLoader(num_workers=2)``, batches of
-  64 (LitData: its ``StreamingDataLoader``; Energon: ``get_loader`` with ``num_workers=2`` in its config).
+  64 (LitData: its ``StreamingDataLoader``; Energon: ``get_loader`` with ``num_workers=2`` in its config; SPDL
+  replaces the DataLoader with its threads: not run).
 
 Reported: samples/s; the time from making the dataset to the first sample; CPU seconds per 1,000 samples (the
 reading process and its workers); the peak growth of the memory of the reading process and its worker processes
@@ -39,7 +44,7 @@ reading process and its workers); the peak growth of the memory of the reading p
         [--svg FILE]
 
 The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2 datasets
-megatron-energon``; a
+megatron-energon spdl``; a
 system that is missing is skipped and said so.
 """
 
@@ -61,6 +66,7 @@ SYSTEMS = (
     "litdata",
     "mosaic",
     "energon",
+    "spdl",
     "hf",
 )  # webdataset first: the others are compared with it
 ROWS = {
@@ -194,6 +200,10 @@ elif system == "hf":
 elif system == "energon":
     from megatron.energon import DefaultTaskEncoder, WorkerConfig, get_loader, get_val_dataset
     from megatron.energon.flavors.webdataset.sample_decoder import SampleDecoder
+elif system == "spdl":
+    import glob
+    import spdl.io
+    from spdl.pipeline import PipelineBuilder
 else:
     import streaming
     from streaming.base.util import clean_stale_shared_memory
@@ -246,14 +256,45 @@ elif system == "energon":  # its docs: a task encoder, batches made by the datas
     dataset = get_val_dataset(where, split_part="train", worker_config=config, batch_size=64, task_encoder=Encoder())
     loader = get_loader(dataset)
     items = ((image, label) for _ in range(epochs) for b in loader for image, label in zip(b.image, b.label))
+elif system == "spdl":  # its docs: a PipelineBuilder, tars read by spdl.io.iter_tarfile, work in its thread stages
+    files = sorted(glob.glob(where.split("{{")[0] + "*.tar"))
+    def shard_samples(path):
+        with open(path, "rb") as shard:
+            data = shard.read()
+        key, sample = None, {{}}
+        for name, value in spdl.io.iter_tarfile(data):  # views of data
+            k, _, ext = name.partition(".")
+            if k != key and sample:
+                yield sample
+                sample = {{}}
+            key, sample[ext] = k, value
+        if sample:
+            yield sample
+    def spdl_user(sample):
+        data, label = sample["jpg"], int(bytes(sample["cls"]))
+        if row.startswith("raw"):
+            return (bytes(data) if row == "rawbytes" else data), label
+        if row == "decode":  # its image loader (FFmpeg), RGB by default
+            return spdl.io.to_numpy(spdl.io.load_image(bytes(data))), label
+        return transform(Image.open(io.BytesIO(data)).convert("RGB")), label
+    def spdl_batch(samples):  # its docs: aggregate, then work on a batch per task
+        return [spdl_user(sample) for sample in samples]
+    threads = 2 if row == "threads" else 1
+    def spdl_epoch():
+        pipeline = (PipelineBuilder().add_source(files).pipe(shard_samples).aggregate(64)
+                    .pipe(spdl_batch, concurrency=threads, output_order="input").add_sink(4).build(num_threads=threads))
+        with pipeline.auto_stop():
+            for batch in pipeline:
+                yield from batch
+    items = (item for _ in range(epochs) for item in spdl_epoch())
 else:
     clean_stale_shared_memory()
     class Transformed(streaming.StreamingDataset):
         def __getitem__(self, index):
             return user(super().__getitem__(index))
     dataset = Transformed(local=where, shuffle=False, batch_size=64)
-if system == "energon":
-    pass  # its own loader, above
+if system in ("energon", "spdl"):
+    pass  # their own loaders, above
 elif workers:
     def collate(batch):
         return np.stack([image for image, _ in batch]), [int(label) for _, label in batch]
@@ -332,10 +373,10 @@ def main() -> None:
         rates: dict[str, float] = {}
         drawn[label] = rates
         for system in [s for s in SYSTEMS if s in args.only.split(",")]:
-            where = formats.get("tar" if system in ("wds", "webdataset", "hf") else system)
-            if system == "hf" and importlib.util.find_spec("datasets") is None:
+            where = formats.get("tar" if system in ("wds", "webdataset", "hf", "spdl") else system)
+            if importlib.util.find_spec({"hf": "datasets", "spdl": "spdl"}.get(system, "json")) is None:
                 where = None
-            if row == "threads" and system != "wds":
+            if row == "threads" and system not in ("wds", "spdl") or row == "loader" and system == "spdl":
                 print(f"| {label} | {system} | no such option | | | | |")
                 continue
             if where is None:
@@ -371,6 +412,7 @@ def write_svg(path: str, rows: dict[str, dict[str, float]], images: int) -> None
         "mosaic": "#b0b0b0",
         "hf": "#d9822b",
         "energon": "#76b900",
+        "spdl": "#7e57c2",
     }
     height = 50 + sum(len(rates) * (bar + gap) + 28 for rates in rows.values())
     parts = [
