@@ -61,7 +61,7 @@ import numpy as np
 
 from .errors import DecodingError, SpecError
 from .fieldcodecs.images import image_spec
-from .fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduction
+from .fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduction, scaled_size
 from .fieldcodecs.limits import check_pixels
 from .rng import Rng, derive_seed
 from .state import RunContext
@@ -283,7 +283,7 @@ class ImageCrop:
             region = None
             if opened is None:  # only the box's rows and columns, reduced as far as the output allows
                 divisor = reduction(height, width, need_h, need_w)
-                scaled = (-(-height // divisor), -(-width // divisor))
+                scaled = scaled_size(height, width, divisor)
                 region = decode_jpeg_region(data, size, divisor, _bounds(box, scaled, size))
             if region is None:
                 pixels = decode_jpeg(data, "RGB", min_height=need_h, min_width=need_w)

@@ -50,6 +50,7 @@ __all__ = [
     "reduced_size",
     "reduction",
     "region_decoding",
+    "scaled_size",
     "set_jpeg_decoder",
 ]
 
@@ -140,7 +141,7 @@ def decode_jpeg_region(
     then, which says what is wrong.  The region's pixels are held to the decode limits first.
     """
     top, bottom, left, right = bounds
-    height, width = -(-size[0] // divisor), -(-size[1] // divisor)  # libjpeg rounds the scaled size up
+    height, width = scaled_size(size[0], size[1], divisor)
     if not (0 <= top < bottom <= height and 0 <= left < right <= width):
         raise ValueError(f"region {bounds} is not inside a {height}x{width} image")
     check_pixels(width, bottom - top, 3, "JPEG")  # the buffer holds whole rows
@@ -204,16 +205,21 @@ def reduction(height: int, width: int, min_height: int, min_width: int) -> int:
     if min_height <= 0 and min_width <= 0:
         return 1
     for divisor in (8, 4, 2):
-        if -(-height // divisor) >= min_height and -(-width // divisor) >= min_width:
+        h, w = scaled_size(height, width, divisor)
+        if h >= min_height and w >= min_width:
             return divisor
     return 1
+
+
+def scaled_size(height: int, width: int, divisor: int) -> tuple[int, int]:
+    """The size of a ``height x width`` JPEG decoded reduced by ``1/divisor`` (libjpeg rounds up)."""
+    return -(-height // divisor), -(-width // divisor)
 
 
 def reduced_size(height: int, width: int, min_height: int, min_width: int) -> tuple[int, int]:
     """The size of a JPEG decoded reduced as far as keeps it at least ``min_height x min_width`` (at most: the
     decoder may pick a finer scale, never a larger result); full size when neither is given."""
-    divisor = reduction(height, width, min_height, min_width)
-    return -(-height // divisor), -(-width // divisor)
+    return scaled_size(height, width, reduction(height, width, min_height, min_width))
 
 
 def beyond_pillow_limit(height: int, width: int) -> bool:
