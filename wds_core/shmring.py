@@ -169,8 +169,7 @@ class Lease:
 
     def release(self) -> None:
         self.live -= 1
-        if self.live == 0:
-            self.view[0] = 0
+        self.settle()
 
     def settle(self) -> None:
         """After the item is unpickled: the slot goes back at once when no array views it (it held only bytes)."""
@@ -228,21 +227,38 @@ class SlotPicking:
 
 def without_views(value: Any, depth: int = 3) -> Any:
     """``value`` with its memoryviews (zero_copy reading) as bytes, inside lists, tuples and dicts ``depth``
-    deep: what an item or batch pickled without a slot must be, since a memoryview cannot be pickled.  Containers
-    without any are returned as they are."""
+    deep: what an item or batch pickled without a slot must be, since a memoryview cannot be pickled.  ``value``
+    itself when it holds none (looked for first, without building anything: this runs on every item)."""
+    return _rebuilt(value, depth) if _holds_view(value, depth) else value
+
+
+def _holds_view(value: Any, depth: int) -> bool:
+    if type(value) is memoryview:
+        return True
+    if isinstance(value, dict):
+        values: Any = value.values()
+    elif isinstance(value, (list, tuple)):
+        values = value
+    else:
+        return False
+    for item in values:
+        if type(item) is memoryview:
+            return True
+        if depth > 1 and isinstance(item, (list, tuple, dict)) and _holds_view(item, depth - 1):
+            return True
+    return False
+
+
+def _rebuilt(value: Any, depth: int) -> Any:
     kind = type(value)
     if kind is memoryview:
         return value.tobytes()
     if depth == 0 or not isinstance(value, (list, tuple, dict)):
         return value
     if isinstance(value, dict):
-        items = {k: without_views(v, depth - 1) for k, v in value.items()}
-        if all(items[k] is v for k, v in value.items()):
-            return value
+        items = {k: _rebuilt(v, depth - 1) for k, v in value.items()}
         return items if kind is dict else kind(items)  # type: ignore[call-arg]
-    parts = [without_views(v, depth - 1) for v in value]
-    if all(p is v for p, v in zip(parts, value)):
-        return value
+    parts = [_rebuilt(v, depth - 1) for v in value]
     if kind is list:
         return parts
     return kind(*parts) if hasattr(value, "_fields") else kind(parts)  # a named tuple, or another tuple
@@ -252,7 +268,7 @@ def slot_footprint(value: Any, min_bytes: int, depth: int = 3) -> int:
     """At most how many slot bytes pickling ``value`` with :class:`SlotPicking` takes: its large arrays (numpy, or
     anything with ``nbytes`` and ``numpy()``, a tensor) and bytes, inside lists, tuples and dicts ``depth`` deep."""
     if type(value) is bytes or type(value) is memoryview:
-        size = memoryview(value).nbytes
+        size = value.nbytes if type(value) is memoryview else len(value)
         return size if size >= MIN_BYTES_OBJECT else 0
     if isinstance(value, (list, tuple, dict)):
         if depth == 0:

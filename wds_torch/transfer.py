@@ -149,7 +149,7 @@ def _pack(batch: list | dict) -> Any:
     slots = _slots()
     slot = slots.acquire(slot_footprint(batch, _MIN_ARRAY))
     if slot is None:
-        return _plain, (without_views(batch),)
+        return _plain, (batch,)  # its views, if any, are bytes already (wrap_batches)
     payload = io.BytesIO()
     _BatchPickler(payload, slot.buf).dump(batch)
     retired, slots.retired = slots.retired, []
