@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 from ..errors import ShardOpenError
 from .streams import ReadStream, Salvaging
 
-__all__ = ["MAGIC", "decompressing", "is_compressed"]
+__all__ = ["MAGIC", "decompressing", "is_compressed", "open_decompressed"]
 
 _INPUT = 1 << 18  # compressed bytes read at a time
 _OUTPUT = 1 << 20  # decompressed at a time at least (what a read does not take waits for the next)
@@ -151,3 +151,37 @@ def decompressing(head: bytes, stream: BinaryIO) -> BinaryIO | None:
 def is_compressed(head: bytes) -> bool:
     """Whether a stream's first bytes (six suffice) are those of a compression format wds reads."""
     return any(head.startswith(magic) for magic, _ in MAGIC)
+
+
+class _Prefixed(ReadStream):
+    """A stream whose first bytes were already read: gives them back first."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        super().__init__()
+        self._head = head
+        self._rest = rest
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            if size < 0:
+                data, self._head = self._head + self._rest.read(), b""
+                return data
+            data, self._head = self._head[:size], self._head[size:]
+            return data
+        return self._rest.read(size)
+
+
+def open_decompressed(stream: BinaryIO) -> tuple[BinaryIO, bool]:
+    """Wrap ``stream`` in a decompressor when its first bytes say it is compressed.
+
+    Returns the stream to read and whether it was compressed.  A compressed
+    stream cut short gives all it decompressed before its error.
+    """
+    if hasattr(stream, "read_arrived") and not is_compressed(stream.peek(6)):  # type: ignore[attr-defined]
+        return stream, False  # a remote plain tar: read as it is, so that the reader parses ranges as they arrive
+    head = stream.read(6)
+    prefixed = _Prefixed(head, stream)
+    decompressed = decompressing(head, prefixed)  # type: ignore[arg-type]
+    if decompressed is not None:
+        return decompressed, True
+    return prefixed, False  # type: ignore[return-value]

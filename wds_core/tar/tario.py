@@ -6,7 +6,8 @@ header (its GNU long-name or pax header when it has one).  It understands
 ustar (with the ``prefix`` field), GNU long names and links (``L``/``K``), pax
 extended and global headers (``x``/``g``: ``path`` and ``size``), verifies every
 header checksum, skips directories, links and devices, and reads gzip, bz2, xz
-and zstd compressed shards transparently (detected by their magic bytes).
+and zstd compressed shards transparently (detected by their magic bytes:
+:func:`~wds_core.io.decompress.open_decompressed`, also importable from here).
 
 Why not :mod:`tarfile`: it builds a ``TarInfo`` object per member and reads
 through several layers of buffering.  Here headers are parsed straight out of
@@ -25,8 +26,7 @@ from typing import BinaryIO
 
 from ..errors import OverLimitError, ShardOpenError, TarFormatError, TruncatedShardError, WdsError
 from ..fieldcodecs.limits import DecodeLimits
-from ..io.decompress import decompressing, is_compressed
-from ..io.streams import ReadStream
+from ..io.decompress import open_decompressed
 from .headers import (
     BLOCK,
     EXTENSIONS,
@@ -50,49 +50,6 @@ DIRECT = 1 << 16  # members at least this large are read with one copy, header b
 MAPPED_SPAN = 64 << 20  # a mapped shard's window takes in large members up to this span
 
 Member = tuple[str, bytes, int]
-
-
-# ---------------------------------------------------------------- compression
-
-
-class _Prefixed(ReadStream):
-    """A stream whose first bytes were already read: gives them back first."""
-
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        super().__init__()
-        self._head = head
-        self._rest = rest
-
-    def read(self, size: int = -1) -> bytes:
-        if self._head:
-            if size < 0:
-                data, self._head = self._head + self._rest.read(), b""
-                return data
-            data, self._head = self._head[:size], self._head[size:]
-            return data
-        return self._rest.read(size)
-
-
-def open_decompressed(stream: BinaryIO) -> tuple[BinaryIO, bool]:
-    """Wrap ``stream`` in a decompressor when its first bytes say it is compressed.
-
-    Returns the stream to read and whether it was compressed.  A compressed
-    stream cut short gives all it decompressed before its error.
-    """
-    if hasattr(stream, "read_arrived") and not is_compressed(stream.peek(6)):  # type: ignore[attr-defined]
-        return stream, False  # a remote plain tar: read as it is, so that the reader parses ranges as they arrive
-    head = stream.read(6)
-    prefixed = _Prefixed(head, stream)
-    decompressed = decompressing(head, prefixed)  # type: ignore[arg-type]
-    if decompressed is not None:
-        return decompressed, True
-    return prefixed, False  # type: ignore[return-value]
-
-
-# ---------------------------------------------------------------- numbers and checksums
-
-
-# ---------------------------------------------------------------- pax records
 
 
 # ---------------------------------------------------------------- reading
