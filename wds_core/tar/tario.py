@@ -209,7 +209,6 @@ def iter_members(
             if origin > len(mapped):
                 raise src.short("the shard ends inside a member's padding", offset=len(mapped))
             n = end = min(len(mapped), origin + next_read)
-            mapped.seek(n)  # where a member running past the end of the file is read from
         next_read = CHUNK
         pos = origin
         if n - origin < BLOCK:
@@ -249,7 +248,6 @@ def iter_members(
                     # mapped: the data is there; the window takes it in, and a chunk of headers after it while it
                     # spans less than MAPPED_SPAN (its headers' checksums are checked together, after the walk)
                     n = end = min(len(mapped), dend + CHUNK) if dend - origin < MAPPED_SPAN else dend
-                    mapped.seek(n)
                 if plain and kind in REGULAR:
                     name = decode_name(ustar_name(buf, pos))
                     if want is None or want(name):
@@ -306,6 +304,8 @@ def iter_members(
         header = buf[straddle : straddle + BLOCK]
         header_offset = base + straddle
         have = buf[straddle + BLOCK : n]
+        if mapped is not None:  # a member running past the end of the mapped file: the rest is read from there
+            mapped.seek(n)
         buf = b""
         kind = header[156]
         taken: bytes | None = None  # the data, when it is read
