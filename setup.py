@@ -1,12 +1,17 @@
-"""The optional compiled helper: JPEG region decoding by the system's libjpeg-turbo (wds_core/fieldcodecs/jpegregion.c).
+"""The optional compiled helpers, each built when it can be and left out otherwise (``optional=True``).
 
-``optional=True``: without a C compiler, Python's headers or libjpeg-turbo's (Debian: ``libjpeg62-turbo-dev``),
-the build says so and the install goes on without it; wds then decodes whole JPEGs, as before.
+* ``wds_core.tar.tarscan`` (wds_core/tar/tarscan.c): the common case of the tar walk, plain regular members,
+  in C. Needs a C compiler and Python's headers; without it the walk is all Python, with the same results.
+* ``wds_core.fieldcodecs.jpegregion`` (wds_core/fieldcodecs/jpegregion.c): JPEG region decoding by the system's
+  libjpeg-turbo. Needs its headers too (Debian: ``libjpeg62-turbo-dev``); without it wds decodes whole JPEGs.
+
+Without either, the build says so and the install goes on.
 """
 
 from setuptools import Extension, setup
 
+scan = Extension("wds_core.tar.tarscan", ["wds_core/tar/tarscan.c"], optional=True)
 region = Extension(
     "wds_core.fieldcodecs.jpegregion", ["wds_core/fieldcodecs/jpegregion.c"], libraries=["jpeg"], optional=True
 )
-setup(ext_modules=[region])
+setup(ext_modules=[scan, region])

@@ -21,7 +21,7 @@ from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
-from .io.local import map_whole
+from .io.local import file_descriptor, map_whole
 from .io.readahead import Allowance, ReadAhead
 from .io.remote import RetryPolicy
 from .io.storage import remote_url, url_of
@@ -361,9 +361,10 @@ class _TarSamplesIterator(ShardReader):
         tar, self.plain = skip_to(stream, start, url, self.plain)
         limits = self.limits
         mapped = map_whole(stream) if recipe.zero_copy and self.plain else None
+        fd = file_descriptor(stream) if self.plain and mapped is None else -1  # a local plain shard: read directly
         members = iter_members(
             tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
-            over_limit="skip", mapped=mapped,
+            over_limit="skip", mapped=mapped, fd=fd,
         )  # fmt: skip
         refused = self._refused
         yield from group_members(

@@ -124,6 +124,16 @@ def _tar_with(samples: int = 4) -> bytes:
 TAR = _tar_with()
 
 
+def _tar_of_sizes() -> bytes:
+    """Members around the sizes where the compiled walk changes course: within its window of headers read from
+    the file (8 KiB), past it, and from MAPPED_COPY (16 KiB) on, views."""
+    out = io.BytesIO()
+    with wds.TarWriter(out) as sink:
+        for i, size in enumerate([100, 7000, 9000, 16383, 16384, 20000]):
+            sink.write({"__key__": f"k{i}", "bin": bytes(range(256)) * (size // 256) + b"x" * (size % 256), "cls": i})
+    return out.getvalue()
+
+
 @pytest.mark.parametrize("compress", ["", "gz"])
 def test_the_tar_reader_on_mutated_shards_gives_typed_errors(tmp_path, compress):
     seed = gzip.compress(TAR, mtime=0) if compress else TAR
@@ -235,22 +245,64 @@ def test_lying_headers_give_typed_errors_within_bounds(tmp_path, reader):
     assert _max_rss() - start < 256 * MB
 
 
-def _members(data: bytes, mapped, mode: str) -> tuple[list, str]:
-    """What iter_members gives for ``data`` (members as bytes), and how it ended."""
+def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None) -> tuple[list, str]:
+    """What iter_members gives for ``data`` (members as bytes), and how it ended: with the compiled walk of plain
+    members or in Python alone, reading the file at ``path`` (holding ``data``) when given."""
     from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.tar import compiled as walk
     from wds_core.tar import iter_members
 
     got: list = []
-    members = iter_members(
-        io.BytesIO(data), "fuzz.tar", limits=DecodeLimits(field_bytes=MB, header_bytes=64 << 10), over_limit=mode,
-        mapped=mapped,
-    )  # fmt: skip
+    saved = walk.SCAN
+    walk.SCAN = saved if compiled else None
     try:
-        for name, value, offset in members:
-            got.append((name, bytes(value) if isinstance(value, (bytes, memoryview)) else repr(value), offset))
+        with io.BytesIO(data) if path is None else open(path, "rb", buffering=0) as stream:
+            fd = stream.fileno() if path is not None and mapped is None else -1  # the file walk
+            members = iter_members(
+                stream, "fuzz.tar", limits=DecodeLimits(field_bytes=MB, header_bytes=64 << 10), over_limit=mode,
+                mapped=mapped, fd=fd,
+            )  # fmt: skip
+            for name, value, offset in members:
+                got.append((name, bytes(value) if isinstance(value, (bytes, memoryview)) else repr(value), offset))
     except (WdsError, tarfile.ReadError) as exn:
         return got, f"{type(exn).__name__}: {exn}"
+    finally:
+        walk.SCAN = saved
     return got, "end"
+
+
+def test_the_compiled_walk_gives_what_the_python_walk_gives(tmp_path):
+    """tarscan.c takes the plain members and leaves every other header to the Python walk: on hostile shards,
+    read as a stream, straight from the file, from a map, and from a map whose headers it reads from the file,
+    the same members, the same error at the same offset as the Python walk alone."""
+    import mmap
+
+    from wds_core.tar import compiled_walk
+
+    if not compiled_walk():
+        if os.environ.get("WDS_REQUIRE_COMPILED") == "1":
+            pytest.fail("the compiled tar walk (wds_core/tar/tarscan.c) was not built")
+        pytest.skip("the compiled tar walk is not built here")
+    path = tmp_path / "fuzz.tar"
+
+    shards = st.one_of(_mutations(TAR), _mutations(_tar_of_sizes()), _header_mutations())
+
+    @FUZZ
+    @given(shards, st.sampled_from(["raise", "skip"]))
+    def check(data, mode):
+        expected = _members(data, None, mode, compiled=False)
+        assert _members(data, None, mode) == expected
+        if not data:
+            return  # nothing to map: the reader streams an empty file
+        path.write_bytes(data)
+        assert _members(data, None, mode, path=path) == expected
+        with open(path, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        assert _members(data, mapped, mode, compiled=False) == expected
+        assert _members(data, mapped, mode) == expected
+        assert _members(data, mapped, mode, path=path) == expected
+
+    check()
 
 
 @pytest.mark.parametrize("seed", ["samples", "headers"])

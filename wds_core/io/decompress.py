@@ -19,6 +19,7 @@ the underlying stream are raised as they are).  zstd goes through the
 from __future__ import annotations
 
 import bz2
+import io
 import lzma
 import zlib
 from collections.abc import Callable
@@ -169,6 +170,16 @@ class _Prefixed(ReadStream):
             data, self._head = self._head[:size], self._head[size:]
             return data
         return self._rest.read(size)
+
+    def fileno(self) -> int:  # the file under it, for whoever maps it (io.UnsupportedOperation when none)
+        return self._rest.fileno()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """To ``offset`` of the stream under it, the bytes kept passed (absolute positions only)."""
+        if whence != 0:
+            raise io.UnsupportedOperation("only absolute positions")
+        self._head = b""
+        return self._rest.seek(offset)
 
 
 def open_decompressed(stream: BinaryIO) -> tuple[BinaryIO, bool]:

@@ -15,7 +15,16 @@ from ..errors import ShardNotFoundError, ShardOpenError
 from .secure import verify_opened
 from .streams import ReadStream
 
-__all__ = ["RandomAccess", "StdinStream", "local_path", "map_local", "map_whole", "open_local", "url_of"]
+__all__ = [
+    "RandomAccess",
+    "StdinStream",
+    "file_descriptor",
+    "local_path",
+    "map_local",
+    "map_whole",
+    "open_local",
+    "url_of",
+]
 
 
 def url_of(item: Any) -> str:
@@ -81,6 +90,17 @@ class RandomAccess:
         self.url, self.size, self.read_at, self.close = url, size, read_at, close
         self.walk = read_at if walk is None else walk
         self.ranged = ranged
+
+
+def file_descriptor(stream: Any) -> int:
+    """The descriptor of an open local regular file (-1 for anything else: a pipe, a remote stream)."""
+    if not isinstance(stream, io.FileIO):
+        return -1
+    try:
+        fd = stream.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else -1
+    except (OSError, ValueError):
+        return -1
 
 
 def map_whole(stream: Any) -> mmap.mmap | None:

@@ -4,6 +4,8 @@
   names, pax records), shared by the reader and the indexer;
 * :mod:`.tario` -- the streaming reader: :func:`iter_members` yields
   ``(name, data, offset)`` and reads compressed shards transparently;
+  :mod:`.source` gives it exact reads from a stream, and :mod:`.compiled`
+  the optional C walk of plain members (``tarscan.c``);
 * :mod:`.tarindex` -- offset indexes of shards (``.idx`` sidecars), built by
   walking headers with ranged reads: :func:`index_shard`;
 * :mod:`.tarwrite` -- members packed into tar bytes for the writers.
@@ -17,13 +19,14 @@ use them for you.
 from ..grouping import group_members, is_meta, split_key
 from .headers import BLOCK
 from .tarindex import INDEX_FORMAT, ShardIndex, index_shard, stored_index, walk_headers
-from .tario import iter_members, open_decompressed
+from .tario import compiled_walk, iter_members, open_decompressed
 from .tarwrite import encode_member, end_of_archive
 
 __all__ = [
     "BLOCK",
     "INDEX_FORMAT",
     "ShardIndex",
+    "compiled_walk",
     "encode_member",
     "end_of_archive",
     "group_members",

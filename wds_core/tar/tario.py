@@ -24,9 +24,11 @@ import mmap
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from ..errors import OverLimitError, ShardOpenError, TarFormatError, TruncatedShardError, WdsError
+from ..errors import OverLimitError, TarFormatError, WdsError
 from ..fieldcodecs.limits import DecodeLimits
 from ..io.decompress import open_decompressed
+from . import compiled
+from .compiled import compiled_walk, file_size, mapped_file, walk_file
 from .headers import (
     BLOCK,
     EXTENSIONS,
@@ -42,92 +44,17 @@ from .headers import (
     pax_number,
     ustar_name,
 )
+from .source import CHUNK, ExactSource, discard
 
-__all__ = ["BLOCK", "iter_members", "open_decompressed"]
+__all__ = ["BLOCK", "compiled_walk", "iter_members", "open_decompressed"]
 
-CHUNK = 1 << 20  # bytes per read while headers are dense
 DIRECT = 1 << 16  # members at least this large are read with one copy, header by header
 MAPPED_SPAN = 64 << 20  # a mapped shard's window takes in large members up to this span
+# a mapped shard's members smaller than this are copied as bytes, not viewed: a view saves next to nothing there,
+# and the first read of a page of the map is a page fault that costs more than copying a few kilobytes
+MAPPED_COPY = 16 << 10
 
 Member = tuple[str, bytes, int]
-
-
-# ---------------------------------------------------------------- reading
-
-
-class _Source:
-    """Exact reads from a stream: short only at the end of the data, or before an error.
-
-    When reading fails after part of a read arrived, that part is returned and
-    the error is kept in ``pending``: the members before the problem are
-    delivered, then the problem is raised (see :meth:`short`).
-    """
-
-    __slots__ = ("_read", "_arrived", "url", "pending", "carry")
-
-    def __init__(self, stream: BinaryIO, url: object) -> None:
-        self._read = stream.read
-        # a remote stream hands over the bytes that have arrived without waiting for the rest (RangeStream)
-        self._arrived = getattr(stream, "read_arrived", None)
-        self.url = url
-        self.pending: Exception | None = None
-        self.carry = b""  # bytes read past the last whole block of a read_blocks()
-
-    def read_blocks(self, skip: int, n: int) -> bytes:
-        """Up to ``skip + n`` bytes: all of them from a local stream; from a remote one, what has arrived, at least
-        ``skip`` and one block past it (unless the stream ends), cut to whole blocks after ``skip``, so that
-        parsing starts on the first bytes of a range instead of waiting for the next ranges."""
-        if self._arrived is None or self.pending is not None:
-            return self.read(skip + n)
-        parts, self.carry = ([self.carry] if self.carry else []), b""
-        data = self._gather(self._arrived, parts, skip + BLOCK, skip + n)
-        whole = skip + (max(len(data) - skip, 0) // BLOCK) * BLOCK
-        if len(data) >= skip + BLOCK and whole < len(data):
-            data, self.carry = data[:whole], data[whole:]
-        return data
-
-    def read(self, n: int) -> bytes:
-        if self.pending is not None:
-            raise self.pending
-        if self.carry:
-            head, self.carry = self.carry[:n], self.carry[n:]
-            return head if len(head) == n else head + self.read(n - len(head))
-        return self._gather(self._read, [], n, n)
-
-    def _gather(self, read: Callable[[int], bytes], parts: list[bytes], until: int, want: int) -> bytes:
-        """``parts`` and what ``read`` gives after them, until ``until`` bytes are there or the stream ends (each
-        read asks for what is missing of ``want``).  A failure after some bytes arrived is kept in ``pending``."""
-        got = sum(map(len, parts))
-        try:
-            while got < until:
-                more = read(want - got)
-                if more is None:  # pragma: no cover - non-blocking streams are not supported
-                    raise ShardOpenError("the stream returned no data (non-blocking?)", url=self.url)
-                if not more:
-                    break
-                parts.append(more)
-                got += len(more)
-        except Exception as exn:
-            error = self._error(exn)
-            if not parts:
-                raise error from None
-            self.pending = error
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def _error(self, exn: Exception) -> Exception:
-        if isinstance(exn, WdsError):
-            return exn
-        if isinstance(exn, EOFError):  # a compressed stream that was cut short
-            return TruncatedShardError(f"compressed data ends early: {exn}", url=self.url)
-        if isinstance(exn, ValueError):  # raised by the decompressors for bad data
-            return TarFormatError(f"corrupt compressed data: {exn}", url=self.url)
-        if isinstance(exn, OSError):
-            return ShardOpenError(f"read failed: {type(exn).__name__}: {exn}", url=self.url)
-        return exn
-
-    def short(self, message: str, **where: object) -> Exception:
-        """The error for data that ended early: the read error that ended it, if any, else a truncation."""
-        return self.pending or TruncatedShardError(message, url=self.url, **where)  # type: ignore[arg-type]
 
 
 def iter_members(
@@ -140,6 +67,7 @@ def iter_members(
     limits: DecodeLimits | None = None,
     over_limit: str = "raise",
     mapped: mmap.mmap | None = None,
+    fd: int = -1,
 ) -> Iterator[Member]:
     """Yield ``(name, data, offset)`` for each regular file in a tar stream.
 
@@ -163,9 +91,17 @@ def iter_members(
     global records), streams past its data and goes on.
 
     ``mapped`` is the whole (uncompressed) shard memory-mapped, ``stream``
-    being positioned at ``start_offset`` of it: the members' data are then
-    ``memoryview`` slices of the map, nothing copied (the map stays open while
-    any of them lives); headers are read from the map the same way.
+    being positioned at ``start_offset`` of it: the data of members of
+    ``MAPPED_COPY`` bytes (16 KiB) and more are then ``memoryview`` slices of
+    the map, nothing copied (the map stays open while any of them lives);
+    smaller ones are ``bytes``, which cost less than the page fault of a view's
+    first read.  Headers are read from the file with the compiled walk, from the
+    map without it.
+
+    ``fd`` is the descriptor of the local file ``stream`` reads, when the
+    shard is plain (uncompressed) and ``stream`` can be positioned with
+    ``seek``: the compiled walk then reads plain members' headers and data from
+    the file itself, each member with a single copy.
 
     Ends at the first end-of-archive block.  Raises :class:`TruncatedShardError`
     when the stream ends inside a header or a member or without an end-of-archive
@@ -176,7 +112,7 @@ def iter_members(
     if over_limit not in ("raise", "skip"):
         raise ValueError(f"over_limit must be 'raise' or 'skip', got {over_limit!r}")
     skipping = over_limit == "skip"
-    src = _Source(stream if mapped is None else mapped, url)  # type: ignore[arg-type]
+    src = ExactSource(stream if mapped is None else mapped, url)  # type: ignore[arg-type]
     read = src.read
     limits = limits or DecodeLimits.of()
     max_member = limits.field_bytes
@@ -192,8 +128,21 @@ def iter_members(
     skip = 0  # padding still to skip before the next header
     seen_any = start_offset > 0
     size = 0
+    scan = compiled.SCAN if want is None else None  # the common case in C: it leaves every other header to the walk
+    size_of_file = file_size(fd) if scan is not None and mapped is None else -1  # the file walk reads up to there
+    # where scan reads the headers of a map from (buf is the map from the file's start then; else buf is a chunk)
+    header_fd = mapped_file(stream, mapped) if scan is not None and mapped is not None else -1
+    copy_below = MAPPED_COPY if mapped is not None else 0  # members as bytes sliced from buf, not views of body
 
     while True:
+        # -- plain members of a local file, in C straight from the file (a chunk's worth at a time)
+        if size_of_file >= 0 and plain and src.pending is None:
+            at = base + len(buf) + skip  # the next header
+            moved = yield from walk_file(scan, fd, at, size_of_file, max_member)  # type: ignore[arg-type]
+            if moved != at:  # the walk below goes on from there: what stopped the file walk is its to report
+                seen_any = True
+                stream.seek(moved)
+                base, buf, skip = moved, b"", 0
         # -- refill: a new aligned block; a header never straddles two blocks
         if mapped is None:
             base += len(buf)
@@ -226,6 +175,10 @@ def iter_members(
         problem: WdsError | None = None  # a refusal (raise mode) or a bad header value, after the members before it
         try:
             while pos + BLOCK <= n:
+                if scan is not None and plain:
+                    pos = scan(buf, body, pos, n, base, max_member, out, header_fd, copy_below)
+                    if pos + BLOCK > n:
+                        break
                 if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
                     ended = True
                     break
@@ -252,7 +205,8 @@ def iter_members(
                     name = decode_name(ustar_name(buf, pos))
                     if want is None or want(name):
                         if size <= max_member:
-                            out.append((name, body[dpos:dend], base + pos))  # type: ignore[arg-type]
+                            data = (buf if size < copy_below else body)[dpos:dend]
+                            out.append((name, data, base + pos))  # type: ignore[arg-type]
                         elif skipping:
                             out.append((name, _too_big(name, size, limits, url, base + pos), base + pos))  # type: ignore[arg-type]
                         else:
@@ -278,7 +232,8 @@ def iter_members(
                             problem = item[1]  # type: ignore[assignment]
                             break
                         refused_item = item[1].__class__ is OverLimitError
-                        out.append(item if refused_item else (item[0], body[dpos:dend], item[2]))  # type: ignore[arg-type]
+                        data = (buf if size < copy_below else body)[dpos:dend]
+                        out.append(item if refused_item else (item[0], data, item[2]))  # type: ignore[arg-type]
                 pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
         except TarFormatError as exn:  # a pax size that is not a number, a malformed pax record
             problem = exn
@@ -339,7 +294,7 @@ def iter_members(
             if yielded is not None:  # the refusal first: the consumer may stop before the data is streamed past
                 yield yielded
                 yielded = None
-            got = len(have) + _discard(read, size - len(have))
+            got = len(have) + discard(read, size - len(have))
         else:
             got = len(taken)
         if got < size:
@@ -387,17 +342,6 @@ def _bad_size(buf: bytes, pos: int, exn: Exception, url: object, base: int) -> T
     if checksum_ok(buf[pos : pos + BLOCK]):
         return TarFormatError(f"bad member size in tar header ({exn})", url=url, offset=base + pos)
     return corrupt_header(base + pos, url)
-
-
-def _discard(read: Callable[[int], bytes], count: int) -> int:
-    """Read and drop ``count`` bytes a chunk at a time: how many there were."""
-    got = 0
-    while got < count:
-        chunk = read(min(CHUNK, count - got))
-        if not chunk:
-            break
-        got += len(chunk)
-    return got
 
 
 def _too_big(member: str | None, size: int, limits: DecodeLimits, url: object, offset: int) -> OverLimitError:

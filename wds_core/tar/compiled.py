@@ -1,0 +1,74 @@
+"""The optional compiled tar walk (``tarscan.c``), and the files it reads from.
+
+``setup.py`` builds ``wds_core.tar.tarscan`` when a C compiler is there; :mod:`.tario` hands it the common
+case, runs of plain regular members, and walks everything else in Python (with the same results:
+tests/core/test_fuzz.py compares them).  ``WDS_TARSCAN=python`` leaves it unused.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+from collections.abc import Callable, Generator
+
+from .source import CHUNK
+
+__all__ = ["SCAN", "compiled_walk", "file_size", "mapped_file", "walk_file"]
+
+
+def _load() -> Callable[..., int] | None:
+    """The C walk of plain regular members (tarscan.c), unless it was not built or ``WDS_TARSCAN=python``."""
+    if os.environ.get("WDS_TARSCAN", "").lower() == "python":
+        return None
+    try:
+        from .tarscan import scan
+    except ImportError:
+        return None
+    return scan
+
+
+SCAN = _load()  # what tario calls (read at each walk: tests set it to None for the Python walk alone)
+
+
+def compiled_walk() -> bool:
+    """Whether the compiled helper walks plain members here (else every header is parsed in Python)."""
+    return SCAN is not None
+
+
+def file_size(fd: int) -> int:
+    """The size of the regular file ``fd`` (-1 for none, or anything else)."""
+    if fd < 0:
+        return -1
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return -1
+    return info.st_size if stat.S_ISREG(info.st_mode) else -1
+
+
+def mapped_file(stream: object, mapped: mmap.mmap | None) -> int:
+    """The descriptor of the file ``mapped`` maps, when ``stream`` is that file (-1 otherwise): the compiled walk
+    reads headers from it, leaving the map's pages to whoever reads the members' data (tarscan.c says why)."""
+    if mapped is None:
+        return -1
+    try:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return -1
+    return fd if file_size(fd) == len(mapped) else -1
+
+
+def walk_file(
+    scan: Callable[..., int], fd: int, at: int, size: int, max_member: int
+) -> Generator[tuple[str, bytes, int], None, int]:
+    """Plain members of the local file ``fd`` (``size`` bytes) from the header at ``at``, read straight from it,
+    a chunk's worth at a time; returns where it stopped: at what the Python walk is to go on with (an extension
+    header, a member over ``max_member``, the end of the archive, a cut or a damaged header)."""
+    while True:
+        taken: list[tuple[str, bytes, int]] = []
+        stop = scan(None, None, at, size, 0, max_member, taken, fd, 0, CHUNK)
+        if stop == at:
+            return at
+        at = stop
+        yield from taken
