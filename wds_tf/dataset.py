@@ -32,6 +32,17 @@
   ahead of the training step, so save it next to ``tf.train.Checkpoint`` and
   expect the resumed stream to start after the elements TensorFlow had
   prefetched (exact when the input pipeline has no ``prefetch``).
+* ``autotune=False`` (the default) sets ``options.autotune.enabled = False``
+  on the dataset, which tf.data applies to the whole pipeline built on it.
+  With its autotuning model on, tf.data waits out the model thread's current
+  sleep whenever an iterator is dropped, which is at the end of every epoch:
+  0.1-0.5 s an epoch on this project's machine, a fixed cost that held two
+  workers to 76% of the decode ceiling against 115% without it
+  (``benchmarks/bench_adapters.py``); it also injects a prefetch that makes
+  ``state_dict()`` run ahead.  Without the model, ``AUTOTUNE`` in later
+  stages means one call per core for ``map`` and prefetch's own buffer
+  tuning.  ``autotune=True``, or ``options.autotune.enabled = True`` set on
+  the pipeline later (later options win), brings it back.
 """
 
 from __future__ import annotations
@@ -124,11 +135,13 @@ class TFSource:
         num_workers: int = 0,
         num_parallel_calls: int | None = None,
         persistent_workers: bool = False,
+        autotune: bool = False,
     ) -> None:
         if num_workers and num_parallel_calls:
             raise ValueError("use num_workers (processes) or num_parallel_calls (threads), not both")
         self.pipeline = pipeline
         self.num_parallel_calls = num_parallel_calls
+        self.autotune = autotune
         self.signature = output_signature if output_signature is not None else self._infer()
         self.format = sample_format(self.signature)
         self.batch_size = batch_size
@@ -173,7 +186,16 @@ class TFSource:
         raise SampleError("the pipeline yielded nothing, so no output signature can be inferred; give one")
 
     def dataset(self) -> tf.data.Dataset:
-        """A fresh ``tf.data.Dataset``; each pass over it is one epoch of the pipeline."""
+        """A fresh ``tf.data.Dataset``; each pass over it is one epoch of the pipeline (tf.data's autotuning
+        model off unless ``autotune=True``: see the module doc)."""
+        dataset = self._bridged()
+        if self.autotune:
+            return dataset
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return dataset.with_options(options)
+
+    def _bridged(self) -> tf.data.Dataset:
         if not self.num_parallel_calls:
             return tf.data.Dataset.from_generator(self._elements, output_signature=self.element_signature)
         n = self.num_parallel_calls

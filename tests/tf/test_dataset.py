@@ -192,3 +192,21 @@ def test_zero_copy_fields_are_handed_over_as_strings(spec, batch_size):
     rows = source.dataset().unbatch() if batch_size else source.dataset()
     got = [tuple(x) for x in rows.as_numpy_iterator()]
     assert got == [(bytes(a), bytes(b)) for a, b in pipeline(False)]
+
+
+def test_autotuning_is_off_unless_asked_for_and_the_state_is_then_exact(spec):
+    """tf.data's autotuning model makes dropping an iterator wait out its thread's sleep (every epoch) and
+    injects a prefetch: TFSource turns it off unless autotune=True; options set later still win."""
+    source = wds_tf.TFSource(make(spec))
+    assert source.dataset().options().autotune.enabled is False
+    assert wds_tf.TFSource(make(spec), autotune=True).dataset().options().autotune.enabled is not False
+    again = tf.data.Options()
+    again.autotune.enabled = True
+    assert source.dataset().map(lambda x, y: (x, y)).with_options(again).options().autotune.enabled is True
+    reference = values(wds_tf.to_tf_dataset(make(spec)))
+    stream = source.dataset().as_numpy_iterator()
+    head = [int(next(stream)[0][0]) for _ in range(13)]
+    state = json.loads(json.dumps(source.state_dict()))
+    resumed = wds_tf.TFSource(make(spec))
+    resumed.load_state_dict(state)
+    assert head + values(resumed.dataset()) == reference  # nothing was pulled ahead of the consumer
