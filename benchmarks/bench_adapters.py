@@ -215,27 +215,33 @@ def main():
         "wds_tf.TFSource(2, batch_size=64)": run_tf,
         "wds_tf.TFSource(2) + .batch(64)": run_tf_samples,
     }
-    # This VM's speed drifts by tens of percent within minutes, so each reader run is paired with a
-    # ceiling measured just before it, and the share of the ceiling is the median of those pairs.
+    # This VM's speed drifts by tens of percent within minutes, so each reader run is compared with the
+    # ceiling measured just before it and the one just after it (their mean: one alone swung a reader's
+    # share by 30 points between runs at the same images/s), and the share is the median over runs.
     best: dict[str, list[float]] = {}
     shares: dict[str, list[list[float]]] = {}
     top = 0.0
+    n, seconds = ceiling(spec)
+    before = n / seconds
     for _ in range(args.repeats):
         for name, fn in readers.items():
             if args.only and not any(word in name for word in args.only):
                 continue
-            n, seconds = ceiling(spec)
-            top = max(top, n / seconds)
             rates = fn(spec)
+            n, seconds = ceiling(spec)
+            after = n / seconds
+            top = max(top, before, after)
             best[name] = [max(old, new) for old, new in zip(best.get(name, [0.0, 0.0]), rates)]
-            shares.setdefault(name, []).append([rate / (n / seconds) for rate in rates])
+            shares.setdefault(name, []).append([rate / ((before + after) / 2) for rate in rates])
+            before = after
     print(f"{'reader':34s} {'epoch 1 images/s':>17s} {'of ceiling':>12s} {'epoch 2 images/s':>17s} {'of ceiling':>12s}")
     print(f"{'ceiling: 2 processes decoding':34s} {top:17.0f} {1:12.0%} {top:17.0f} {1:12.0%}")
     for name, rates in best.items():
         median = [statistics.median(pair[e] for pair in shares[name]) for e in range(2)]
         cells = " ".join(f"{rate:17.0f} {share:12.0%}" for rate, share in zip(rates, median))
         print(f"{name:34s} {cells}")
-    print("(images/s: best run; of ceiling: median over runs of the run's rate / a ceiling measured just before it)")
+    print("(images/s: best run; of ceiling: median over runs of the run's rate / the mean of the ceilings measured")
+    print(" just before and just after it)")
     old = best.get("webdataset 1.0.2 DataLoader(2)")
     new = best.get("wds_torch DataLoader(2)")
     if old and new:
