@@ -223,10 +223,11 @@ def main():
     top = 0.0
     n, seconds = ceiling(spec)
     before = n / seconds
-    for _ in range(args.repeats):
-        for name, fn in readers.items():
-            if args.only and not any(word in name for word in args.only):
-                continue
+    chosen = [(name, fn) for name, fn in readers.items() if not args.only or any(w in name for w in args.only)]
+    for repeat in range(args.repeats):
+        # each round starts one reader later, so that no reader always follows the same one
+        shift = repeat % len(chosen)
+        for name, fn in chosen[shift:] + chosen[:shift]:
             rates = fn(spec)
             n, seconds = ceiling(spec)
             after = n / seconds
