@@ -37,8 +37,9 @@
   With its autotuning model on, tf.data waits out the model thread's current
   sleep whenever an iterator is dropped, which is at the end of every epoch:
   0.1-0.5 s an epoch on this project's machine, a fixed cost that held two
-  workers to 76% of the decode ceiling against 115% without it
-  (``benchmarks/bench_adapters.py``); it also injects a prefetch that makes
+  workers to 76% / 78% of the decode ceiling (epochs 1 / 2) against 85-90% /
+  109-113% without it (``benchmarks/bench_adapters.py``); it also injects a
+  prefetch that makes
   ``state_dict()`` run ahead.  Without the model, ``AUTOTUNE`` in later
   stages means one call per core for ``map`` and prefetch's own buffer
   tuning.  ``autotune=True``, or ``options.autotune.enabled = True`` set on

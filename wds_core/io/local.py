@@ -93,27 +93,28 @@ class RandomAccess:
 
 
 def file_descriptor(stream: Any) -> int:
-    """The descriptor of an open local regular file (-1 for anything else: a pipe, a remote stream)."""
+    """The descriptor of an open local file (-1 for anything else: a remote stream, a closed file).  It may be a
+    pipe or a device: whoever reads it directly checks that it is a regular file (``iter_members``, ``map_whole``)."""
     if not isinstance(stream, io.FileIO):
         return -1
     try:
-        fd = stream.fileno()
-        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else -1
-    except (OSError, ValueError):
+        return stream.fileno()
+    except ValueError:  # closed
         return -1
 
 
 def map_whole(stream: Any) -> mmap.mmap | None:
     """An open local shard file memory-mapped whole (read only), or None for anything else (a pipe, a remote
     stream, an empty file)."""
-    if not isinstance(stream, io.FileIO):
+    fd = file_descriptor(stream)
+    if fd < 0:
         return None
     try:
-        info = os.fstat(stream.fileno())
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
             return None
-        return mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except OSError:
         return None  # read as a stream then, which reports what is wrong
 
 
