@@ -6,10 +6,18 @@ lower-cased).  Consecutive members with the same key form one sample; samples
 never span shards; top-level ``__*__`` members are metadata and skipped, and so
 are members whose basename has no dot.  A field given twice in one sample is an
 error.
+
+The common case, plain members with ASCII names, is grouped in C when the optional
+helper ``wds_core.groupfast`` (groupfast.c) was built; it leaves the first member
+that is not such a member, and everything after it, to the Python loop here, with
+the same results (tests/core/test_fuzz.py compares them).  ``WDS_GROUPFAST=python``
+leaves it unused.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -21,6 +29,19 @@ from .io.storage import local_path
 
 __all__ = ["group_members", "is_meta", "split_key"]
 
+
+def _grouper() -> Any:
+    """The C grouping of plain members (groupfast.c), unless it was not built or ``WDS_GROUPFAST=python``."""
+    if os.environ.get("WDS_GROUPFAST", "").lower() == "python":
+        return None
+    try:
+        from .groupfast import Grouper
+    except ImportError:
+        return None
+    return Grouper
+
+
+GROUPER = _grouper()  # read at each grouping: tests set it to None for the Python loop alone
 _KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 _META_RE = re.compile(r"__[^/]*__($|/)")
 
@@ -93,7 +114,16 @@ def group_members(
     sample: dict[str, Any] | None = None
     budget = sys.maxsize if limits is None else limits.sample_bytes
     left = budget  # bytes the sample being built may still take
+    grouper = GROUPER(members, url, path, budget, position) if GROUPER is not None and rename is None else None
     try:
+        if grouper is not None:  # the plain members in C, up to the first it leaves to the loop below
+            yield from grouper
+            handed = grouper.handed()
+            if handed is None:  # the members ended, and the last sample is delivered
+                return
+            key, sample, left = grouper.state()
+            members = itertools.chain((handed,), members)
+            grouper = None
         for name, data, offset in members:
             if data.__class__ is OverLimitError:  # refused by the reader and streamed past
                 k = _refused_key(name, rename)
@@ -153,12 +183,16 @@ def group_members(
                 continue
             sample[field] = data
     except OverLimitError as exn:  # a reader's refusal of the next member: the sample before it is complete
+        if grouper is not None:
+            key, sample, left = grouper.state()
         if sample is not None and _starts_another(exn.member, key, rename):
             if position is not None:
                 position.offset = exn.offset  # type: ignore[assignment]
             yield sample
         raise
     except (TarFormatError, ShardOpenError):  # the shard is cut or damaged, or its stream failed
+        if grouper is not None:
+            key, sample, left = grouper.state()
         if position is not None and sample is not None and len(sample) > 2 + (path is not None):
             position.partial = sample  # its members read whole, for a reader whose handler goes on
         raise

@@ -19,9 +19,15 @@ needs_walk = pytest.mark.skipif(
 )
 
 
-def test_the_compiled_walk_is_switched_off_by_the_environment():
-    code = "from wds_core.tar import compiled_walk; print(compiled_walk())"
-    env = {**os.environ, "WDS_TARSCAN": "python"}
+@pytest.mark.parametrize(
+    "switch, code",
+    [
+        ("WDS_TARSCAN", "from wds_core.tar import compiled_walk; print(compiled_walk())"),
+        ("WDS_GROUPFAST", "from wds_core import grouping; print(grouping.GROUPER is not None)"),
+    ],
+)
+def test_each_compiled_helper_is_switched_off_by_the_environment(switch, code):
+    env = {**os.environ, switch: "python"}
     off = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert off.stdout.strip() == "False"
     if os.environ.get("WDS_REQUIRE_COMPILED") == "1":  # CI builds it: a build that left it out fails here
