@@ -34,6 +34,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -115,6 +116,8 @@ static int read_fully(int fd, char *into, Py_ssize_t size, Py_ssize_t offset)
         } else {
             n = pread(fd, into + got, (size_t)(size - got), (off_t)(offset + got));
         }
+        if (n < 0 && errno == EINTR)
+            continue; /* a signal (a profiler's timer): read on */
         if (n <= 0)
             return 0;
         got += n;
@@ -178,7 +181,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
         if (fd >= 0) {
             if (pos < wstart || pos + BLOCK > wstart + wlen) {
                 Py_ssize_t want = n - pos < WINDOW ? n - pos : WINDOW;
-                ssize_t got = pread(fd, window, (size_t)want, (off_t)pos);
+                ssize_t got;
+                do
+                    got = pread(fd, window, (size_t)want, (off_t)pos);
+                while (got < 0 && errno == EINTR);
                 wstart = pos;
                 wlen = got > 0 ? got : 0;
             }
