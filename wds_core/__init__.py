@@ -143,6 +143,7 @@ from .pairs import ImageTextPairs
 from .parallel import map_shards
 from .per_sample import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
 from .pipeline import DataPipeline, PipelineStage
+from .profiling import Profile, Starvation
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .sampling import RandomSample, Resample
 from .shardreader import TarfileToSamples, tarfile_to_samples
@@ -227,6 +228,7 @@ __all__ = [
     "Pipeline",
     "PipelineStage",
     "Processor",
+    "Profile",
     "RandomMix",
     "RandomSample",
     "Rename",
@@ -249,6 +251,7 @@ __all__ = [
     "SpecError",
     "SplitByNode",
     "SplitByWorker",
+    "Starvation",
     "StorageOptions",
     "TarFormatError",
     "TarWriter",

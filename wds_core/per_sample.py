@@ -116,6 +116,10 @@ class Map(PerSample):
             raise TypeError(f"map needs a callable, got {type(f).__name__}")
         self.f, self.handler = f, handler
 
+    def stage_name(self) -> str:
+        """``map(crop)``: with the function's name."""
+        return f"map({getattr(self.f, '__name__', type(self.f).__name__)})"
+
     def _iterate(self, src: Iterator[Any]) -> Iterator[Any]:
         f, handler = self.f, self.handler
         for sample in src:

@@ -26,7 +26,7 @@ from .errors import CheckpointError, EmptyDatasetError, SpecError
 from .rng import fresh_seed
 from .state import Recipe, RunContext, StageIterator, close_chain, describe, load_state, state_of
 
-__all__ = ["DataPipeline", "ListSource", "PipelineStage"]
+__all__ = ["DataPipeline", "ListSource", "PipelineStage", "stage_names"]
 
 STATE_FORMAT = "wds.pipeline/1"
 
@@ -102,6 +102,18 @@ def _is_stage(obj: Any) -> bool:
     if isinstance(obj, (Recipe, DataPipeline)) or callable(obj) or _has_run(obj):
         return True
     return any(cls.__name__ in ("IterableDataset", "DataLoader") for cls in type(obj).__mro__)
+
+
+def stage_names(stages: list[Any]) -> list[str]:
+    """Each stage's :meth:`~wds_core.state.Recipe.stage_name` (a callable's own name for a user stage), numbered
+    when one occurs twice."""
+    names = [stage.stage_name() if isinstance(stage, Recipe) else describe(stage) for stage in stages]
+    seen: collections.Counter[str] = collections.Counter()
+    out = []
+    for name in names:
+        seen[name] += 1
+        out.append(name if names.count(name) == 1 else f"{name}#{seen[name]}")
+    return out
 
 
 def _flatten(stages: tuple[Any, ...]) -> list[Any]:
@@ -271,6 +283,17 @@ class DataPipeline:
         self._run = run
         return iter(run)
 
+    def running_stages(self) -> list[tuple[str, Any]]:
+        """``(name, iterator)`` of each stage of the run being iterated, from the source to the output (empty
+        before the first ``iter()``): what :class:`~wds_core.profiling.Profile` looks at.  Names are the stages'
+        (``decode``, ``map(crop)``), numbered when one occurs twice."""
+        run = self._run
+        if run is None or not run.built:
+            return []
+        if len(run.names) != len(run.stages):
+            run.names = stage_names(run.stages)
+        return list(zip(run.names, run.built))
+
     def fingerprint(self) -> str:
         """A digest of the recipe's shape: the stages and the repetition settings."""
         text = "|".join(describe(stage) for stage in self.pipeline) + f"|{self.repetitions}|{self.nsamples}"
@@ -345,6 +368,8 @@ class _Run(StageIterator):
         self.seed_given = getattr(pipeline, "seed_given", True)
         self.fingerprint = pipeline.fingerprint()
         self.chain: Any = None
+        self.built: list[Any] = []  # the chain's iterators, one a stage, from the source
+        self.names: list[str] = []  # the stages' names (stage_names), once asked for
         self.chain_state: Any = None
         self.position: Any = None  # of a restored run, until its chain is built
         self.elastic: dict[str, Any] | None = None
@@ -366,8 +391,10 @@ class _Run(StageIterator):
     def _build_chain(self) -> Any:
         ctx = RunContext(seed=self.seed, epoch=self.epoch, seed_given=self.seed_given)
         it = None
+        self.built = []
         for index, stage in enumerate(self.stages):
             it = _build(stage, it, ctx.for_stage(index))
+            self.built.append(it)
             if isinstance(stage, Recipe) and stage.per_reader:
                 ctx = ctx.for_stage(index, per_reader=True)
         if self.chain_state is not None:

@@ -151,6 +151,14 @@ class ShardReader(StageIterator):
         self.queued: list[Any] = []
         self._early: list[tuple[str, Any]] = []  # (url, stream) of queued shards, opened and requested ahead
         self._allowance: Allowance | None = None  # what this reader's remote shards may request together
+        self.bytes_read = 0  # of the shards finished, as their streams counted them (compressed, for those)
+        self._reading: Any = None  # the stream of the shard being read
+
+    def report(self) -> dict[str, Any]:
+        """The items handed out (while counted) and ``bytes``: what the shards' streams read so far."""
+        report = super().report()
+        report["bytes"] = self.bytes_read + _position(self._reading)
+        return report
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
@@ -289,6 +297,7 @@ class ShardReader(StageIterator):
             self.offset = -1
             return bool(recipe.handler(exn))
         self._stopped = False
+        self._reading = stream
         ahead = source if source is not None and self._lead(stream, start) else None
         try:
             items = self._items(stream, url, start)
@@ -323,6 +332,8 @@ class ShardReader(StageIterator):
             partial, go_on = None, not self._stopped
         finally:
             self.partial = None
+            self.bytes_read += _position(stream)
+            self._reading = None
             stream.close()
         self.offset = -1
         if partial is not None and (self.left is None or self.left > 0):
@@ -332,6 +343,16 @@ class ShardReader(StageIterator):
                 self.left -= 1
             yield partial
         return go_on
+
+
+def _position(stream: Any) -> int:
+    """How far ``stream`` has read (0 for none, or one that cannot say)."""
+    if stream is None:
+        return 0
+    try:
+        return max(int(stream.tell()), 0)
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 class _HandlerRaised(Exception):

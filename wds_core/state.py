@@ -30,6 +30,8 @@ walking the iterators' ``src`` links from the output up to the tar reader:
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ __all__ = [
     "StageIterator",
     "Stateless",
     "close_chain",
+    "count_items",
     "describe",
     "implements",
     "load_state",
@@ -75,6 +78,19 @@ class RunContext:
 
     def for_stage(self, index: int, per_reader: bool = False) -> RunContext:
         return RunContext(self.seed, self.epoch, index, self.seed_given, self.per_reader or per_reader)
+
+
+_COUNTING = [0]  # how many count_items() are on
+
+
+@contextlib.contextmanager
+def count_items() -> Iterator[None]:
+    """While on, stage iterators started count the items they hand downstream (:meth:`StageIterator.report`)."""
+    _COUNTING[0] += 1
+    try:
+        yield
+    finally:
+        _COUNTING[0] -= 1
 
 
 def describe(obj: Any) -> str:
@@ -125,6 +141,9 @@ class StageIterator:
     #: Every subclass declares it; ``None`` means undeclared.
     passes_order: ClassVar[bool | None] = None
 
+    _counted: Iterator[Any] | None = None  # while items are counted (count_items): what __iter__ hands out
+    _counter: Any = None
+
     def __init__(self, src: Any = None) -> None:
         self.src = src
         self._gen: Iterator[Any] | None = None
@@ -132,7 +151,21 @@ class StageIterator:
     def __iter__(self) -> Iterator[Any]:
         if self._gen is None:
             self._gen = self._run()
-        return self._gen
+            if _COUNTING[0]:  # each item selected by the next number of a counter: counted in C, no Python call
+                self._counter = itertools.count(1)
+                self._counted = itertools.compress(self._gen, self._counter)
+        return self._counted or self._gen
+
+    def report(self) -> dict[str, Any]:
+        """What this stage did so far, for :mod:`wds_core.profiling`: ``items`` it handed downstream (``None``
+        unless it was started while :func:`count_items` was on); stages add their own (``bytes``)."""
+        counter = self._counter
+        return {"items": int(repr(counter)[6:-1]) - 1 if counter is not None else None}
+
+    def running_frame(self) -> Any:
+        """The frame of the generator doing this stage's work (``None`` before it starts, after it ends, or
+        when it is no generator): the profiler finds the stage on a thread's stack by it."""
+        return getattr(self._gen, "gi_frame", None)
 
     def __next__(self) -> Any:
         return next(iter(self))
@@ -181,10 +214,14 @@ class Recipe:
         """Use the stage on its own, as webdataset allows: ``shuffle(10)(iterable)``."""
         return self.build(src, RunContext())
 
+    def stage_name(self) -> str:
+        """A short name for reports (a profile's rows): webdataset's lowercase name of the stage (``to_tuple``)."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
+
     def __repr__(self) -> str:
         """``shuffle(bufsize=1000, initial=100, ...)``: webdataset's lowercase name of the stage and its settings
         (training code finds a stage by its name in ``str(stage)``)."""
-        name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
+        name = Recipe.stage_name(self)
         settings = []
         for key, value in vars(self).items():
             if key.startswith("_"):

@@ -40,6 +40,7 @@ def test_every_command_has_help():
         "reshard",
         "transform",
         "index",
+        "profile",
     ):
         out = wds_cli(command, "--help").stdout.decode()
         assert out.startswith("usage: wds " + command) and "\n\n" in out

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -123,3 +124,12 @@ def test_elastic_resume_on_another_number_of_hosts_and_workers(spec):
     resumed.set_state(wds_jax.merge_states(states))
     rest = ids(resumed)
     assert sorted(head + rest) == sorted(s * 100 + i for s in range(6) for i in range(17))
+
+
+def test_starvation_of_the_batch_iterator(spec):
+    def slow(sample):
+        time.sleep(0.001)
+        return sample
+
+    watched = wds_jax.Starvation(wds_jax.BatchIterator(make(spec).map(slow), 8))
+    assert len(list(watched)) == 102 // 8 and watched.report()["share"] > 0.8

@@ -1,4 +1,5 @@
 import json
+import time
 
 import numpy as np
 import pytest
@@ -210,3 +211,12 @@ def test_autotuning_is_off_unless_asked_for_and_the_state_is_then_exact(spec):
     resumed = wds_tf.TFSource(make(spec))
     resumed.load_state_dict(state)
     assert head + values(resumed.dataset()) == reference  # nothing was pulled ahead of the consumer
+
+
+def test_starvation_of_a_tf_dataset(spec):
+    def slow(sample):
+        time.sleep(0.002)
+        return sample
+
+    watched = wds_tf.Starvation(wds_tf.TFSource(make(spec).map(slow)).dataset())
+    assert sum(1 for _ in watched) == 48 and watched.report()["share"] > 0.8

@@ -153,3 +153,17 @@ def test_stateful_dataloader_resumes_mid_epoch(dataset_dir):
     rest = [key for (key,) in resumed]
     assert sorted(head + rest) == sorted(keys)
     assert head + rest == reference
+
+
+def test_starvation_of_a_web_loader(dataset_dir):
+    spec, keys = dataset_dir
+
+    def slow(sample):
+        import time
+
+        time.sleep(0.002)
+        return sample
+
+    loader = wds.WebLoader(wds.WebDataset(spec).map(slow).to_tuple("__key__"), num_workers=0, batch_size=None)
+    watched = wds.Starvation(loader)
+    assert sorted(key for (key,) in watched) == sorted(keys) and watched.report()["share"] > 0.8

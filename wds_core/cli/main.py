@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import demo, index, inspect_shards, reshape, shardfiles
+from . import demo, index, inspect_shards, profile, reshape, shardfiles
 
 __all__ = ["main"]
 
@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     reshape.add_parsers(commands)
     index.add_parser(commands)
     demo.add_parser(commands)
+    profile.add_parser(commands)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)

@@ -1,0 +1,226 @@
+"""``wds profile``: where a pipeline's time goes, which stage bounds its rate, and what to change.
+
+    wds profile "data/shard-{000..099}.tar" --decode rgb8 -n 2000
+    wds profile "s3://bucket/shard-{000..099}.tar" --svg profile.svg
+    wds profile mypackage.data:make_dataset --json
+
+The first argument is shards (URLs, brace specs: read with ``WebDataset(..., shardshuffle=False)``, decoded
+with ``--decode``) or ``MODULE:FUNCTION``, a function taking no arguments that returns a wds pipeline
+(``WebDataset``, ``DataPipeline``).  It runs ``-n`` samples in this process under
+:class:`~wds_core.profiling.Profile` and prints each stage's share of the time (its own, not its upstream's),
+how much of that was waiting, its items and items/s.  Then it tries what could lift the bound, each for the
+same number of samples, and says what helped: worker processes (``Loader``, as a DataLoader's workers would),
+and for shards given here, decoding in threads and reading more ahead.  ``--try none`` skips that.
+
+``--json`` prints ``{"wall_seconds", "samples", "stages": [{"name", "seconds", "waiting_seconds", "items",
+"items_per_second", "bytes"}], "outside_seconds", "bound", "tried": [{"setting", "samples_per_second",
+"first_sample_seconds"} or {"setting", "error"}], "advice": [...]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import importlib
+import itertools
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import SpecError, WdsError
+from ..profiling import Profile
+from .common import subcommand
+
+__all__ = ["add_parser"]
+
+TRIES = ("workers", "threads", "read_ahead")
+_FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def _factory(args: argparse.Namespace) -> tuple[Callable[..., Any], bool]:
+    """A function making a fresh pipeline (shards given here take ``threads`` and ``read_ahead``), and whether
+    the pipeline is one this command made from shards."""
+    target = args.target
+    if _FUNCTION.match(target) and not os.path.exists(target):
+        module_name, name = target.split(":")
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # a module next to the user, as `python -m` would find it
+        function = getattr(importlib.import_module(module_name), name)
+
+        def made(**_: Any) -> Any:
+            pipeline = function()
+            if not callable(getattr(pipeline, "running_stages", None)):
+                raise SpecError(f"{target} returned {type(pipeline).__name__}; wds profile needs a wds pipeline")
+            return pipeline
+
+        return made, False
+    from ..fluid import WebDataset
+    from ..io.readahead import ReadAhead
+
+    def from_shards(threads: int = 0, read_ahead: ReadAhead | None = None) -> Any:
+        dataset = WebDataset(target, shardshuffle=False, read_ahead=read_ahead)
+        if args.decode:
+            dataset = dataset.decode(args.decode, num_threads=threads)
+        return dataset
+
+    return from_shards, True
+
+
+def _profiled(pipeline: Any, samples: int) -> Profile:
+    with Profile(pipeline) as profile:
+        items = iter(pipeline)
+        for _ in itertools.islice(items, samples):
+            pass
+        close = getattr(items, "close", None)
+        if callable(close):
+            close()
+    return profile
+
+
+def _rate(pipeline: Any, samples: int) -> tuple[float, float]:
+    """Samples per second after the first, and the seconds to the first."""
+    started = time.perf_counter()
+    items = iter(pipeline)
+    try:
+        next(items)
+    except StopIteration:
+        return 0.0, time.perf_counter() - started
+    first = time.perf_counter() - started
+    count = sum(1 for _ in itertools.islice(items, samples - 1))
+    elapsed = time.perf_counter() - started - first
+    close = getattr(items, "close", None)
+    if callable(close):
+        close()
+    return (count / elapsed if elapsed > 0 else 0.0), first
+
+
+def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespace, report: dict) -> list[dict]:
+    """Each setting that could lift the bound, run for the same samples: what it gave."""
+    wanted = set(TRIES) if args.try_ == "all" else set() if args.try_ == "none" else set(args.try_.split(","))
+    tried = []
+    cores = os.cpu_count() or 1
+    if "workers" in wanted:
+        from ..loader import Loader
+
+        for workers in sorted({2, cores}):
+            loader = functools.partial(lambda n: Loader(make(), num_workers=n), workers)
+            tried.append(_trial(f"Loader(num_workers={workers})", loader, args.samples))
+    if "threads" in wanted and from_shards and args.decode:
+        tried.append(_trial(f"decode(..., num_threads={cores})", lambda: make(threads=cores), args.samples))
+    reader = next((s for s in report["stages"] if "bytes" in s), None)
+    if "read_ahead" in wanted and from_shards and reader is not None and "://" in args.target:
+        from ..io.readahead import ReadAhead
+
+        more = dataclasses.replace(ReadAhead(), shards_ahead=8, in_flight=48, budget=128 << 20)
+        setting = "read_ahead=ReadAhead(shards_ahead=8, in_flight=48, budget=128 MiB)"
+        tried.append(_trial(setting, lambda: make(read_ahead=more), args.samples))
+    return tried
+
+
+def _trial(setting: str, made: Callable[[], Any], samples: int) -> dict[str, Any]:
+    """What ``setting`` gave: its rate, or why it could not run (fewer shards than workers, say)."""
+    try:
+        rate, first = _rate(made(), samples)
+    except WdsError as exn:
+        return {"setting": setting, "samples_per_second": 0.0, "first_sample_seconds": None, "error": str(exn)}
+    return {"setting": setting, "samples_per_second": rate, "first_sample_seconds": first}
+
+
+def advise(report: dict[str, Any], tried: list[dict[str, Any]]) -> list[str]:
+    """What the profile and the trials say, in sentences: the bound, and the setting that helped most."""
+    wall = report["wall_seconds"] or 1e-9
+    rate = (report["samples"] or 0) / wall
+    advice = []
+    stages = report["stages"]
+    outside = report["outside_seconds"]
+    bound = max(stages, key=lambda s: s["seconds"]) if stages else None
+    if bound is None or outside > bound["seconds"]:
+        advice.append(f"the pipeline keeps up: {100 * outside / wall:.0f}% of the time is the consumer's own")
+    else:
+        waiting = bound["waiting_seconds"] / bound["seconds"] if bound["seconds"] > 0 else 0.0
+        what = (f"{100 * waiting:.0f}% of it waiting (for storage, a pipe, a lock)" if waiting >= 0.5
+                else f"{100 * (1 - waiting):.0f}% of it computing")  # fmt: skip
+        advice.append(f"bound by {bound['name']}: {100 * bound['seconds'] / wall:.0f}% of the time, {what}")
+    best = max(tried, key=lambda t: t["samples_per_second"], default=None)
+    if best is not None and rate > 0 and best["samples_per_second"] >= 1.1 * rate:
+        gain = best["samples_per_second"] / rate
+        advice.append(f"use {best['setting']}: {best['samples_per_second']:,.0f} samples/s, {gain:.1f}x "
+                      f"the {rate:,.0f} of one process as profiled")  # fmt: skip
+    elif tried:
+        advice.append(f"none of the settings tried reads faster than one process as profiled ({rate:,.0f}/s)")
+    return advice
+
+
+def svg(report: dict[str, Any]) -> str:
+    """A bar a stage (and the consumer): computing dark, waiting light, as shares of the wall time."""
+    rows = [(s["name"], s["seconds"], s["waiting_seconds"]) for s in report["stages"]]
+    rows.append(("(outside the pipeline)", report["outside_seconds"], report["outside_waiting"]))
+    wall = report["wall_seconds"] or 1e-9
+    width, label, bar_height = 720, 230, 22
+    height = 40 + bar_height * len(rows) + 30
+    scale = (width - label - 80) / wall
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<text x="10" y="22" font-size="14">wds profile: {wall:.2f} s, {report["samples"] or 0:,} samples; '
+             f'bound by {_escape(report["bound"] or "nothing sampled")}</text>']  # fmt: skip
+    for i, (name, seconds, waiting) in enumerate(rows):
+        y = 40 + i * bar_height
+        busy = max(seconds - waiting, 0.0)
+        parts.append(f'<text x="10" y="{y + 15}">{_escape(name)}</text>')
+        parts.append(f'<rect x="{label}" y="{y + 3}" width="{busy * scale:.1f}" height="{bar_height - 6}" '
+                     f'fill="#2b6cb0"><title>computing {busy:.3f} s</title></rect>')  # fmt: skip
+        parts.append(f'<rect x="{label + busy * scale:.1f}" y="{y + 3}" width="{waiting * scale:.1f}" height='
+                     f'"{bar_height - 6}" fill="#90cdf4"><title>waiting {waiting:.3f} s</title></rect>')  # fmt: skip
+        parts.append(f'<text x="{label + seconds * scale + 6:.1f}" y="{y + 15}">{100 * seconds / wall:.1f}%</text>')
+    y = 40 + bar_height * len(rows) + 18
+    parts.append(f'<rect x="10" y="{y - 10}" width="12" height="12" fill="#2b6cb0"/><text x="28" y="{y}">computing'
+                 f'</text><rect x="110" y="{y - 10}" width="12" height="12" fill="#90cdf4"/>'
+                 f'<text x="128" y="{y}">waiting</text></svg>')  # fmt: skip
+    return "\n".join(parts)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    if args.samples < 1:
+        raise SpecError(f"-n must be at least 1, got {args.samples}")
+    make, from_shards = _factory(args)
+    profile = _profiled(make(), args.samples)
+    report = profile.report()
+    tried = _trials(make, from_shards, args, report)
+    advice = advise(report, tried)
+    if args.svg:
+        with open(args.svg, "w", encoding="utf-8") as out:
+            out.write(svg(report))
+    if args.json:
+        print(json.dumps({**report, "tried": tried, "advice": advice}))
+        return 0
+    print(profile.table())
+    for trial in tried:
+        if "error" in trial:
+            print(f"tried {trial['setting']}: could not run it: {trial['error']}")
+            continue
+        print(f"tried {trial['setting']}: {trial['samples_per_second']:,.0f} samples/s "
+              f"(first sample after {trial['first_sample_seconds']:.2f} s)")  # fmt: skip
+    for line in advice:
+        print(line)
+    return 0
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = subcommand(commands, "profile", "show where a pipeline's time goes and what to change", run_profile,
+                        __doc__ or "")  # fmt: skip
+    parser.add_argument("target", help="shard URLs or a brace spec, or MODULE:FUNCTION returning a wds pipeline")
+    parser.add_argument("-n", "--samples", type=int, default=2000, help="samples to run (default 2000)")
+    parser.add_argument("--decode", default="", help="decode shards given here with this handler (rgb8, pil...)")
+    parser.add_argument("--try", dest="try_", default="all",
+                        help=f"settings to try: all (default), none, or some of {','.join(TRIES)}")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--svg", default="", help="also draw the stages' times into this SVG file")
