@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import metrics  # noqa: F401 - adds the run hook that profiles runs when WDS_PROFILE is set
 from .buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
 from .chaining import FluidInterface
 from .collate import default_collation_fn

@@ -24,7 +24,7 @@ from .balanced import BalancedSplit
 from .elastic import find_balanced, summary
 from .errors import CheckpointError, EmptyDatasetError, SpecError
 from .rng import fresh_seed
-from .state import Recipe, RunContext, StageIterator, close_chain, describe, load_state, state_of
+from .state import RUN_HOOKS, Recipe, RunContext, StageIterator, close_chain, describe, load_state, state_of
 
 __all__ = ["DataPipeline", "ListSource", "PipelineStage", "stage_names"]
 
@@ -281,7 +281,10 @@ class DataPipeline:
         run = _Run(self, self._pending, repetitions, limit)
         self._pending = None
         self._run = run
-        return iter(run)
+        items = iter(run)
+        for hook in RUN_HOOKS:
+            items = hook(self, items)
+        return items
 
     def running_stages(self) -> list[tuple[str, Any]]:
         """``(name, iterator)`` of each stage of the run being iterated, from the source to the output (empty

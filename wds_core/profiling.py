@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .state import StageIterator, count_items
@@ -45,6 +46,8 @@ class Profile:
 
     ``thread`` is that thread (default: the one that starts the profile).  Start it before iterating (the
     items are counted from the start of a run) and stop it after; ``with Profile(dataset):`` does both.
+    ``on_report(report)`` is called every ``every`` seconds while it runs (from the sampling, so keep it short:
+    :mod:`wds_core.metrics` writes a JSON line).
 
     In the main thread, with no other handler for ``SIGALRM``, a wall-clock timer (``setitimer``) interrupts
     the thread itself: the handler sees the frame it interrupted (at the next bytecode, or just after a call
@@ -54,9 +57,20 @@ class Profile:
     (``"sampler"``).  Interrupted system calls are restarted by Python (PEP 475).
     """
 
-    def __init__(self, pipeline: Any, *, interval: float = 0.005, thread: threading.Thread | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: Any,
+        *,
+        interval: float = 0.005,
+        thread: threading.Thread | None = None,
+        on_report: Callable[[dict[str, Any]], Any] | None = None,
+        every: float = 10.0,
+    ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
+        self.on_report = on_report  # called with report() every ``every`` seconds while running
+        self.every = every
+        self._reported = 0.0
         self.pipeline = pipeline
         self.interval = interval
         self.thread = thread
@@ -90,7 +104,7 @@ class Profile:
         self._counting = count_items()
         self._counting.__enter__()
         self._running = True
-        self._started = self._last = time.perf_counter()
+        self._started = self._last = self._reported = time.perf_counter()
         if target is threading.main_thread() and threading.current_thread() is target and _alarm_is_free():
             self.sampler = "signal"
             self._clock = None
@@ -187,6 +201,10 @@ class Profile:
         self.ticks += 1
         if stages and self.ticks % 20 == 0:
             self._take_reports()  # the counts so far, should the run end before the profile stops
+        if self.on_report is not None and now - self._reported >= self.every:
+            self._reported = now
+            self._take_reports()
+            self.on_report(self.report())
 
     # ------------------------------------------------------------ results
 

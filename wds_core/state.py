@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -41,6 +41,7 @@ from .errors import CheckpointError
 
 __all__ = [
     "BalancedPart",
+    "RUN_HOOKS",
     "Recipe",
     "ReportsDelivered",
     "RunContext",
@@ -79,6 +80,10 @@ class RunContext:
     def for_stage(self, index: int, per_reader: bool = False) -> RunContext:
         return RunContext(self.seed, self.epoch, index, self.seed_given, self.per_reader or per_reader)
 
+
+#: What wraps the items of each pipeline run: ``hook(pipeline, items) -> items``, in order, when a run starts
+#: (:mod:`wds_core.metrics` adds the one that profiles runs when ``WDS_PROFILE`` is set).
+RUN_HOOKS: list[Callable[[Any, Iterator[Any]], Iterator[Any]]] = []
 
 _COUNTING = [0]  # how many count_items() are on
 

@@ -198,6 +198,7 @@ def test_wds_profile_tries_settings_and_draws_them(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["stage", "share", "waiting", "items", "items/s"]
     assert any(line.startswith("tried Loader(num_workers=2):") for line in lines)
+    assert any(line.startswith("  the 2 workers' time: ") and "decode" in line for line in lines)
     assert any(line.startswith("tried decode(..., num_threads=") for line in lines)
     assert any(line.startswith("bound by ") or line.startswith("the pipeline keeps up") for line in lines)
     drawn = picture.read_text()

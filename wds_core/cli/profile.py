@@ -14,7 +14,8 @@ and for shards given here, decoding in threads and reading more ahead.  ``--try 
 
 ``--json`` prints ``{"wall_seconds", "samples", "stages": [{"name", "seconds", "waiting_seconds", "items",
 "items_per_second", "bytes"}], "outside_seconds", "bound", "tried": [{"setting", "samples_per_second",
-"first_sample_seconds"} or {"setting", "error"}], "advice": [...]}``.
+"first_sample_seconds", "workers"} or {"setting", "error"}], "advice": [...]}``; a trial with worker
+processes has their profiles added up in ``workers`` (:func:`wds_core.metrics.combine`).
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import SpecError, WdsError
+from ..metrics import combine, read_reports
 from ..profiling import Profile
 from .common import subcommand
 
@@ -109,7 +112,17 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
 
         for workers in sorted({2, cores}):
             loader = functools.partial(lambda n: Loader(make(), num_workers=n), workers)
-            tried.append(_trial(f"Loader(num_workers={workers})", loader, args.samples))
+            with tempfile.TemporaryDirectory(prefix="wds-profile-") as folder:
+                reports = os.path.join(folder, "workers.jsonl")
+                saved = os.environ.get("WDS_PROFILE")
+                os.environ["WDS_PROFILE"] = reports  # the workers profile their runs there (wds_core.metrics)
+                try:
+                    trial = _trial(f"Loader(num_workers={workers})", loader, args.samples)
+                finally:
+                    _restore("WDS_PROFILE", saved)
+                if os.path.exists(reports):
+                    trial["workers"] = combine(read_reports(reports))
+            tried.append(trial)
     if "threads" in wanted and from_shards and args.decode:
         tried.append(_trial(f"decode(..., num_threads={cores})", lambda: make(threads=cores), args.samples))
     reader = next((s for s in report["stages"] if "bytes" in s), None)
@@ -120,6 +133,23 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
         setting = "read_ahead=ReadAhead(shards_ahead=8, in_flight=48, budget=128 MiB)"
         tried.append(_trial(setting, lambda: make(read_ahead=more), args.samples))
     return tried
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def _shares(combined: dict[str, Any]) -> str:
+    """``decode 88% (waiting 2%), ...``: where the workers' time went, added over them."""
+    rows = [(s["name"], s["seconds"], s["waiting_seconds"]) for s in combined["stages"]]
+    rows.append(("outside (handing items over)", combined["outside_seconds"], None))
+    total = sum(seconds for _, seconds, _ in rows) or 1e-9
+    shown = [f"{name} {100 * seconds / total:.0f}%" for name, seconds, _ in sorted(rows, key=lambda r: -r[1])
+             if seconds >= 0.01 * total]  # fmt: skip
+    return ", ".join(shown)
 
 
 def _trial(setting: str, made: Callable[[], Any], samples: int) -> dict[str, Any]:
@@ -209,6 +239,8 @@ def run_profile(args: argparse.Namespace) -> int:
             continue
         print(f"tried {trial['setting']}: {trial['samples_per_second']:,.0f} samples/s "
               f"(first sample after {trial['first_sample_seconds']:.2f} s)")  # fmt: skip
+        if trial.get("workers"):
+            print(f"  the {trial['workers']['processes']} workers' time: {_shares(trial['workers'])}")
     for line in advice:
         print(line)
     return 0
