@@ -1,6 +1,7 @@
 """``wds stats | verify | bench``: what a dataset holds, whether it is intact, how fast it reads.
 
     wds stats "data/shard-{000..099}.tar" [--json]
+    wds stats "data/shard-{000..099}.tar" --shuffle --buffer 1000 --batch-size 256   # how well an epoch mixes
     wds verify data/dataset.json            # exit status 0: intact; 1: problems (each listed)
     wds bench "s3://bucket/shard-{000..099}.tar" --seconds 30
 
@@ -58,9 +59,12 @@ def run_stats(args: argparse.Namespace) -> int:
     urls, _ = shard_list(args.spec)
     sizes: dict[str, list[int]] = {}
     samples = nbytes = 0
+    stored: list[list[tuple[str, str]]] = []  # each shard's samples, in order: the storage order
     progress = Progress(len(urls), "shards")
     for number, url in enumerate(urls):
+        stored.append([])
         for sample in _samples(url):
+            stored[-1].append((url, sample["__key__"]))
             samples += 1
             for field, value in sample.items():
                 if not is_meta(field):
@@ -80,7 +84,9 @@ def run_stats(args: argparse.Namespace) -> int:
             "p95": _percentile(values, 0.95),
             "max": values[-1],
         }
-    report = {"shards": len(urls), "samples": samples, "bytes": nbytes, "fields": fields}
+    report: dict[str, Any] = {"shards": len(urls), "samples": samples, "bytes": nbytes, "fields": fields}
+    if args.shuffle:
+        report["shuffle"] = _shuffle_report(urls, stored, args)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -89,7 +95,25 @@ def run_stats(args: argparse.Namespace) -> int:
     for field, row in fields.items():
         cells = [human_bytes(row[k]) for k in ("bytes", "min", "median", "p95", "max")]
         print(f"{field:<16}{row['count']:>10,}{row['missing']:>9,}" + "".join(f"{c:>10}" for c in cells))
+    if args.shuffle:
+        shuffled = report["shuffle"]
+        print(f"an epoch of {shuffled['pipeline']}, batches of {shuffled['batch_size']}: "
+              f"{shuffled['distinct_per_batch']:.1f} distinct shards a batch against "
+              f"{shuffled['global_distinct_per_batch']:.1f} for a global shuffle "
+              f"(diversity {shuffled['diversity_ratio']:.2f}); displacement {shuffled['displacement']:.3f} "
+              f"against {shuffled['global_displacement']:.3f}")  # fmt: skip
     return 0
+
+
+def _shuffle_report(urls: list[str], stored: list[list[tuple[str, str]]], args: argparse.Namespace) -> dict:
+    """How well an epoch of the common shuffled pipeline mixes the storage order (:mod:`wds_core.shufflestats`)."""
+    from ..fluid import WebDataset
+    from ..shufflestats import shuffle_quality, storage_order
+
+    dataset = WebDataset(urls, shardshuffle=True, seed=args.seed).shuffle(args.buffer)
+    order = ((sample["__url__"], sample["__key__"]) for sample in dataset)
+    quality = shuffle_quality(order, storage_order(stored), batch_size=args.batch_size)
+    return {"pipeline": f"WebDataset(..., shardshuffle=True).shuffle({args.buffer})", **quality.as_dict()}
 
 
 def _next_header(stream: Any, offset: int) -> int | None:
@@ -207,6 +231,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
     stats = command("stats", "count samples and fields, with size distributions per field", run_stats)
     stats.add_argument("--json", action="store_true", help="machine-readable output")
+    stats.add_argument("--shuffle", action="store_true",
+                       help="also measure how well an epoch of WebDataset(..., shardshuffle=True).shuffle(BUFFER) "
+                       "mixes the storage order: distinct shards a batch and displacement, against a global "
+                       "shuffle's")  # fmt: skip
+    stats.add_argument("--buffer", type=int, default=1000, help="the sample shuffle's buffer (default 1000)")
+    stats.add_argument("--batch-size", type=int, default=256, help="the batch the diversity is counted in (256)")
+    stats.add_argument("--seed", type=int, default=0, help="the shuffles' seed (default 0)")
     verify = command(
         "verify", "read every shard; report corrupt members (URL, offset), wrong counts and md5sums", run_verify
     )
