@@ -161,6 +161,7 @@ class BalancedSplit(Recipe):
     """The stage that gives this rank and worker its equal part of the epoch's samples."""
 
     per_reader = True
+    splits_epoch = True
 
     def __init__(self, policy: str = "pad", reading: ShardReadOptions | None = None, sample_counts: Any = None) -> None:
         if policy not in ("pad", "drop"):

@@ -37,7 +37,15 @@ import numpy as np
 
 from .errors import CheckpointError, NotElastic
 from .intervals import Intervals, decode, encode, normalize
-from .state import BalancedPart, ReportsDelivered, StageIterator, describe, implements, upstream_of
+from .state import (
+    EPOCH_TRACKERS,
+    BalancedPart,
+    ReportsDelivered,
+    StageIterator,
+    describe,
+    implements,
+    upstream_of,
+)
 
 __all__ = ["WindowProgress", "find_balanced", "is_merged", "merge_states", "reader_progress", "summary"]
 
@@ -122,6 +130,22 @@ def summary(chain: Any) -> dict[str, Any] | None:
     except NotElastic as exn:
         return {"unavailable": str(exn)}
     return part.summarize(prefix, extra)
+
+
+class _BalancedEpochs:
+    """What the pipeline asks about balanced epochs (:class:`~wds_core.state.EpochTracker`)."""
+
+    def position(self, chain: Any) -> dict[str, Any] | None:
+        return summary(chain)
+
+    def resume(self, chain: Any, elastic: dict[str, Any]) -> None:
+        part = find_balanced(chain)
+        if part is None:
+            raise CheckpointError("an elastic state resumes a balanced epoch: WebDataset(..., balanced=...)")
+        part.resume_elastic(elastic)
+
+
+EPOCH_TRACKERS.append(_BalancedEpochs())
 
 
 # ------------------------------------------------------------------ merging

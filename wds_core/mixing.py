@@ -16,7 +16,6 @@ the datasets' are.  Give every dataset its own ``seed`` for a reproducible mix.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -82,10 +81,7 @@ class Mix(Recipe):
 def _source(dataset: Any, epoch: int) -> Any:
     """A private copy of a dataset for one run of the mix, at ``epoch``."""
     if isinstance(dataset, DataPipeline):
-        dataset = copy.copy(dataset)
-        dataset._run, dataset._pending = None, None
-        dataset.set_epoch(epoch)
-        return dataset
+        return dataset.fresh_copy(epoch)
     if isinstance(dataset, (list, tuple)):
         return ListSource(list(dataset))
     return dataset

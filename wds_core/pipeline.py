@@ -20,13 +20,22 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from .balanced import BalancedSplit
-from .elastic import find_balanced, summary
 from .errors import CheckpointError, EmptyDatasetError, SpecError
 from .rng import fresh_seed
-from .state import RUN_HOOKS, Recipe, RunContext, StageIterator, close_chain, describe, load_state, state_of
+from .state import (
+    EPOCH_TRACKERS,
+    RUN_HOOKS,
+    Recipe,
+    RunContext,
+    StageIterator,
+    close_chain,
+    describe,
+    load_state,
+    stage_names,
+    state_of,
+)
 
-__all__ = ["DataPipeline", "ListSource", "PipelineStage", "stage_names"]
+__all__ = ["DataPipeline", "ListSource", "PipelineStage"]
 
 STATE_FORMAT = "wds.pipeline/1"
 
@@ -104,16 +113,13 @@ def _is_stage(obj: Any) -> bool:
     return any(cls.__name__ in ("IterableDataset", "DataLoader") for cls in type(obj).__mro__)
 
 
-def stage_names(stages: list[Any]) -> list[str]:
-    """Each stage's :meth:`~wds_core.state.Recipe.stage_name` (a callable's own name for a user stage), numbered
-    when one occurs twice."""
-    names = [stage.stage_name() if isinstance(stage, Recipe) else describe(stage) for stage in stages]
-    seen: collections.Counter[str] = collections.Counter()
-    out = []
-    for name in names:
-        seen[name] += 1
-        out.append(name if names.count(name) == 1 else f"{name}#{seen[name]}")
-    return out
+def _epoch_position(chain: Any) -> dict[str, Any] | None:
+    """Where ``chain`` is in a balanced epoch, from the capability that tracks it (:data:`EPOCH_TRACKERS`)."""
+    for tracker in EPOCH_TRACKERS:
+        position = tracker.position(chain)
+        if position is not None:
+            return position
+    return None
 
 
 def _flatten(stages: tuple[Any, ...]) -> list[Any]:
@@ -212,6 +218,14 @@ class DataPipeline:
         self.repetitions = nepochs if nepochs > 0 else sys.maxsize
         self.nsamples = nbatches
         return self
+
+    def fresh_copy(self, epoch: int) -> DataPipeline:
+        """A copy of this recipe with no run and no state to restore, set to run epoch ``epoch`` (a mix's private
+        copy of each of its datasets)."""
+        result = copy.copy(self)
+        result._run, result._pending = None, None
+        result.set_epoch(epoch)
+        return result
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter()`` run epoch ``epoch`` (shard order and shuffles follow it)."""
@@ -326,7 +340,7 @@ class DataPipeline:
         run = self._run
         if run is None or run.chain is None:
             return None
-        return summary(run.chain)
+        return _epoch_position(run.chain)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` continue exactly where ``state`` was taken."""
@@ -376,7 +390,7 @@ class _Run(StageIterator):
         self.chain_state: Any = None
         self.position: Any = None  # of a restored run, until its chain is built
         self.elastic: dict[str, Any] | None = None
-        self.balanced = any(isinstance(stage, BalancedSplit) for stage in self.stages)
+        self.balanced = any(isinstance(stage, Recipe) and stage.splits_epoch for stage in self.stages)
         if state is None:
             self.seed, self.epoch = pipeline.seed, pipeline.epoch
             pipeline.epoch += 1
@@ -404,10 +418,10 @@ class _Run(StageIterator):
             load_state(it, self.chain_state)
             self.chain_state = None
         if self.elastic is not None:
-            part = find_balanced(it)
-            if part is None:
-                raise CheckpointError("an elastic state resumes a balanced epoch: WebDataset(..., balanced=...)")
-            part.resume_elastic(self.elastic["elastic"])
+            if not EPOCH_TRACKERS:
+                raise CheckpointError("an elastic state resumes a balanced epoch: import wds_core.elastic")
+            for tracker in EPOCH_TRACKERS:
+                tracker.resume(it, self.elastic["elastic"])
             self.elastic = None
         return it
 
@@ -456,7 +470,7 @@ class _Run(StageIterator):
             self.chain = self._build_chain()
         chain, position = self.chain_state, self.position
         if self.chain is not None:
-            chain, position = state_of(self.chain), summary(self.chain)
+            chain, position = state_of(self.chain), _epoch_position(self.chain)
         state = {
             "format": STATE_FORMAT,
             "fingerprint": self.fingerprint,

@@ -30,6 +30,7 @@ walking the iterators' ``src`` links from the output up to the tar reader:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import re
@@ -40,7 +41,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from .errors import CheckpointError
 
 __all__ = [
+    "EPOCH_TRACKERS",
     "BalancedPart",
+    "EpochTracker",
     "RUN_HOOKS",
     "Recipe",
     "ReportsDelivered",
@@ -52,6 +55,7 @@ __all__ = [
     "describe",
     "implements",
     "load_state",
+    "stage_names",
     "state_of",
     "upstream_of",
 ]
@@ -85,6 +89,22 @@ class RunContext:
 #: (:mod:`wds_core.metrics` adds the one that profiles runs when ``WDS_PROFILE`` is set).
 RUN_HOOKS: list[Callable[[Any, Iterator[Any]], Iterator[Any]]] = []
 
+
+class EpochTracker(Protocol):
+    """The capability that knows where a run is in a balanced epoch, for a pipeline that does not know it by name
+    (:mod:`wds_core.elastic` registers one in :data:`EPOCH_TRACKERS` when it is imported).
+
+    ``position(chain)``: the ``"position"`` entry of a state for the chain of iterators ``chain`` (``None`` when
+    it splits no balanced epoch); ``resume(chain, elastic)``: before the run starts, have the chain take up what
+    a merged elastic state left (raising :class:`~wds_core.errors.CheckpointError` when it cannot)."""
+
+    def position(self, chain: Any) -> dict[str, Any] | None: ...
+
+    def resume(self, chain: Any, elastic: dict[str, Any]) -> None: ...
+
+
+EPOCH_TRACKERS: list[EpochTracker] = []
+
 _COUNTING = [0]  # how many count_items() are on
 
 
@@ -108,6 +128,18 @@ def describe(obj: Any) -> str:
         return str(custom())
     name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
     return name
+
+
+def stage_names(stages: list[Any]) -> list[str]:
+    """Each stage's :meth:`~wds_core.state.Recipe.stage_name` (a callable's own name for a user stage), numbered
+    when one occurs twice."""
+    names = [stage.stage_name() if isinstance(stage, Recipe) else describe(stage) for stage in stages]
+    seen: collections.Counter[str] = collections.Counter()
+    out = []
+    for name in names:
+        seen[name] += 1
+        out.append(name if names.count(name) == 1 else f"{name}#{seen[name]}")
+    return out
 
 
 def state_of(it: Any) -> Any:
@@ -211,6 +243,9 @@ class Recipe:
     """
 
     per_reader = False
+    #: Whether the stage gives each reader its part of a balanced epoch (a run then resumes through
+    #: :data:`EPOCH_TRACKERS`, and an empty part is no error).
+    splits_epoch = False
 
     def build(self, src: Any, ctx: RunContext) -> StageIterator:  # pragma: no cover - subclasses define it
         raise NotImplementedError

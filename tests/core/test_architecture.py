@@ -193,3 +193,31 @@ def test_the_io_layer_imports_only_errors_and_itself():
     graph = import_graph()
     for module in (m for m in CORE if m.startswith("wds_core.io.")):
         assert graph[module] <= {"wds_core.errors"} | {m for m in CORE if m.startswith("wds_core.io")}, module
+
+
+def test_the_pipeline_knows_no_feature_by_name():
+    """Balanced epochs, elastic resume and profiling plug into the pipeline through the hooks state.py declares
+    (``Recipe.splits_epoch``, ``EPOCH_TRACKERS``, ``RUN_HOOKS``); the pipeline imports none of them."""
+    graph = import_graph()
+    assert graph["wds_core.pipeline"] & {"wds_core.balanced", "wds_core.elastic", "wds_core.profiling",
+                                         "wds_core.metrics", "wds_core.mixing"} == set()  # fmt: skip
+
+
+def test_no_module_writes_a_pipelines_private_fields():
+    """``mixing`` used to reset a copy's ``_run`` and ``_pending`` itself: ``DataPipeline.fresh_copy`` does it."""
+    written = []
+    for module, (_, tree) in ALL.items():
+        if module == "wds_core.pipeline":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            else:
+                continue
+            for attribute in (t for each in targets for t in ast.walk(each) if isinstance(t, ast.Attribute)):
+                if attribute.attr.startswith("_") and not attribute.attr.startswith("__"):
+                    if not (isinstance(attribute.value, ast.Name) and attribute.value.id in ("self", "cls")):
+                        written.append((module, attribute.attr))
+    assert [use for use in written if use[1] in ("_run", "_pending", "_elastic")] == []

@@ -77,8 +77,10 @@ def test_prometheus_text_and_the_metrics_endpoint(shards, tmp_path):
         port = server.server_address[1]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
             assert answer.headers["Content-Type"].startswith("text/plain") and answer.read().decode() == text
-        with pytest.raises(urllib.error.HTTPError):
+        with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)
+        assert refused.value.code == 404
+        refused.value.close()
     finally:
         server.shutdown()
         server.server_close()

@@ -8,7 +8,6 @@ that passes on at most ``n`` items per epoch.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ..buffers import Slice
@@ -22,10 +21,7 @@ __all__ = ["MockDataset", "repeatedly", "with_epoch", "with_length"]
 
 def _pipeline_copy(dataset: Any) -> DataPipeline:
     if isinstance(dataset, DataPipeline):
-        result = copy.copy(dataset)
-        result.pipeline = list(dataset.pipeline)
-        result._run = None
-        return result
+        return dataset.compose()  # a copy with its own list of stages and no run
     return FluidWrapper(dataset)
 
 
