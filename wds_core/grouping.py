@@ -10,7 +10,7 @@ error.
 The common case, plain members with ASCII names, is grouped in C when the optional
 helper ``wds_core.groupfast`` (groupfast.c) was built; it leaves the first member
 that is not such a member, and everything after it, to the Python loop here, with
-the same results (tests/core/test_fuzz.py compares them).  ``WDS_GROUPFAST=python``
+the same results (tests/core/test_grouping.py compares them).  ``WDS_GROUPFAST=python``
 leaves it unused.
 """
 

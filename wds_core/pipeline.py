@@ -22,12 +22,7 @@ from typing import Any
 from .errors import CheckpointError, SpecError
 from .pipelinerun import STATE_FORMAT, ListSource, PipelineRun, PipelineStage, epoch_position, has_run
 from .rng import fresh_seed
-from .state import (
-    RUN_HOOKS,
-    Recipe,
-    describe,
-    stage_names,
-)
+from .state import RUN_HOOKS, Recipe, describe, stage_names
 
 __all__ = ["DataPipeline", "ListSource", "PipelineStage"]
 

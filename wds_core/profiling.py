@@ -147,8 +147,8 @@ class Profile:
     def _stages(self) -> list[tuple[str, Any]]:
         return self.pipeline.running_stages()  # type: ignore[no-any-return]
 
-    def _take_reports(self) -> None:
-        for name, stage in self._stages():
+    def _take_reports(self, stages: list[tuple[str, Any]] | None = None) -> None:
+        for name, stage in self._stages() if stages is None else stages:
             if isinstance(stage, StageIterator):
                 self.reports[name] = stage.report()
 
@@ -199,12 +199,12 @@ class Profile:
         self.seconds[where] = self.seconds.get(where, 0.0) + wall
         self.waiting[where] = self.waiting.get(where, 0.0) + wall * (1.0 - busy)
         self.ticks += 1
-        if stages and self.ticks % 20 == 0:
-            self._take_reports()  # the counts so far, should the run end before the profile stops
-        if self.on_report is not None and now - self._reported >= self.every:
+        emit = self.on_report is not None and now - self._reported >= self.every
+        if emit or (stages and self.ticks % 20 == 0):
+            self._take_reports(stages)  # the counts so far, should the run end before the profile stops
+        if emit:
             self._reported = now
-            self._take_reports()
-            self.on_report(self.report())
+            self.on_report(self.report())  # type: ignore[misc]
 
     # ------------------------------------------------------------ results
 

@@ -42,9 +42,9 @@ from .errors import CheckpointError
 
 __all__ = [
     "EPOCH_TRACKERS",
+    "RUN_HOOKS",
     "BalancedPart",
     "EpochTracker",
-    "RUN_HOOKS",
     "Recipe",
     "ReportsDelivered",
     "RunContext",
@@ -134,11 +134,11 @@ def stage_names(stages: list[Any]) -> list[str]:
     """Each stage's :meth:`~wds_core.state.Recipe.stage_name` (a callable's own name for a user stage), numbered
     when one occurs twice."""
     names = [stage.stage_name() if isinstance(stage, Recipe) else describe(stage) for stage in stages]
-    seen: collections.Counter[str] = collections.Counter()
+    total, seen = collections.Counter(names), collections.Counter[str]()
     out = []
     for name in names:
         seen[name] += 1
-        out.append(name if names.count(name) == 1 else f"{name}#{seen[name]}")
+        out.append(name if total[name] == 1 else f"{name}#{seen[name]}")
     return out
 
 

@@ -79,9 +79,7 @@ def _profiled(pipeline: Any, samples: int) -> Profile:
         items = iter(pipeline)
         for _ in itertools.islice(items, samples):
             pass
-        close = getattr(items, "close", None)
-        if callable(close):
-            close()
+        _close(items)
     return profile
 
 
@@ -96,10 +94,15 @@ def _rate(pipeline: Any, samples: int) -> tuple[float, float]:
     first = time.perf_counter() - started
     count = sum(1 for _ in itertools.islice(items, samples - 1))
     elapsed = time.perf_counter() - started - first
+    _close(items)
+    return (count / elapsed if elapsed > 0 else 0.0), first
+
+
+def _close(items: Any) -> None:
+    """Stop an iteration left before its end (a generator's ``finally`` blocks, a loader's workers)."""
     close = getattr(items, "close", None)
     if callable(close):
         close()
-    return (count / elapsed if elapsed > 0 else 0.0), first
 
 
 def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespace, report: dict) -> list[dict]:
