@@ -12,8 +12,8 @@ its image loader needs FFmpeg's shared libraries, Debian's ``libavformat59 libav
 ``datasets`` reads the webdataset tars with its own ``webdataset`` loader
 (``load_dataset("webdataset", data_files=..., streaming=True)``, then ``.map``; the raw row casts the image column
 to ``Image(decode=False)``).  Two sets: ``imagenet`` (500x375) and ``clip`` (512x512).  Each system then reads
-them the way its documentation shows, in a fresh process per run (best of ``--repeats``), and every run checks
-that it got every sample once with its label:
+them the way its documentation shows, in a fresh process per run (best of ``--repeats`` rounds in which the
+systems take turns), and every run checks that it got every sample once with its label:
 
 * ``raw``: every sample's JPEG bytes and label, nothing decoded (the set read ten times in the process); LitData
   hands out memoryviews of its chunks, and wds here too (``zero_copy=True``: views of the mapped shard);
@@ -364,7 +364,8 @@ def main() -> None:
     extras = [name for name, module in (("jpeg", "simplejpeg"), ("cv", "cv2")) if importlib.util.find_spec(module)]
     print(f"# {args.images} JPEGs per set (imagenet 500x375, clip 512x512, quality 90) with a label and a caption; "
           f"local disk, warm page cache; python {sys.version.split()[0]}, {os.cpu_count()} cores; "
-          f"best of {args.repeats}, a fresh process each; wds extras: {', '.join(extras) or 'none'}")  # fmt: skip
+          f"best of {args.repeats} rounds taken in turns, a fresh process each; "
+          f"wds extras: {', '.join(extras) or 'none'}")  # fmt: skip
     print("| row | system | samples/s | vs webdataset | first sample | CPU s / 1,000 samples | peak memory growth |")
     print("|---|---|---|---|---|---|---|")
     drawn: dict[str, dict[str, float]] = {}
@@ -372,22 +373,37 @@ def main() -> None:
         formats = made["clip" if row == "clip" else "imagenet"]
         rates: dict[str, float] = {}
         drawn[label] = rates
+        skipped: dict[str, str] = {}
+        places: dict[str, str] = {}
         for system in [s for s in SYSTEMS if s in args.only.split(",")]:
             where = formats.get("tar" if system in ("wds", "webdataset", "hf", "spdl") else system)
             if importlib.util.find_spec({"hf": "datasets", "spdl": "spdl"}.get(system, "json")) is None:
                 where = None
             if row == "threads" and system not in ("wds", "spdl") or row == "loader" and system == "spdl":
-                print(f"| {label} | {system} | no such option | | | | |")
+                skipped[system] = "no such option"
+            elif where is None:
+                skipped[system] = "not installed"
+            else:
+                places[system] = where
+        # the systems take turns, round after round, each round in another order: this machine's speed drifts by
+        # 20-40% over minutes, which would otherwise favour whichever system ran in a fast spell
+        results: dict[str, list[dict]] = {system: [] for system in places}
+        for round_number in range(args.repeats):
+            shift = round_number % max(len(places), 1)
+            turn = list(places)[shift:] + list(places)[:shift]
+            for system in turn:
+                if system in skipped:
+                    continue
+                try:
+                    results[system].append(run(system, row, places[system]))
+                except (RuntimeError, subprocess.TimeoutExpired) as exn:
+                    said = str(exn).strip().splitlines()[-1][:150] if str(exn).strip() else type(exn).__name__
+                    skipped[system] = f"failed: {said}"
+        for system in [s for s in SYSTEMS if s in args.only.split(",")]:
+            if system in skipped:
+                print(f"| {label} | {system} | {skipped[system]} | | | | |", flush=True)
                 continue
-            if where is None:
-                print(f"| {label} | {system} | not installed | | | | |")
-                continue
-            try:
-                runs = [run(system, row, where) for _ in range(args.repeats)]
-            except (RuntimeError, subprocess.TimeoutExpired) as exn:
-                said = str(exn).strip().splitlines()[-1][:150] if str(exn).strip() else type(exn).__name__
-                print(f"| {label} | {system} | failed: {said} | | | | |", flush=True)
-                continue
+            runs = results[system]
             samples = args.images * (RAW_EPOCHS if row.startswith("raw") else 1)
             for result in runs:
                 assert result["n"] == samples and result["labels"] == expected * samples // args.images, result

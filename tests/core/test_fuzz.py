@@ -245,9 +245,10 @@ def test_lying_headers_give_typed_errors_within_bounds(tmp_path, reader):
     assert _max_rss() - start < 256 * MB
 
 
-def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None) -> tuple[list, str]:
+def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None, map_files=True) -> tuple[list, str]:
     """What iter_members gives for ``data`` (members as bytes), and how it ended: with the compiled walk of plain
-    members or in Python alone, reading the file at ``path`` (holding ``data``) when given."""
+    members or in Python alone, reading the file at ``path`` (holding ``data``) when given: copying the members
+    out of a map of it, or (``map_files=False``) reading them with ``pread``."""
     from wds_core.fieldcodecs.limits import DecodeLimits
     from wds_core.tar import compiled as walk
     from wds_core.tar import iter_members
@@ -255,6 +256,7 @@ def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None) -
     got: list = []
     saved = walk.SCAN
     walk.SCAN = saved if compiled else None
+    walk.MAP_FILES = map_files
     try:
         with io.BytesIO(data) if path is None else open(path, "rb", buffering=0) as stream:
             fd = stream.fileno() if path is not None and mapped is None else -1  # the file walk
@@ -268,13 +270,15 @@ def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None) -
         return got, f"{type(exn).__name__}: {exn}"
     finally:
         walk.SCAN = saved
+        walk.MAP_FILES = True
     return got, "end"
 
 
 def test_the_compiled_walk_gives_what_the_python_walk_gives(tmp_path):
     """tarscan.c takes the plain members and leaves every other header to the Python walk: on hostile shards,
-    read as a stream, straight from the file, from a map, and from a map whose headers it reads from the file,
-    the same members, the same error at the same offset as the Python walk alone."""
+    read as a stream, straight from the file (copied out of a map of it, or read), from a map, and from a map
+    whose headers it reads from the file, the same members, the same error at the same offset as the Python walk
+    alone."""
     import mmap
 
     from wds_core.tar import compiled_walk
@@ -296,6 +300,7 @@ def test_the_compiled_walk_gives_what_the_python_walk_gives(tmp_path):
             return  # nothing to map: the reader streams an empty file
         path.write_bytes(data)
         assert _members(data, None, mode, path=path) == expected
+        assert _members(data, None, mode, path=path, map_files=False) == expected
         with open(path, "rb") as handle:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         assert _members(data, mapped, mode, compiled=False) == expected
@@ -303,6 +308,24 @@ def test_the_compiled_walk_gives_what_the_python_walk_gives(tmp_path):
         assert _members(data, mapped, mode, path=path) == expected
 
     check()
+
+
+@pytest.mark.parametrize("shard", ["samples", "sizes"])
+def test_the_compiled_walk_gives_what_the_python_walk_gives_at_every_cut(tmp_path, shard):
+    """The same comparison on a shard cut at every 97th byte: inside headers, data and padding alike (random
+    mutations seldom cut inside the padding of a member, where the file walk has to stop before the member)."""
+    from wds_core.tar import compiled_walk
+
+    if not compiled_walk():
+        pytest.skip("the compiled tar walk is not built here")
+    whole = TAR if shard == "samples" else _tar_of_sizes()
+    path = tmp_path / "cut.tar"
+    for cut in range(1, len(whole), 97):
+        data = whole[:cut]
+        expected = _members(data, None, "raise", compiled=False)
+        path.write_bytes(data)
+        assert _members(data, None, "raise", path=path) == expected, cut
+        assert _members(data, None, "raise", path=path, map_files=False) == expected, cut
 
 
 @pytest.mark.parametrize("seed", ["samples", "headers"])

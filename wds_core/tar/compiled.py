@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator
 
 from .source import CHUNK
 
-__all__ = ["SCAN", "compiled_walk", "file_size", "mapped_file", "walk_file"]
+__all__ = ["MAP_FILES", "SCAN", "compiled_walk", "file_size", "mapped_file", "walk_file"]
 
 
 def _load() -> Callable[..., int] | None:
@@ -59,16 +59,59 @@ def mapped_file(stream: object, mapped: mmap.mmap | None) -> int:
     return fd if file_size(fd) == len(mapped) else -1
 
 
+MAP_FILES = True  # walk_file copies members out of a map of the file (tests set it to False for plain reads)
+RELEASE_EVERY = 16 << 20  # bytes of a mapped file walked past before their pages are let go from the map
+
+
 def walk_file(
     scan: Callable[..., int], fd: int, at: int, size: int, max_member: int
 ) -> Generator[tuple[str, bytes, int], None, int]:
-    """Plain members of the local file ``fd`` (``size`` bytes) from the header at ``at``, read straight from it,
-    a chunk's worth at a time; returns where it stopped: at what the Python walk is to go on with (an extension
-    header, a member over ``max_member``, the end of the archive, a cut or a damaged header)."""
-    while True:
-        taken: list[tuple[str, bytes, int]] = []
-        stop = scan(None, None, at, size, 0, max_member, taken, fd, 0, CHUNK)
-        if stop == at:
-            return at
-        at = stop
-        yield from taken
+    """Plain members of the local file ``fd`` (``size`` bytes) from the header at ``at``, each copied once
+    into a ``bytes`` of its own, a chunk's worth at a time; returns where it stopped: at what the Python walk is
+    to go on with (an extension header, a member over ``max_member``, the end of the archive, a cut or a damaged
+    header).
+
+    The members are copied out of a map of the file: on this machine a copy from a fresh map (a page fault maps
+    16 pages of the page cache) costs 10% less a sample than reading them with ``pread``, whose every page is
+    looked up apart.  tarscan.c guards those copies against the file being cut while it is mapped (SIGBUS): the
+    walk then stops before the member and the Python walk reports the cut.  The pages walked past are let go
+    every ``RELEASE_EVERY`` bytes, so that a shard of gigabytes does not stay in the process's resident memory
+    while it is read.  Without a map (a file that cannot be mapped), each member is read with ``pread``."""
+    mapped = _map(fd, size) if MAP_FILES else None
+    if mapped is None:
+        while True:
+            taken: list[tuple[str, bytes, int]] = []
+            stop = scan(None, None, at, size, 0, max_member, taken, fd, 0, CHUNK)
+            if stop == at:
+                return at
+            at = stop
+            yield from taken
+    size, released = len(mapped), at - at % mmap.PAGESIZE
+    try:
+        while True:
+            taken = []
+            stop = scan(mapped, mapped, at, size, 0, max_member, taken, -1, size + 1, CHUNK)
+            if stop > size and stop != at:  # the file ends inside the last member's padding: the Python walk reports it
+                stop = taken.pop()[2]
+            if stop == at:
+                return at
+            at = stop
+            if at - released >= RELEASE_EVERY and hasattr(mapped, "madvise"):  # not on Windows
+                done = at - at % mmap.PAGESIZE
+                mapped.madvise(mmap.MADV_DONTNEED, released, done - released)
+                released = done
+            yield from taken
+    finally:
+        mapped.close()
+
+
+def _map(fd: int, size: int) -> mmap.mmap | None:
+    """The file ``fd`` mapped read-only, if it can be (not empty, not shorter than ``size``)."""
+    try:
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # an empty file, or one that cannot be mapped
+        return None
+    if len(mapped) < size:
+        mapped.close()
+        return None
+    return mapped

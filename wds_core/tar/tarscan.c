@@ -26,20 +26,86 @@
  *
  * buf None: the file alone, n its size.  Headers and data are read from fd, every member's data into a bytes
  * object of its own (one copy, the GIL released for large ones); a read that fails or comes back short stops
- * the walk there, for the caller's walk to report.  This is how a local plain shard is read without mapping
- * it (tario.iter_members's fd): no intermediate buffer, and no SIGBUS if the file is cut while it is read.
+ * the walk there, for the caller's walk to report.  This is how a local plain shard that cannot be mapped is
+ * read (compiled.walk_file); one that can is walked as buf with fd -1 and copy_below past its size, every
+ * member copied out of the map (a page fault maps 16 pages at once, where a read looks each page up).
  *
  * budget >= 0: no member is started once pos has moved that many bytes (what out holds stays bounded).
+ *
+ * Every byte taken from buf (a header, a member's data) is copied out under a guard against SIGBUS: reading a
+ * page of a map past the end of a file cut after it was mapped (or a page the disk fails to give) raises SIGBUS,
+ * which would end the process.  The handler, installed at the first scan, jumps back out of a guarded copy and
+ * the walk stops at the header whose bytes it could not have: the caller's walk reads on from there with plain
+ * reads and reports the cut with its member and offset.  A SIGBUS outside a guarded copy goes to the handler
+ * that was there before (Python's faulthandler, say), or ends the process as it would have.  A faulthandler
+ * enabled after the first scan sees a guarded SIGBUS first: it prints its report, then hands the signal back.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #define BLOCK 512
 #define WINDOW 8192 /* bytes of headers read at once: a small member's header and the next few */
+
+#define RELEASE_GIL (1 << 16) /* copies and reads this large let other threads run meanwhile */
+
+/* ---- copies out of a map that survive its file being cut (see the header comment) */
+
+static _Thread_local sigjmp_buf *volatile guarded; /* where a SIGBUS in this thread's guarded copy jumps to */
+static struct sigaction before_us;                 /* the SIGBUS handling the guard replaced */
+static int guard_installed;
+
+static void on_sigbus(int sig, siginfo_t *info, void *context)
+{
+    sigjmp_buf *jump = guarded;
+    if (jump != NULL) {
+        guarded = NULL;
+        siglongjmp(*jump, 1);
+    }
+    if (before_us.sa_flags & SA_SIGINFO) {
+        before_us.sa_sigaction(sig, info, context);
+    } else if (before_us.sa_handler != SIG_DFL && before_us.sa_handler != SIG_IGN) {
+        before_us.sa_handler(sig);
+    } else { /* the default: the process ends by this signal, as it would have without the guard */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
+/* Installs the handler once (called with the GIL held, so never twice at a time): whether it is there. */
+static int install_guard(void)
+{
+    if (!guard_installed) {
+        struct sigaction ours;
+        memset(&ours, 0, sizeof ours);
+        ours.sa_sigaction = on_sigbus;
+        ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK; /* NODEFER: a jump out leaves SIGBUS unblocked */
+        sigemptyset(&ours.sa_mask);
+        if (sigaction(SIGBUS, &ours, &before_us) == 0)
+            guard_installed = 1;
+    }
+    return guard_installed;
+}
+
+/* memcpy from a map: 0 when done, -1 when a SIGBUS stopped it (the bytes are not there) */
+static int guarded_copy(void *into, const void *from, size_t size)
+{
+    sigjmp_buf here;
+    if (sigsetjmp(here, 0) != 0)
+        return -1;
+    guarded = &here;
+    atomic_signal_fence(memory_order_seq_cst);
+    memcpy(into, from, size);
+    atomic_signal_fence(memory_order_seq_cst);
+    guarded = NULL;
+    return 0;
+}
 
 /* The size field's first eleven bytes as octal digits (tario's fast path reads no more): -1 if they are not. */
 static long long octal11(const unsigned char *field)
@@ -109,7 +175,7 @@ static int read_fully(int fd, char *into, Py_ssize_t size, Py_ssize_t offset)
     Py_ssize_t got = 0;
     while (got < size) {
         ssize_t n;
-        if (size >= (1 << 16)) {
+        if (size >= RELEASE_GIL) {
             Py_BEGIN_ALLOW_THREADS
             n = pread(fd, into + got, (size_t)(size - got), (off_t)(offset + got));
             Py_END_ALLOW_THREADS
@@ -127,7 +193,7 @@ static int read_fully(int fd, char *into, Py_ssize_t size, Py_ssize_t offset)
 
 /* The bytes [dpos, dpos + size) as a bytes object in *data: from the window when it holds them, else read from
  * fd, else copied from buf.  0 when done, -1 on an error (set), 1 when they cannot be had (no buf and the file
- * ends before them): the walk stops there. */
+ * ends before them, or the map's file was cut): the walk stops there. */
 static int copied(PyObject **data, const unsigned char *buf, Py_ssize_t dpos, Py_ssize_t size, int fd,
                   const unsigned char *window, Py_ssize_t wstart, Py_ssize_t wlen)
 {
@@ -142,8 +208,16 @@ static int copied(PyObject **data, const unsigned char *buf, Py_ssize_t dpos, Py
     if (fd >= 0 && read_fully(fd, into, size, dpos))
         return 0;
     if (buf != NULL) {
-        memcpy(into, buf + dpos, (size_t)size);
-        return 0;
+        int status;
+        if (size >= RELEASE_GIL) { /* a page not in memory yet is read from the disk meanwhile */
+            Py_BEGIN_ALLOW_THREADS
+            status = guarded_copy(into, buf + dpos, (size_t)size);
+            Py_END_ALLOW_THREADS
+        } else {
+            status = guarded_copy(into, buf + dpos, (size_t)size);
+        }
+        if (status == 0)
+            return 0;
     }
     Py_CLEAR(*data);
     return 1;
@@ -159,6 +233,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         return NULL;
     const Py_ssize_t start = pos;
     unsigned char window[WINDOW];
+    unsigned char header[BLOCK]; /* a header of buf, copied out of it under the guard */
     Py_ssize_t wstart = 0, wlen = 0; /* window holds the file's bytes [wstart, wstart + wlen) */
     Py_buffer view = {0};
     const unsigned char *buf = NULL;
@@ -174,10 +249,14 @@ static PyObject *scan(PyObject *self, PyObject *args)
         buf = view.buf;
         if (n > view.len)
             n = view.len;
+        if (!install_guard()) {
+            PyBuffer_Release(&view);
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
     }
     PyObject *result = NULL;
     while (pos >= 0 && pos <= n - BLOCK && (budget < 0 || pos - start < budget)) {
-        const unsigned char *h = buf != NULL ? buf + pos : NULL;
+        const unsigned char *h = NULL;
         if (fd >= 0) {
             if (pos < wstart || pos + BLOCK > wstart + wlen) {
                 Py_ssize_t want = n - pos < WINDOW ? n - pos : WINDOW;
@@ -190,6 +269,11 @@ static PyObject *scan(PyObject *self, PyObject *args)
             }
             if (pos + BLOCK <= wstart + wlen)
                 h = window + (pos - wstart);
+        }
+        if (h == NULL && buf != NULL) {
+            if (guarded_copy(header, buf + pos, BLOCK) != 0)
+                break; /* the map's file was cut: the caller's walk reads on from here */
+            h = header;
         }
         if (h == NULL)
             break; /* the file ends inside the header: the caller's walk reports it */

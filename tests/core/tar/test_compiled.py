@@ -70,14 +70,51 @@ def test_the_file_walk_stops_at_what_is_not_a_plain_member(tmp_path):
 
 
 @needs_walk
-def test_a_shard_cut_while_it_is_read_is_reported_not_a_crash(tmp_path):
+@pytest.mark.parametrize("map_files", [True, False], ids=["copied-from-a-map", "read"])
+def test_a_shard_cut_while_it_is_read_is_reported_not_a_crash(tmp_path, monkeypatch, map_files):
+    """Mapped, the cut makes the copy of the next member a SIGBUS, which tarscan.c's guard turns into a stop: the
+    samples before the cut are all delivered, then the cut is reported with its member and offset."""
+    monkeypatch.setattr(compiled, "MAP_FILES", map_files)
     members = [(f"k{i:03d}.bin", bytes([i % 251]) * 40_000) for i in range(60)]
     path = _shard(tmp_path, members)
     reader = iter(wds.WebDataset(str(path), shardshuffle=False))
-    first = next(reader)
-    assert first["bin"] == members[0][1]
+    got = [next(reader)]
+    assert got[0]["bin"] == members[0][1]
     os.truncate(path, 30 * 41_472 + 1000)  # cut inside the 31st member, while the shard is open
     with pytest.raises(TruncatedShardError) as caught:
-        for _ in reader:
-            pass
-    assert caught.value.url == str(path) and caught.value.offset is not None
+        for sample in reader:
+            got.append(sample)
+    # every sample before the cut; the one in progress (k029: the cut member might have been one of its own) is
+    # the handler's to deliver or not, and reraise_exception raises
+    assert [s["bin"] for s in got] == [data for _, data in members[:29]]
+    assert caught.value.url == str(path) and caught.value.member == "k030.bin"
+    assert caught.value.offset == 30 * 41_472 + 1000
+
+
+SIGBUS_ELSEWHERE = """
+import mmap, os, sys
+import wds_core as wds
+path = sys.argv[1]
+assert sum(1 for _ in wds.WebDataset(path, shardshuffle=False)) == 60  # the guard is installed by now
+with open(path, "rb") as handle:
+    view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+os.truncate(path, 4096)
+print("read", flush=True)
+view[len(view) - 1]  # past the end of the cut file, outside any guarded copy
+print("survived", flush=True)
+"""
+
+
+@needs_walk
+@pytest.mark.parametrize("faulthandler", [False, True])
+def test_a_sigbus_outside_the_walk_still_ends_the_process(tmp_path, faulthandler):
+    """The guard takes only the faults of its own copies: any other SIGBUS goes to the handler that was there
+    before it (faulthandler's report), or ends the process by the signal, as it would have without wds."""
+    path = _shard(tmp_path, [(f"k{i:03d}.bin", bytes(40_000)) for i in range(60)])
+    flags = ["-X", "faulthandler"] if faulthandler else []
+    run = subprocess.run(
+        [sys.executable, *flags, "-c", SIGBUS_ELSEWHERE, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == -7, run.stderr  # SIGBUS
+    assert run.stdout == "read\n"
+    assert ("Bus error" in run.stderr) == faulthandler
