@@ -20,7 +20,7 @@ PUBLIC = [
     "Continue", "CropImages", "DataPipeline", "Decode", "Decoder", "DecodingError", "DetShuffle",
     "DirectoryShardList", "DistributedChunkedSampler", "EmptyDatasetError", "EncodingError", "ExtractKeys",
     "FieldError", "FluidInterface", "FluidWrapper", "ImageHandler", "ImageSpec", "ImageTextPairs", "Info",
-    "Interleaved", "LRUCleanup", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple",
+    "InterleaveShards", "Interleaved", "LRUCleanup", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple",
     "MemoryCache", "MissingFieldError", "MockDataset", "MsgpacksWriter", "MultiShardSample", "NonEmpty",
     "OverLimitError", "PipeError", "Pipeline", "PipelineStage", "Processor", "Profile", "RandomMix",
     "RandomSample", "Rename", "RenameKeys",

@@ -147,6 +147,7 @@ from .pipeline import DataPipeline, PipelineStage
 from .profiling import Profile, Starvation
 from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .sampling import RandomSample, Resample
+from .shardinterleave import InterleaveShards
 from .shardreader import TarfileToSamples, tarfile_to_samples
 from .shards import (
     ResampledShards,
@@ -210,6 +211,7 @@ __all__ = [
     "ImageSpec",
     "ImageTextPairs",
     "Info",
+    "InterleaveShards",
     "Interleaved",
     "LRUCleanup",
     "LazyImage",

@@ -15,6 +15,7 @@ from .io.cache import ShardCache
 from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
 from .pipeline import DataPipeline
+from .shardinterleave import InterleaveShards
 from .shardreader import TarfileToSamples
 from .shardreading import ShardReadOptions
 from .shards import ResampledShards, SimpleShardList, split_by_node, split_by_worker
@@ -51,6 +52,11 @@ class WebDataset(DataPipeline, FluidInterface):
     ``zero_copy=True`` gives the members of local uncompressed shards as
     memoryviews of the mapped file, not copies
     (:class:`~wds_core.shardreading.ShardReadOptions` says more).
+    ``interleave=K`` reads ``K`` of each reader's shards at once and takes
+    each next sample from one of them at random
+    (:mod:`~wds_core.shardinterleave`): with ``.shuffle(B)`` after it, a
+    batch mixes about as many shards as a global shuffle of ``K`` shards
+    would, holding ``B + K`` samples.
 
     ``urls`` may also name a dataset-spec file (``.yaml``/``.yml``/``.json``,
     or its parsed dict): several sources mixed in proportions
@@ -90,6 +96,7 @@ class WebDataset(DataPipeline, FluidInterface):
         sample_counts: Any = None,
         read_ahead: ReadAhead | None = None,
         zero_copy: bool = False,
+        interleave: int | None = None,
     ) -> None:
         if seed is None and os.environ.get("WDS_SEED", "") != "":
             seed = int(os.environ["WDS_SEED"])
@@ -103,6 +110,8 @@ class WebDataset(DataPipeline, FluidInterface):
             handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead,
             zero_copy=zero_copy,
         )  # fmt: skip
+        if interleave is not None and (is_spec(urls) or isinstance(urls, str) and urls.endswith("/")):
+            raise SpecError("interleave= reads a list of shards; a dataset-spec file or a folder has no such list")
         if is_spec(urls):
             if balanced is not None or resampled or mode == "resampled":
                 raise SpecError("a dataset-spec file sets each source's sampling; balanced/resampled do not apply")
@@ -141,7 +150,9 @@ class WebDataset(DataPipeline, FluidInterface):
             if workersplitter is not None:
                 self.append(workersplitter)
         self.nshards = len(shards.urls)
-        self.append(TarfileToSamples.from_options(reading))
+        self.append(
+            TarfileToSamples.from_options(reading) if interleave is None else InterleaveShards(interleave, reading)
+        )
         self.empty_check = empty_check
         if repeat:
             self.repeat()

@@ -28,6 +28,7 @@ from .io.storage import remote_url, url_of
 from .shardreading import ShardReading, ShardReadOptions
 from .state import BalancedPart, RunContext, StageIterator, implements
 from .tar.resume import skip_to
+from .tar.source import CHUNK
 from .tar.tario import iter_members
 
 __all__ = [
@@ -153,12 +154,24 @@ class ShardReader(StageIterator):
         self._allowance: Allowance | None = None  # what this reader's remote shards may request together
         self.bytes_read = 0  # of the shards finished, as their streams counted them (compressed, for those)
         self._reading: Any = None  # the stream of the shard being read
+        self.chunk = CHUNK  # bytes read (or walked) at a time while a shard's headers are dense
+        self.ended_by_handler = False  # the handler said to stop reading about a shard: the stream ended there
 
     def report(self) -> dict[str, Any]:
         """The items handed out (while counted) and ``bytes``: what the shards' streams read so far."""
         report = super().report()
         report["bytes"] = self.bytes_read + _position(self._reading)
         return report
+
+    def share_requests(self, allowance: Allowance) -> None:
+        """Request this reader's remote ranges within ``allowance``, shared with other readers (the lanes of a
+        reader of many shards at once), instead of within an allowance of its own; before it starts."""
+        self._allowance = allowance
+
+    def opened_ahead(self, url: str, stream: Any) -> None:
+        """``stream`` is the shard ``url``, opened and requested ahead by someone else: read it when its turn
+        comes (from its start) instead of opening the shard again."""
+        self._early.append((url, stream))
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None
@@ -196,6 +209,7 @@ class ShardReader(StageIterator):
         try:
             if self.url is not None and self.offset >= 0 and self.left != 0:
                 if not (yield from self._shard(self.url, self.offset)):
+                    self.ended_by_handler = True
                     return
             source = iter(self.src)
             while True:
@@ -212,6 +226,7 @@ class ShardReader(StageIterator):
                 self.plain = start > 0  # an offset inside a shard comes from its offset index: an uncompressed tar
                 self._starting(url)
                 if not (yield from self._shard(url, start, source)):
+                    self.ended_by_handler = True
                     return
         finally:
             self._drop_early()
@@ -385,7 +400,7 @@ class _TarSamplesIterator(ShardReader):
         fd = file_descriptor(stream) if self.plain and mapped is None else -1  # a local plain shard: read directly
         members = iter_members(
             tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
-            over_limit="skip", mapped=mapped, fd=fd,
+            over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk,
         )  # fmt: skip
         refused = self._refused
         yield from group_members(

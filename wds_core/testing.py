@@ -62,7 +62,10 @@ def check_resume(
     ``make`` must build the same pipeline each time (same seeds).  ``positions``
     lists the ``k`` to try (default ``0, step, 2*step, ...`` up to the end);
     ``max_state_bytes`` bounds the JSON size of every state (``None``: no
-    bound).  Returns the keys of the uninterrupted run; raises
+    bound).  The same states are then taken in one run, one after the other,
+    and each restored: a state that disturbs the run, or that a stage keeps
+    from an earlier step, fails there.  Returns the keys of the uninterrupted
+    run; raises
     :class:`ResumeMismatch` at the first ``k`` that differs, naming the first
     differing item.
     """
@@ -85,7 +88,32 @@ def check_resume(
         got = head + [key(item) for item in fresh]
         if got != expected:
             raise ResumeMismatch(_difference(k, expected, got))
+    _check_states_of_one_run(make, sorted(ks), expected, key, through_json)
     return expected
+
+
+def _check_states_of_one_run(
+    make: Callable[[], Any], ks: list[int], expected: list[str], key: Callable[[Any], str], through_json: bool
+) -> None:
+    """The states after each ``k`` taken in one run that goes on after each: taking them must not change the
+    run, and each must resume where it was taken (a state kept from an earlier step shows here)."""
+    pipeline = make()
+    items = iter(pipeline)
+    seen: list[str] = []
+    states = {}
+    for k in ks:
+        seen += [key(next(items)) for _ in range(k - len(seen))]
+        state = pipeline.state_dict()
+        states[k] = json.loads(json.dumps(state)) if through_json else state
+    seen += [key(item) for item in items]
+    if seen != expected:
+        raise ResumeMismatch("taking states during a run changed the run: " + _difference(0, expected, seen))
+    for k, state in states.items():
+        fresh = make()
+        fresh.load_state_dict(state)
+        got = expected[:k] + [key(item) for item in fresh]
+        if got != expected:
+            raise ResumeMismatch(_difference(k, expected, got) + " (with the state taken in a run that went on)")
 
 
 def _difference(k: int, expected: list[str], got: list[str]) -> str:

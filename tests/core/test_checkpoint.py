@@ -72,6 +72,12 @@ def pipelines(spec):
             .extract_keys("key", "label")
         ),
         "mock": lambda: wds.MockDataset({"__key__": "same"}, 20).rsample(0.7, seed=1),
+        "interleave": lambda: wds.WebDataset(spec, shardshuffle=True, seed=24, interleave=3),
+        "interleave-shuffle": lambda: wds.WebDataset(spec, shardshuffle=True, seed=25, interleave=2).shuffle(7),
+        "interleave-pipeline": lambda: wds.DataPipeline(
+            wds.SimpleShardList(spec, seed=26), wds.split_by_worker, wds.InterleaveShards(8), wds.batched(5), seed=26
+        ),
+        "interleave-balanced": lambda: wds.WebDataset(spec, seed=27, balanced="pad", interleave=2).repeat(2),
     }
 
 

@@ -63,6 +63,11 @@ class ReadAhead:
     ranges of twice ``first_range``, several at once, so that its first
     samples (a DataLoader worker's first batch) do not wait for whole large
     ranges; ``0`` goes straight to ``range_bytes``.
+
+    ``window_bytes`` caps what one shard has requested and not yet read
+    (``None``: only ``budget`` does), so that a reader of many shards at once
+    (:mod:`wds_core.shardinterleave`) spreads its requests over all of them
+    instead of filling its budget with the first.
     """
 
     first_range: int = 256 << 10
@@ -72,11 +77,14 @@ class ReadAhead:
     hedge_after: float | None = 0.1
     shards_ahead: int = 4
     ramp: int = 8 << 20
+    window_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("shards_ahead", "ramp"):
             if getattr(self, name) < 0:
                 raise ValueError(f"ReadAhead.{name} must be >= 0, got {getattr(self, name)}")
+        if self.window_bytes is not None and self.window_bytes < 1:
+            raise ValueError(f"ReadAhead.window_bytes must be >= 1 or None, got {self.window_bytes}")
         for name in ("first_range", "range_bytes", "in_flight", "budget"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ReadAhead.{name} must be >= 1, got {getattr(self, name)}")
@@ -234,6 +242,7 @@ class RangeWindow:
         self.cancelled = False
         self.exhausted = False  # every range is requested
         self.running = 0  # ranges requested and not yet answered
+        self.ahead = 0  # bytes requested and not yet taken (plan.window_bytes caps it)
         self.allowance = allowance or Allowance(plan)
         with self.allowance.lock:
             self.allowance.windows.append(self)
@@ -247,7 +256,12 @@ class RangeWindow:
         the shards ahead hold every connection of the allowance (the budget is then passed by one range)."""
         size = self.known()
         plan, allowance = self.plan, self.allowance
-        while not self.cancelled and not _exiting and (allowance.room() or (needed and not self.pending)):
+        cap = plan.window_bytes
+        while (
+            not self.cancelled
+            and not _exiting
+            and ((allowance.room() and (cap is None or self.ahead < cap)) or (needed and not self.pending))
+        ):
             if size is None and not self._may_guess():
                 return  # one range until the size is known (asking past the end is an error on some stores)
             if size is not None and self.next >= size:
@@ -266,6 +280,7 @@ class RangeWindow:
             allowance.jobs.append((request, self.fetch, self.next, length))
             self.pending.append((self.next, length, request, asked))
             self.next += length
+            self.ahead += length
             allowance.held += length
             allowance.asked += length
             allowance.pending += 1
@@ -323,6 +338,7 @@ class RangeWindow:
         self.allowance.start()
         with self.lock:
             start, length, future, asked = self.pending.popleft()
+            self.ahead -= length
             self.allowance.held -= length
             self.allowance.pending -= 1
         data = self._wait(start, length, future, asked)
@@ -387,6 +403,7 @@ class RangeWindow:
                 allowance.held -= length
                 allowance.pending -= 1
             self.pending.clear()
+            self.ahead = 0
             if self in allowance.windows:
                 allowance.windows.remove(self)
             if self.size_lookup is not None:

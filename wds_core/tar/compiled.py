@@ -64,12 +64,12 @@ RELEASE_EVERY = 16 << 20  # bytes of a mapped file walked past before their page
 
 
 def walk_file(
-    scan: Callable[..., int], fd: int, at: int, size: int, max_member: int
+    scan: Callable[..., int], fd: int, at: int, size: int, max_member: int, chunk: int = CHUNK
 ) -> Generator[tuple[str, bytes, int], None, int]:
     """Plain members of the local file ``fd`` (``size`` bytes) from the header at ``at``, each copied once
-    into a ``bytes`` of its own, a chunk's worth at a time; returns where it stopped: at what the Python walk is
-    to go on with (an extension header, a member over ``max_member``, the end of the archive, a cut or a damaged
-    header).
+    into a ``bytes`` of its own, ``chunk`` bytes' worth at a time (at least a member); returns where it stopped:
+    at what the Python walk is to go on with (an extension header, a member over ``max_member``, the end of the
+    archive, a cut or a damaged header).
 
     The members are copied out of a map of the file: on this machine a copy from a fresh map (a page fault maps
     16 pages of the page cache) costs 10% less a sample than reading them with ``pread``, whose every page is
@@ -81,7 +81,7 @@ def walk_file(
     if mapped is None:
         while True:
             taken: list[tuple[str, bytes, int]] = []
-            stop = scan(None, None, at, size, 0, max_member, taken, fd, 0, CHUNK)
+            stop = scan(None, None, at, size, 0, max_member, taken, fd, 0, chunk)
             if stop == at:
                 return at
             at = stop
@@ -90,7 +90,7 @@ def walk_file(
     try:
         while True:
             taken = []
-            stop = scan(mapped, mapped, at, size, 0, max_member, taken, -1, size + 1, CHUNK)
+            stop = scan(mapped, mapped, at, size, 0, max_member, taken, -1, size + 1, chunk)
             if stop > size and stop != at:  # the file ends inside the last member's padding: the Python walk reports it
                 stop = taken.pop()[2]
             if stop == at:

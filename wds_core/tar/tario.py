@@ -68,6 +68,7 @@ def iter_members(
     over_limit: str = "raise",
     mapped: mmap.mmap | None = None,
     fd: int = -1,
+    chunk: int = CHUNK,
 ) -> Iterator[Member]:
     """Yield ``(name, data, offset)`` for each regular file in a tar stream.
 
@@ -103,6 +104,12 @@ def iter_members(
     ``seek``: the compiled walk then reads plain members' headers and data from
     the file itself, each member with a single copy.
 
+    ``chunk`` is how many bytes are read (or walked, in a file or a map) at a
+    time while headers are dense: the members of a chunk are parsed together
+    and held until they are taken.  A reader of many shards at once
+    (:mod:`wds_core.shardinterleave`) reads small chunks, so that each shard it
+    holds open holds little more than one sample.
+
     Ends at the first end-of-archive block.  Raises :class:`TruncatedShardError`
     when the stream ends inside a header or a member or without an end-of-archive
     block, and :class:`TarFormatError` for a corrupt header or a size that is not
@@ -124,7 +131,8 @@ def iter_members(
         buf, body, end = mapped, memoryview(mapped), start_offset  # type: ignore[assignment]
     pos = n = 0
     base = start_offset  # absolute offset of buf[0]
-    next_read = CHUNK
+    chunk = max(int(chunk), BLOCK)
+    next_read = chunk
     skip = 0  # padding still to skip before the next header
     seen_any = start_offset > 0
     size = 0
@@ -138,7 +146,7 @@ def iter_members(
         # -- plain members of a local file, in C straight from the file (a chunk's worth at a time)
         if size_of_file >= 0 and plain and src.pending is None:
             at = base + len(buf) + skip  # the next header
-            moved = yield from walk_file(scan, fd, at, size_of_file, max_member)  # type: ignore[arg-type]
+            moved = yield from walk_file(scan, fd, at, size_of_file, max_member, chunk)  # type: ignore[arg-type]
             if moved != at:  # the walk below goes on from there: what stopped the file walk is its to report
                 seen_any = True
                 stream.seek(moved)
@@ -158,7 +166,7 @@ def iter_members(
             if origin > len(mapped):
                 raise src.short("the shard ends inside a member's padding", offset=len(mapped))
             n = end = min(len(mapped), origin + next_read)
-        next_read = CHUNK
+        next_read = chunk
         pos = origin
         if n - origin < BLOCK:
             here = base + origin
@@ -200,7 +208,7 @@ def iter_members(
                         break
                     # mapped: the data is there; the window takes it in, and a chunk of headers after it while it
                     # spans less than MAPPED_SPAN (its headers' checksums are checked together, after the walk)
-                    n = end = min(len(mapped), dend + CHUNK) if dend - origin < MAPPED_SPAN else dend
+                    n = end = min(len(mapped), dend + chunk) if dend - origin < MAPPED_SPAN else dend
                 if plain and kind in REGULAR:
                     name = decode_name(ustar_name(buf, pos))
                     if want is None or want(name):

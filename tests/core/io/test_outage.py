@@ -63,4 +63,6 @@ def test_down_for_good_a_clear_error_within_the_budget_then_the_checkpoint_resum
     again.load_state_dict(checkpoint)
     rest = list(again)
     assert contents(before + rest) == expected and len(before) + len(rest) == 120
-    assert threading.active_count() < 50
+    # no thread piles up per retry; the process's I/O pool (at most 64 "wds-io" threads) may hold what earlier
+    # tests started
+    assert len([t for t in threading.enumerate() if not t.name.startswith("wds-io")]) < 50
