@@ -32,7 +32,7 @@ from typing import Any
 
 from .dist import stream_seed
 from .errors import SpecError
-from .io.readahead import Allowance, ReadAhead
+from .io.readahead import POOL_WORKERS, Allowance, ReadAhead
 from .io.storage import remote_url, url_of
 from .pipelinerun import ListSource
 from .rng import Rng
@@ -40,7 +40,7 @@ from .shardreader import ShardReader, TarfileToSamples
 from .shardreading import ShardReadOptions
 from .state import Recipe, RunContext, StageIterator
 
-__all__ = ["LANE_CHUNK", "InterleaveShards", "lane_read_ahead"]
+__all__ = ["LANE_CHUNK", "InterleaveShards", "lane_read_ahead", "lanes_allowance"]
 
 LANE_CHUNK = 4096  # bytes a lane reads (or walks) at a time past its next sample: small members come together
 _END = object()
@@ -48,12 +48,20 @@ _END = object()
 
 def lane_read_ahead(plan: ReadAhead, lanes: int) -> ReadAhead:
     """The read-ahead of each of ``lanes`` remote shards read at once: ranges of at most 256 KiB, at most two of
-    them (or an equal part of the budget) requested ahead of each shard, the budget and the connections shared."""
+    them (or an equal part of the budget, at least one range) requested ahead of each shard, the budget shared."""
     ranges = min(plan.range_bytes, 256 << 10)
-    window = max(min(2 * ranges, plan.budget // max(lanes, 1)), plan.first_range)
+    window = max(min(2 * ranges, plan.budget // max(lanes, 1)), ranges)
     return dataclasses.replace(
         plan, range_bytes=ranges, first_range=min(plan.first_range, ranges), window_bytes=window, ramp=0
     )
+
+
+def lanes_allowance(plan: ReadAhead) -> ReadAhead:
+    """What the lanes request together: the budget of ``plan``, and as many requests at once as keep as many bytes
+    in flight with the lanes' smaller ranges (up to the I/O pool's threads)."""
+    ranges = min(plan.range_bytes, 256 << 10)
+    in_flight = min(POOL_WORKERS, max(plan.in_flight, plan.in_flight * plan.range_bytes // ranges))
+    return dataclasses.replace(plan, in_flight=in_flight)
 
 
 class InterleaveShards(Recipe):
@@ -101,7 +109,7 @@ class _InterleaveIterator(StageIterator):
         self.states: list[dict[str, Any] | None] = []
         self.restored: list[dict[str, Any]] | None = None  # the lanes of a checkpoint, until the run starts
         self.bytes_done = 0  # read by lanes that are finished
-        self.allowance = Allowance(recipe.plan)  # the remote lanes' requests, together
+        self.allowance = Allowance(lanes_allowance(recipe.plan))  # the remote lanes' requests, together
         self.ahead: list[tuple[Any, Any]] = []  # (item, stream opened and requested ahead) for the next lanes
 
     def report(self) -> dict[str, Any]:
@@ -114,6 +122,7 @@ class _InterleaveIterator(StageIterator):
         opened ahead."""
         lane = self.recipe.reader.build(ListSource([item]), RunContext())
         lane.chunk = LANE_CHUNK
+        lane.map_files = False  # a map would keep what a lane has read of its shard resident until the shard ends
         lane.share_requests(self.allowance)
         if state is not None:
             lane.load_state_dict(state)

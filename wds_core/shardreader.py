@@ -155,6 +155,7 @@ class ShardReader(StageIterator):
         self.bytes_read = 0  # of the shards finished, as their streams counted them (compressed, for those)
         self._reading: Any = None  # the stream of the shard being read
         self.chunk = CHUNK  # bytes read (or walked) at a time while a shard's headers are dense
+        self.map_files = True  # local plain shards' members copied out of a map (else read: tar.compiled.walk_file)
         self.ended_by_handler = False  # the handler said to stop reading about a shard: the stream ended there
 
     def report(self) -> dict[str, Any]:
@@ -400,7 +401,7 @@ class _TarSamplesIterator(ShardReader):
         fd = file_descriptor(stream) if self.plain and mapped is None else -1  # a local plain shard: read directly
         members = iter_members(
             tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
-            over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk,
+            over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk, map_file=self.map_files,
         )  # fmt: skip
         refused = self._refused
         yield from group_members(

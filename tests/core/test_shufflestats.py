@@ -62,9 +62,22 @@ def test_the_common_streaming_shuffle_mixes_a_quarter_as_well_as_a_global_one(or
     assert report["samples"] == 20000 and report["batch_size"] == 256 and report["shards"] == 200
     assert 0.15 < report["diversity_ratio"] < 0.4  # 0.25 with seed 0
     assert main(["stats", ordered, "--shuffle", "--buffer", "20000"]) == 0
-    line = capsys.readouterr().out.splitlines()[-1]
+    line, hint = capsys.readouterr().out.splitlines()[-2:]
     assert line.startswith("an epoch of WebDataset(..., shardshuffle=True).shuffle(20000), batches of 256:")
+    assert hint.endswith("--interleave 200 --buffer 19800 (WebDataset(..., interleave=200))")
     # a buffer that holds the whole epoch mixes better, but not as a global shuffle: as in webdataset, it starts
     # handing out samples once it holds initial=100 of them (0.72 with seed 0)
     bigger = float(line.split("(diversity ")[1].split(")")[0])
     assert report["diversity_ratio"] < bigger < 0.9
+
+
+def test_reading_every_shard_at_once_mixes_as_a_global_shuffle_with_as_many_samples_held(ordered, capsys):
+    """The streaming shuffle of issue 32: 200 shards read at once and shuffle(800), 1,000 samples held, gives
+    batches at least 0.8 of a global shuffle's distinct shards (0.98 with seed 0)."""
+    from wds_core.cli.main import main
+
+    assert main(["stats", ordered, "--shuffle", "--interleave", "200", "--buffer", "800", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["shuffle"]
+    assert report["pipeline"] == "WebDataset(..., shardshuffle=True, interleave=200).shuffle(800)"
+    assert report["samples"] == 20000 and report["samples_held"] == 1000
+    assert report["diversity_ratio"] >= 0.9 and abs(report["displacement"] - report["global_displacement"]) < 0.03

@@ -2,6 +2,7 @@
 
     wds stats "data/shard-{000..099}.tar" [--json]
     wds stats "data/shard-{000..099}.tar" --shuffle --buffer 1000 --batch-size 256   # how well an epoch mixes
+    wds stats "data/shard-{000..099}.tar" --shuffle --interleave 100 --buffer 900    # ... reading 100 shards at once
     wds verify data/dataset.json            # exit status 0: intact; 1: problems (each listed)
     wds bench "s3://bucket/shard-{000..099}.tar" --seconds 30
 
@@ -101,7 +102,11 @@ def run_stats(args: argparse.Namespace) -> int:
               f"{shuffled['distinct_per_batch']:.1f} distinct shards a batch against "
               f"{shuffled['global_distinct_per_batch']:.1f} for a global shuffle "
               f"(diversity {shuffled['diversity_ratio']:.2f}); displacement {shuffled['displacement']:.3f} "
-              f"against {shuffled['global_displacement']:.3f}")  # fmt: skip
+              f"against {shuffled['global_displacement']:.3f}; {shuffled['samples_held']:,} samples held")  # fmt: skip
+        if args.interleave is None and shuffled["diversity_ratio"] < 0.8:
+            lanes = min(len(urls), max(args.buffer // 5, 1))
+            print(f"to mix more shards with as many samples held, read {lanes} shards at once: --interleave {lanes} "
+                  f"--buffer {max(args.buffer - lanes, 1)} (WebDataset(..., interleave={lanes}))")  # fmt: skip
     return 0
 
 
@@ -110,10 +115,16 @@ def _shuffle_report(urls: list[str], stored: list[list[tuple[str, str]]], args: 
     from ..fluid import WebDataset
     from ..shufflestats import shuffle_quality, storage_order
 
-    dataset = WebDataset(urls, shardshuffle=True, seed=args.seed).shuffle(args.buffer)
+    lanes = args.interleave
+    dataset = WebDataset(urls, shardshuffle=True, seed=args.seed, interleave=lanes).shuffle(args.buffer)
     order = ((sample["__url__"], sample["__key__"]) for sample in dataset)
     quality = shuffle_quality(order, storage_order(stored), batch_size=args.batch_size)
-    return {"pipeline": f"WebDataset(..., shardshuffle=True).shuffle({args.buffer})", **quality.as_dict()}
+    reading = "" if lanes is None else f", interleave={lanes}"
+    return {
+        "pipeline": f"WebDataset(..., shardshuffle=True{reading}).shuffle({args.buffer})",
+        "samples_held": args.buffer + (lanes or 0),
+        **quality.as_dict(),
+    }
 
 
 def _next_header(stream: Any, offset: int) -> int | None:
@@ -236,6 +247,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                        "mixes the storage order: distinct shards a batch and displacement, against a global "
                        "shuffle's")  # fmt: skip
     stats.add_argument("--buffer", type=int, default=1000, help="the sample shuffle's buffer (default 1000)")
+    stats.add_argument("--interleave", type=int, default=None, metavar="K",
+                       help="measure WebDataset(..., interleave=K) instead: K shards read at once, each next sample "
+                       "from one of them at random")  # fmt: skip
     stats.add_argument("--batch-size", type=int, default=256, help="the batch the diversity is counted in (256)")
     stats.add_argument("--seed", type=int, default=0, help="the shuffles' seed (default 0)")
     verify = command(

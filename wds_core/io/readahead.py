@@ -41,7 +41,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["READ_AHEAD", "Allowance", "ReadAhead", "RangeWindow", "io_pool"]
+__all__ = ["POOL_WORKERS", "READ_AHEAD", "Allowance", "ReadAhead", "RangeWindow", "io_pool"]
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,10 @@ class ReadAhead:
     ranges; ``0`` goes straight to ``range_bytes``.
 
     ``window_bytes`` caps what one shard has requested and not yet read
-    (``None``: only ``budget`` does), so that a reader of many shards at once
-    (:mod:`wds_core.shardinterleave`) spreads its requests over all of them
-    instead of filling its budget with the first.
+    (``None``: only ``budget`` does; one range is always allowed), so that a
+    reader of many shards at once (:mod:`wds_core.shardinterleave`) spreads
+    its requests over all of them instead of filling its budget with the
+    first.
     """
 
     first_range: int = 256 << 10
@@ -94,7 +95,7 @@ class ReadAhead:
 
 READ_AHEAD = ReadAhead()
 
-_POOL_WORKERS = 64  # requests of all the readers of a process; they wait on the network, not the CPU
+POOL_WORKERS = 64  # requests of all the readers of a process; they wait on the network, not the CPU
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0
 _pool_lock = threading.Lock()
@@ -109,7 +110,7 @@ def io_pool() -> ThreadPoolExecutor:
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(_POOL_WORKERS, thread_name_prefix="wds-io")
+            _pool = ThreadPoolExecutor(POOL_WORKERS, thread_name_prefix="wds-io")
             _pool_pid = os.getpid()
         return _pool
 
@@ -170,11 +171,17 @@ class Allowance:
                 return
             self.filling = True
             try:
+                plan = self.plan
                 while True:
                     self.again = False
                     for window in list(self.windows):
-                        if not self.room():
+                        # room(), and RangeWindow.full(), written out: with many windows (a reader of many shards
+                        # at once) this loop runs for each range taken and each answered
+                        if self.running >= plan.in_flight or (self.held >= plan.budget and self.pending):
                             break
+                        cap, ahead = window.plan.window_bytes, window.ahead
+                        if cap is not None and ahead and ahead + window.plan.range_bytes > cap:
+                            continue
                         window._request()
                     if not self.again:
                         break
@@ -256,11 +263,10 @@ class RangeWindow:
         the shards ahead hold every connection of the allowance (the budget is then passed by one range)."""
         size = self.known()
         plan, allowance = self.plan, self.allowance
-        cap = plan.window_bytes
         while (
             not self.cancelled
             and not _exiting
-            and ((allowance.room() and (cap is None or self.ahead < cap)) or (needed and not self.pending))
+            and ((allowance.room() and not self.full()) or (needed and not self.pending))
         ):
             if size is None and not self._may_guess():
                 return  # one range until the size is known (asking past the end is an error on some stores)
@@ -289,6 +295,11 @@ class RangeWindow:
             request.add_done_callback(functools.partial(self._timed, asked))
         if size is not None and self.next >= size:
             self._done_requesting()
+
+    def full(self) -> bool:
+        """Whether another range would pass ``plan.window_bytes`` (one range may always be requested)."""
+        cap = self.plan.window_bytes
+        return cap is not None and self.ahead > 0 and self.ahead + self.plan.range_bytes > cap
 
     def _may_guess(self) -> bool:
         """Whether a range may be requested while the size is unknown: the first one, or the next one once the

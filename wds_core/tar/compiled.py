@@ -64,7 +64,7 @@ RELEASE_EVERY = 16 << 20  # bytes of a mapped file walked past before their page
 
 
 def walk_file(
-    scan: Callable[..., int], fd: int, at: int, size: int, max_member: int, chunk: int = CHUNK
+    scan: Callable[..., int], fd: int, at: int, size: int, max_member: int, chunk: int = CHUNK, map_file: bool = True
 ) -> Generator[tuple[str, bytes, int], None, int]:
     """Plain members of the local file ``fd`` (``size`` bytes) from the header at ``at``, each copied once
     into a ``bytes`` of its own, ``chunk`` bytes' worth at a time (at least a member); returns where it stopped:
@@ -76,8 +76,10 @@ def walk_file(
     looked up apart.  tarscan.c guards those copies against the file being cut while it is mapped (SIGBUS): the
     walk then stops before the member and the Python walk reports the cut.  The pages walked past are let go
     every ``RELEASE_EVERY`` bytes, so that a shard of gigabytes does not stay in the process's resident memory
-    while it is read.  Without a map (a file that cannot be mapped), each member is read with ``pread``."""
-    mapped = _map(fd, size) if MAP_FILES else None
+    while it is read.  Without a map (``map_file`` false, or a file that cannot be mapped), each member is read
+    with ``pread``: a reader of many shards at once reads them so, or each would keep the part of its shard read
+    so far in the process's resident memory until the shard ends."""
+    mapped = _map(fd, size) if map_file and MAP_FILES else None
     if mapped is None:
         while True:
             taken: list[tuple[str, bytes, int]] = []

@@ -69,6 +69,7 @@ def iter_members(
     mapped: mmap.mmap | None = None,
     fd: int = -1,
     chunk: int = CHUNK,
+    map_file: bool = True,
 ) -> Iterator[Member]:
     """Yield ``(name, data, offset)`` for each regular file in a tar stream.
 
@@ -102,7 +103,8 @@ def iter_members(
     ``fd`` is the descriptor of the local file ``stream`` reads, when the
     shard is plain (uncompressed) and ``stream`` can be positioned with
     ``seek``: the compiled walk then reads plain members' headers and data from
-    the file itself, each member with a single copy.
+    the file itself, each member with a single copy (out of a map of the file, or
+    with ``pread`` when ``map_file`` is false: :func:`.compiled.walk_file`).
 
     ``chunk`` is how many bytes are read (or walked, in a file or a map) at a
     time while headers are dense: the members of a chunk are parsed together
@@ -146,7 +148,7 @@ def iter_members(
         # -- plain members of a local file, in C straight from the file (a chunk's worth at a time)
         if size_of_file >= 0 and plain and src.pending is None:
             at = base + len(buf) + skip  # the next header
-            moved = yield from walk_file(scan, fd, at, size_of_file, max_member, chunk)  # type: ignore[arg-type]
+            moved = yield from walk_file(scan, fd, at, size_of_file, max_member, chunk, map_file)  # type: ignore[arg-type]
             if moved != at:  # the walk below goes on from there: what stopped the file walk is its to report
                 seen_any = True
                 stream.seek(moved)

@@ -93,6 +93,23 @@ def test_the_budget_bounds_what_all_the_windows_of_a_reader_hold():
     settled(allowance)
 
 
+def test_window_bytes_spread_the_requests_over_the_windows():
+    """With window_bytes, no window holds more than its cap (one range always), so that the first windows of a
+    reader of many shards at once do not take the budget from the others; every window reads all its bytes."""
+    data = os.urandom(64 * 1024)
+    plan = ReadAhead(4096, 4096, 64, budget=1 << 20, window_bytes=6000)  # one range ahead (a second passes it)
+    allowance = Allowance(plan)
+    windows = [window_over(data, plan, allowance) for _ in range(8)]
+    for window in windows:
+        window.prime()
+    time.sleep(0.05)
+    assert all(window.ahead <= 4096 for window in windows) and all(window.ahead for window in windows)
+    assert allowance.held <= 8 * 4096
+    assert all(read_all(window) == data for window in windows)
+    assert not any(window.ahead for window in windows)
+    settled(allowance)
+
+
 def test_a_cancelled_window_gives_back_what_it_held():
     data = os.urandom(64 * 1024)
     plan = ReadAhead(4096, 4096, 8, 1 << 20)
