@@ -16,9 +16,9 @@ The last column is the mean number of distinct shards within 1,000 consecutive s
 shards the reader must have at hand at once (open, or in mosaic's cache).
 
 **Speed** (``--speed``).  Raw reads of 200 shards of 100 samples of 60 KB (1.2 GB) with ``shuffle(1000)`` and
-with ``interleave=200, shuffle(800)``: local (page cache), and over HTTP from a local server shaped like an
-object store (``--latency`` ms before each response, ``--bandwidth`` MB/s a connection), with the peak
-resident memory of the reading process.
+with ``interleave=200, shuffle(800)``: local (page cache), and over HTTP and S3 (path-style requests, signatures
+not checked) from a local server shaped like an object store (``--latency`` ms before each response,
+``--bandwidth`` MB/s a connection), with the peak resident memory of the reading process.
 
     python benchmarks/bench_shuffle.py [--dir /tmp/wds-bench-shuffle] [--speed] [--latency 40] [--bandwidth 40]
 
@@ -182,10 +182,11 @@ SPEED = """
 import os, sys, time
 sys.path.insert(0, {repo!r})
 import wds_core as wds
-spec, interleave, buffer = {spec!r}, {interleave!r}, {buffer!r}
+spec, interleave, buffer, options = {spec!r}, {interleave!r}, {buffer!r}, {options!r}
 started = time.perf_counter()
 first, n, nbytes = None, 0, 0
-for sample in wds.WebDataset(spec, shardshuffle=True, seed=1, interleave=interleave).shuffle(buffer):
+dataset = wds.WebDataset(spec, shardshuffle=True, seed=1, interleave=interleave, storage_options=options)
+for sample in dataset.shuffle(buffer):
     n += 1
     nbytes += len(sample["bin"])
     if first is None:
@@ -198,7 +199,8 @@ print(n, nbytes, seconds, first, peak)
 
 
 def speed(args: argparse.Namespace) -> None:
-    root = f"{args.dir}/speed"
+    store = f"{args.dir}/store"  # the server's root: its folder "bench" is the bucket
+    root = f"{store}/bench"
     os.makedirs(root, exist_ok=True)
     sample = 60_000
     for s in range(SHARDS):
@@ -212,23 +214,31 @@ def speed(args: argparse.Namespace) -> None:
     serve = (
         f"import sys; sys.path.insert(0, {REPO!r})\n"
         "from tests.servers import HttpServer, Shape\n"
-        f"server = HttpServer({root!r}, shape=Shape(latency={args.latency / 1000}, bandwidth={args.bandwidth * 1e6}))\n"
+        f"shape = Shape(latency={args.latency / 1000}, bandwidth={args.bandwidth * 1e6})\n"
+        f"server = HttpServer({store!r}, shape=shape)\n"
         "print(server.url, flush=True)\n"
         "sys.stdin.read()\n"
     )
     server = subprocess.Popen([sys.executable, "-c", serve], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     base = server.stdout.readline().strip()
-    print(f"# {SHARDS} shards of {PER_SHARD} samples of {sample // 1000} KB; remote: HTTP, {args.latency:g} ms and "
+    print(f"# {SHARDS} shards of {PER_SHARD} samples of {sample // 1000} KB; remote: HTTP and S3 (path-style) from "
+          f"a local server, {args.latency:g} ms and "
           f"{args.bandwidth:g} MB/s a connection; best of {args.repeats}, a fresh process each; "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cores")  # fmt: skip
     print("| where | shuffle | samples/s | MB/s | first sample | peak RSS |")
     print("|---|---|---|---|---|---|")
     try:
-        for where, spec in (("local", f"{root}/p{{000..199}}.tar"), ("remote", f"{base}/p{{000..199}}.tar")):
+        s3 = {"key": "bench", "secret": "bench", "client_kwargs": {"endpoint_url": base, "region_name": "us-east-1"}}
+        places = [
+            ("local", f"{root}/p{{000..199}}.tar", None),
+            ("HTTP", f"{base}/bench/p{{000..199}}.tar", None),
+            ("S3", "s3://bench/p{000..199}.tar", s3),
+        ]
+        for where, spec, options in places:
             for interleave, buffer in ((None, 1000), (200, 800)):
                 runs = []
                 for _ in range(args.repeats):
-                    code = SPEED.format(repo=REPO, spec=spec, interleave=interleave, buffer=buffer)
+                    code = SPEED.format(repo=REPO, spec=spec, interleave=interleave, buffer=buffer, options=options)
                     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
                     n, nbytes, seconds, first, rss = out.stdout.split()
                     assert int(n) == SHARDS * PER_SHARD, out.stdout
@@ -247,7 +257,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/wds-bench-shuffle")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--speed", action="store_true", help="also the reading speed, local and over shaped HTTP")
+    parser.add_argument("--speed", action="store_true", help="also the reading speed: local, shaped HTTP and S3")
     parser.add_argument("--latency", type=float, default=40, help="ms before each response (default 40)")
     parser.add_argument("--bandwidth", type=float, default=40, help="MB/s a connection (default 40)")
     parser.add_argument("--repeats", type=int, default=3)

@@ -65,6 +65,27 @@ def test_the_seed_rebatching_pattern(dataset_dir):
     assert values == sorted(s * 100 + i for s in range(8) for i in range(20))
 
 
+def test_interleaved_reading_in_dataloader_workers(tmp_path):
+    """interleave= in each of 2 workers: every sample once; batches of 256 made in the workers mix only their
+    own shards (each worker has half), batches made after the workers' small ones are mixed in the main process
+    mix as many as a global shuffle (issue 32: 0.98 of its distinct shards at 1,000 samples held, 0.63 without)."""
+    from wds_core.shufflestats import shuffle_quality, storage_order
+
+    stored = [[f"o{s:03d}_{i:02d}" for i in range(50)] for s in range(120)]
+    for number, keys in enumerate(stored):
+        write_shard(tmp_path / f"o{number:03d}.tar", [{"__key__": k, "cls": b"%d" % number} for k in keys], ("cls",))
+    spec, storage = str(tmp_path / "o{000..119}.tar"), storage_order(stored)
+    dataset = wds.WebDataset(spec, shardshuffle=True, seed=0, interleave=60).shuffle(150).to_tuple("__key__")
+    loader = wds.WebLoader(dataset.batched(16), batch_size=None, num_workers=2)
+    order = [key for batch in loader.unbatched().shuffle(500).batched(256) for key in batch[0]]
+    assert sorted(order) == sorted(storage)
+    assert shuffle_quality(order, storage, 256).diversity_ratio >= 0.8
+    in_workers = wds.WebLoader(dataset.batched(256), batch_size=None, num_workers=2)
+    order = [key for batch in in_workers for key in batch[0]]
+    assert sorted(order) == sorted(storage)
+    assert shuffle_quality(order, storage, 256).diversity_ratio < 0.8
+
+
 def test_dataloader_batches_collate_to_tensors(dataset_dir):
     spec, _ = dataset_dir
     loader = torch.utils.data.DataLoader(wds.WebDataset(spec).decode().to_tuple("npy", "cls"), batch_size=8)
