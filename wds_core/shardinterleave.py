@@ -196,6 +196,8 @@ class _InterleaveIterator(StageIterator):
                 close = getattr(iterator, "close", None)
                 if close is not None:
                     close()
+            for lane in lanes:  # a lane never started still holds the stream opened ahead for it
+                lane.drop_opened_ahead()
             for _, stream in self.ahead:
                 if stream is not None:
                     stream.close()

@@ -171,8 +171,13 @@ class ShardReader(StageIterator):
 
     def opened_ahead(self, url: str, stream: Any) -> None:
         """``stream`` is the shard ``url``, opened and requested ahead by someone else: read it when its turn
-        comes (from its start) instead of opening the shard again."""
+        comes (from its start) instead of opening the shard again.  Closed with the reader's run, or by
+        :meth:`drop_opened_ahead` when the run never starts."""
         self._early.append((url, stream))
+
+    def drop_opened_ahead(self) -> None:
+        """Close the streams opened ahead and not read (their requests are dropped)."""
+        self._drop_early()
 
     def _own_state(self) -> dict[str, Any]:
         url = self.url if self.offset >= 0 else None

@@ -3,6 +3,7 @@ batches that mix as many shards as a global shuffle, bounded memory, the handler
 Exact resume at every step is also in tests/core/test_checkpoint.py's oracle."""
 
 import os
+import time
 import tracemalloc
 
 import pytest
@@ -138,6 +139,18 @@ def test_remote_lanes_read_every_sample_once_and_resume(http_server):
     plan = ReadAhead(first_range=4096, range_bytes=8192, shards_ahead=2)
     make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=3, interleave=3, read_ahead=plan).shuffle(5)  # noqa: E731
     assert sorted(check_resume(make, step=5)) == sorted(keys)
+    # a run ended early (DataPipeline.close) closes every lane's stream and those opened ahead: nothing stays
+    # requested
+    dataset = make()
+    items = iter(dataset)
+    next(items)  # one lane started; the two others hold the streams opened ahead for them
+    allowance = dict(dataset.running_stages())["tarfile_to_samples"].allowance
+    assert allowance.windows
+    dataset.close()
+    deadline = time.monotonic() + 5
+    while allowance.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert allowance.running == allowance.pending == allowance.held == 0 and not allowance.windows
 
 
 def test_remote_lanes_share_the_budget_and_each_keeps_within_its_window():
