@@ -8,7 +8,7 @@ tars after ``energon prepare`` (``ImageClassificationSample``, ``image: jpg, lab
 does, and ``get_loader`` (workers in its ``WorkerConfig``); SPDL runs a ``PipelineBuilder`` pipeline over the tars
 (``spdl.io.iter_tarfile``, members grouped by key, ``aggregate(64)``, the work a batch per task in a stage of its
 thread pool, ``load_image`` to decode;
-its image loader needs FFmpeg's shared libraries, Debian's ``libavformat59 libavfilter8``); Hugging Face
+its image loader needs FFmpeg's shared libraries, Debian's ``libavformat59 libavfilter8 libavdevice59``); Hugging Face
 ``datasets`` reads the webdataset tars with its own ``webdataset`` loader
 (``load_dataset("webdataset", data_files=..., streaming=True)``, then ``.map``; the raw row casts the image column
 to ``Image(decode=False)``).  Two sets: ``imagenet`` (500x375) and ``clip`` (512x512).  Each system then reads
@@ -405,8 +405,11 @@ def main() -> None:
                 continue
             runs = results[system]
             samples = args.images * (RAW_EPOCHS if row.startswith("raw") else 1)
-            for result in runs:
-                assert result["n"] == samples and result["labels"] == expected * samples // args.images, result
+            wrong = [r for r in runs if r["n"] != samples or r["labels"] != expected * samples // args.images]
+            if wrong:  # a system that dropped samples (SPDL's pipeline logs a failing stage and goes on) has no rate
+                print(f"| {label} | {system} | failed: {wrong[0]['n']} samples of {samples}, or wrong labels "
+                      "| | | | |", flush=True)  # fmt: skip
+                continue
             best = min(runs, key=lambda r: r["seconds"])
             rates[system] = samples / best["seconds"]
             versus = f"{rates[system] / rates['webdataset']:.2f}x" if "webdataset" in rates else ""

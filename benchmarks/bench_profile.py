@@ -4,11 +4,12 @@ Each pipeline runs in one process, profile off and on in turns (``--rounds`` of 
 best and median of the rates, the median CPU seconds a sample (steadier than the rates on a shared
 machine), and the share of the wall time the profile's looks cover (the stages' times are scaled from it to
 the rest).  The raw row reads the JPEG shards of ``bench_peers.py`` with ``zero_copy`` and ``to_tuple``,
-``--epochs`` times a run (over 150,000 samples/s on this machine); the bytes row reads them as ``bytes``, the
-default, half as many times (80,000-100,000 samples/s here); the decode row decodes them to uint8 arrays once
-a run.
+as many times as fill ``--seconds`` (over 150,000 samples/s on this machine); the bytes row reads them as
+``bytes``, the default (60,000-85,000 samples/s here); the decode row decodes them to uint8 arrays.  A profile
+looks every 5 ms for its first two seconds, every 20 ms after: ``--seconds 0.2`` measures the first regime
+(what ``wds profile`` runs), ``--seconds 8`` mostly the second (a profile left on).
 
-    python benchmarks/bench_profile.py [--dir /tmp/wds-bench-peers] [--rounds 24] [--epochs 15]
+    python benchmarks/bench_profile.py [--dir /tmp/wds-bench-peers] [--rounds 24] [--seconds 0.2]
         [--rows raw,bytes,decode]
 """
 
@@ -53,22 +54,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/wds-bench-peers")
     parser.add_argument("--rounds", type=int, default=24)
-    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--seconds", type=float, default=0.2, help="how long a run lasts (about)")
     parser.add_argument("--rows", default="raw,bytes,decode", help="comma-separated: raw, bytes, decode")
     args = parser.parse_args()
     shards = sorted(glob.glob(f"{args.dir}/imagenet-*-0*.tar"))
     if not shards:
         raise SystemExit(f"no shards in {args.dir}: run benchmarks/bench_peers.py first (it writes them)")
     where = f"{shards[0][:-8]}{{{os.path.basename(shards[0])[-8:-4]}..{os.path.basename(shards[-1])[-8:-4]}}}.tar"
-    print(f"# {where}, {args.epochs} epochs a run, {args.rounds} runs each way, python {sys.version.split()[0]}")
+    print(f"# {where}, runs of about {args.seconds:g} s, {args.rounds} runs each way, python {sys.version.split()[0]}")
     print(
         "| row | off: best / median samples/s | on: best / median samples/s | rate lost (medians) "
         "| CPU a sample added (medians) | sampled / wall |"
     )
     print("|---|---|---|---|---|---|")
-    rows = [("raw", args.epochs), ("bytes", args.epochs // 2), ("decode", 1)]  # about a second a run each
-    for row, epochs in [(row, epochs) for row, epochs in rows if row in args.rows.split(",")]:
+    for row in [row for row in ("raw", "bytes", "decode") if row in args.rows.split(",")]:
         run(where, row, 1, False)  # warm: imports, page cache
+        rate = run(where, row, 1, False)[0]
+        epochs = max(1, round(args.seconds * rate / 2000))  # the set holds 2,000 samples
         off, on, sums = [], [], []
         cpu: dict[bool, list[float]] = {False: [], True: []}
         for round_ in range(args.rounds):

@@ -109,6 +109,7 @@ class PipelineRun(StageIterator):
     """One ``iter()`` of a pipeline: its repetitions, its item limit and its state."""
 
     passes_order = False  # a whole pipeline run, not a stage
+    counts_items = False  # its items are its last stage's
 
     def __init__(
         self,

@@ -1,10 +1,11 @@
 """Where a pipeline's time goes: each stage's own time, waiting against computing, items and bytes.
 
-:class:`Profile` is a sampling profiler made for pipelines.  A thread of its own looks at the stack of the
-thread that iterates (every ``interval`` seconds, 5 ms by default) and gives the time since its last look to
-the innermost stage whose generator is on that stack: a stage's own time, not its upstream's, since the
-upstream's frames sit inside it.  Time when no stage is on the stack is the consumer's (the training loop's
-own work: ``outside_seconds``).  The stage times and the consumer's add up to the wall time by construction.
+:class:`Profile` is a sampling profiler made for pipelines.  It looks at the stack of the thread that iterates
+(every ``interval`` seconds on average, 5 ms by default, four times as long after two seconds) and gives the time
+since its last look to the innermost stage whose generator is on that stack: a stage's own time, not its
+upstream's, since the upstream's frames sit inside it.  Time when no stage is on the stack is the consumer's
+(the training loop's own work: ``outside_seconds``).  The stage times and the consumer's add up to the wall time
+by construction.
 It also reads the iterating thread's CPU clock at each look: the part of an interval that thread did not
 spend on a CPU is *waiting* (for storage, a pipe, a lock), the rest computing.
 
@@ -39,10 +40,14 @@ __all__ = ["Profile", "Starvation"]
 
 OUTSIDE = "(outside the pipeline)"
 WINDOW = 0.0005  # seconds before each look over which the thread's CPU time says whether it waits
+SETTLE = 2.0  # seconds of looks every ``interval``; then every four intervals
 
 
 class Profile:
     """Samples the stack of the thread iterating ``pipeline`` (a :class:`~wds_core.pipeline.DataPipeline`).
+
+    Looks come every ``interval`` on average (at random moments) for the first two seconds, then every four
+    intervals: a profile left on for a long run costs less, and has looks enough.
 
     ``thread`` is that thread (default: the one that starts the profile).  Start it before iterating (the
     items are counted from the start of a run) and stop it after; ``with Profile(dataset):`` does both.
@@ -163,11 +168,13 @@ class Profile:
         self._tick(frame, now, _busy(self._window, now, cpu))
         # looks at random times, each planned from the last planned one and not from when the handler ran (a
         # call into C delays it): a fixed or handler-relative period would fall into step with a steady pipeline
-        self._due = max(self._due, now) + self._rng.uniform(0.5, 1.5) * self.interval
+        self._due = max(self._due, now) + self._rng.uniform(0.5, 1.5) * self._spacing(now)
         signal.setitimer(signal.ITIMER_REAL, max(self._due - WINDOW - time.perf_counter(), 1e-6))
 
     def _sample(self, ident: int) -> None:
-        while not self._stop.wait(max(self._rng.uniform(0.5, 1.5) * self.interval - WINDOW, WINDOW)):
+        while not self._stop.wait(
+            max(self._rng.uniform(0.5, 1.5) * self._spacing(time.perf_counter()) - WINDOW, WINDOW)
+        ):
             opened = (time.perf_counter(), _cpu_seconds(self._clock))
             if self._stop.wait(WINDOW):
                 return
@@ -177,6 +184,11 @@ class Profile:
             now = time.perf_counter()
             self._tick(frame, now, _busy(opened, now, _cpu_seconds(self._clock)))
             del frame
+
+    def _spacing(self, now: float) -> float:
+        """The mean time between looks: ``interval`` for the first ``SETTLE`` seconds of a profile (a short run
+        gets enough looks), four times as long after (a profile left on costs a quarter as much)."""
+        return self.interval if now - self._started < SETTLE else 4 * self.interval
 
     def _tick(self, frame: Any, now: float, busy: float) -> None:
         """The time since the last look goes to the innermost stage on the stack ending at ``frame``, ``busy``

@@ -177,6 +177,9 @@ class StageIterator:
     #: held back, so that its upstream's delivered positions are its own (see the module doc).
     #: Every subclass declares it; ``None`` means undeclared.
     passes_order: ClassVar[bool | None] = None
+    #: Whether it counts its items while :func:`count_items` is on (a whole run does not: its last stage's count
+    #: is its own, and each count costs about 60 ns an item).
+    counts_items: ClassVar[bool] = True
 
     _counted: Iterator[Any] | None = None  # while items are counted (count_items): what __iter__ hands out
     _counter: Any = None
@@ -188,7 +191,7 @@ class StageIterator:
     def __iter__(self) -> Iterator[Any]:
         if self._gen is None:
             self._gen = self._run()
-            if _COUNTING[0]:  # each item selected by the next number of a counter: counted in C, no Python call
+            if _COUNTING[0] and self.counts_items:  # each item selected by the next number of a counter: in C
                 self._counter = itertools.count(1)
                 self._counted = itertools.compress(self._gen, self._counter)
         return self._counted or self._gen
