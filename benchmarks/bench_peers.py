@@ -435,7 +435,7 @@ def write_svg(path: str, rows: dict[str, dict[str, float]], images: int) -> None
     }
     height = 50 + sum(len(rates) * (bar + gap) + 28 for rates in rows.values())
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + panel_w + 170}" height="{height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + panel_w + 230}" height="{height}" '
         'font-family="sans-serif" font-size="12">',
         '<rect width="100%" height="100%" fill="white"/>',
         f'<text x="8" y="18" font-weight="bold">Samples/s on local disk, {images} JPEGs per set (more is better; '
