@@ -49,7 +49,7 @@ from .io.cache import ShardCache
 from .io.decompress import is_compressed
 from .io.retries import DEFAULT_RETRY, RetryPolicy
 from .io.secure import check_allowed
-from .io.storage import RandomAccess, Storage, local_path, map_local
+from .io.storage import RandomAccess, Storage, local_path, local_random_access
 from .io.urls import expand_urls
 from .tar.tarindex import ShardIndex, index_shard
 from .tar.tario import open_decompressed
@@ -167,10 +167,10 @@ class ShardListDataset:
         if path is None and self.remote == "download":
             path = self._download(url, target)
         if path is not None:
-            shard = map_local(path, url)
+            shard = local_random_access(path, url)
             if is_compressed(shard.read_at(0, 6)):
                 shard.close()
-                shard = map_local(self._decompressed(path, url), url)
+                shard = local_random_access(self._decompressed(path, url), url)
             return shard
         shard = self.storage.random_access(url, filesize)
         if is_compressed(shard.walk(0, 6)):
@@ -252,6 +252,14 @@ class ShardListDataset:
             rows = [(name, block[d - first : d - first + s], h) for name, h, d, s in members]
         else:
             rows = [(name, shard.read_at(d, s), h) for name, h, d, s in members]
+        for (name, data, _), (_, _, start, size) in zip(rows, members):
+            if len(data) != size:  # the shard was cut (or changed) after it was indexed: never a short member
+                raise TruncatedShardError(
+                    f"the shard ends {size - len(data)} bytes before the end of the member its index gives",
+                    url=url,
+                    member=name,
+                    offset=start + len(data),
+                )
         sample = next(group_members(iter(rows), url))
         sample["__index__"] = index if index >= 0 else index + len(self)
         sample["__shard__"] = url

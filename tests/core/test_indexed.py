@@ -145,6 +145,35 @@ def test_broken_shards_name_shard_and_offset(tmp_path):
     assert info.value.offset == 2560
 
 
+@pytest.mark.parametrize("helper", [True, False], ids=["map-copied", "pread"])
+def test_a_shard_cut_after_it_was_indexed_is_reported_not_a_crash(tmp_path, monkeypatch, helper):
+    """Read through a map, the cut makes the next read past it a SIGBUS, which the compiled copy's guard turns
+    into a short read (mapcopy.c); read with pread it comes back short: either way the sample is refused with
+    its member and offset, never handed out short, and the samples before the cut still read."""
+    from wds_core.io import local
+
+    if not helper:
+        monkeypatch.setattr(local, "_mapped_copy", lambda: None)
+    elif local._mapped_copy() is None:
+        if os.environ.get("WDS_REQUIRE_COMPILED") == "1":
+            pytest.fail("the compiled map copy (wds_core/io/mapcopy.c) was not built")
+        pytest.skip("the compiled map copy is not built here")
+    path = tmp_path / "s.tar"
+    with wds.TarWriter(str(path)) as sink:
+        for i in range(40):
+            sink.write({"__key__": f"k{i:02d}", "bin": bytes([i]) * 20_000, "cls": i})
+    dataset = wds.ShardListDataset([str(path)])
+    assert dataset[0]["bin"] == bytes(20_000)
+    os.truncate(path, 30 * 22_016 + 2000)  # inside k30.bin (a sample: 20,480 bytes of bin, 512 of cls, 2 headers)
+    assert dataset[29]["bin"] == bytes([29]) * 20_000
+    for index in (30, 39):
+        with pytest.raises(TruncatedShardError) as info:
+            dataset[index]
+        assert info.value.url == str(path) and info.value.member == f"k{index}.bin"
+    assert info.value.offset is not None
+    dataset.close()
+
+
 def test_descriptor_bases_and_nested_datasets(tmp_path, shards):
     spec, paths, _ = shards
     folder = os.path.dirname(paths[0])

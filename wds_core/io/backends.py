@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO, Protocol, cast
 
 from ..errors import ShardOpenError, redact_url
-from .local import RandomAccess, StdinStream, local_path, map_local, open_local
+from .local import RandomAccess, StdinStream, local_path, local_random_access, open_local
 from .pipes import PipeSink, PipeStream
 from .readahead import ReadAhead
 from .remote import RangeStream, open_remote, range_source
@@ -101,7 +101,7 @@ class LocalBackend(Backend):
         return open_local(_path(url), url)
 
     def random_access(self, url: str, settings: Settings, size: int | None = None) -> RandomAccess:
-        return map_local(_path(url), url)
+        return local_random_access(_path(url), url)
 
     def size(self, url: str, settings: Settings) -> int | None:
         with open_local(_path(url), url) as stream:

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 from ..errors import ShardNotFoundError
 from .backends import OPENERS, REMOTE, Backend, backend_for, register_backend, register_opener, scheme_opener
 from .cache import ShardCache
-from .local import RandomAccess, local_path, map_local, open_local, url_of
+from .local import RandomAccess, local_path, local_random_access, open_local, url_of
 from .pipes import PipeStream, pipe_failure
 from .readahead import READ_AHEAD, ReadAhead
 from .retries import DEFAULT_RETRY, RetryPolicy
@@ -47,7 +47,7 @@ __all__ = [
     "Storage",
     "create_shard",
     "local_path",
-    "map_local",
+    "local_random_access",
     "open_local",
     "open_random_access",
     "open_shard",

@@ -32,80 +32,23 @@
  *
  * budget >= 0: no member is started once pos has moved that many bytes (what out holds stays bounded).
  *
- * Every byte taken from buf (a header, a member's data) is copied out under a guard against SIGBUS: reading a
- * page of a map past the end of a file cut after it was mapped (or a page the disk fails to give) raises SIGBUS,
- * which would end the process.  The handler, installed at the first scan, jumps back out of a guarded copy and
- * the walk stops at the header whose bytes it could not have: the caller's walk reads on from there with plain
- * reads and reports the cut with its member and offset.  A SIGBUS outside a guarded copy goes to the handler
- * that was there before (Python's faulthandler, say), or ends the process as it would have.  A faulthandler
- * enabled after the first scan sees a guarded SIGBUS first: it prints its report, then hands the signal back.
+ * Every byte taken from buf (a header, a member's data) is copied out under a guard against SIGBUS (a file cut
+ * while it is mapped: ../sigbus_guard.h): the walk then stops at the header whose bytes it could not have, and
+ * the caller's walk reads on from there with plain reads and reports the cut with its member and offset.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <errno.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "../sigbus_guard.h" /* guarded_copy, install_guard */
 
 #define BLOCK 512
 #define WINDOW 8192 /* bytes of headers read at once: a small member's header and the next few */
 
 #define RELEASE_GIL (1 << 16) /* copies and reads this large let other threads run meanwhile */
-
-/* ---- copies out of a map that survive its file being cut (see the header comment) */
-
-static _Thread_local sigjmp_buf *volatile guarded; /* where a SIGBUS in this thread's guarded copy jumps to */
-static struct sigaction before_us;                 /* the SIGBUS handling the guard replaced */
-static int guard_installed;
-
-static void on_sigbus(int sig, siginfo_t *info, void *context)
-{
-    sigjmp_buf *jump = guarded;
-    if (jump != NULL) {
-        guarded = NULL;
-        siglongjmp(*jump, 1);
-    }
-    if (before_us.sa_flags & SA_SIGINFO) {
-        before_us.sa_sigaction(sig, info, context);
-    } else if (before_us.sa_handler != SIG_DFL && before_us.sa_handler != SIG_IGN) {
-        before_us.sa_handler(sig);
-    } else { /* the default: the process ends by this signal, as it would have without the guard */
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
-}
-
-/* Installs the handler once (called with the GIL held, so never twice at a time): whether it is there. */
-static int install_guard(void)
-{
-    if (!guard_installed) {
-        struct sigaction ours;
-        memset(&ours, 0, sizeof ours);
-        ours.sa_sigaction = on_sigbus;
-        ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK; /* NODEFER: a jump out leaves SIGBUS unblocked */
-        sigemptyset(&ours.sa_mask);
-        if (sigaction(SIGBUS, &ours, &before_us) == 0)
-            guard_installed = 1;
-    }
-    return guard_installed;
-}
-
-/* memcpy from a map: 0 when done, -1 when a SIGBUS stopped it (the bytes are not there) */
-static int guarded_copy(void *into, const void *from, size_t size)
-{
-    sigjmp_buf here;
-    if (sigsetjmp(here, 0) != 0)
-        return -1;
-    guarded = &here;
-    atomic_signal_fence(memory_order_seq_cst);
-    memcpy(into, from, size);
-    atomic_signal_fence(memory_order_seq_cst);
-    guarded = NULL;
-    return 0;
-}
 
 /* The size field's first eleven bytes as octal digits (tario's fast path reads no more): -1 if they are not. */
 static long long octal11(const unsigned char *field)
