@@ -59,7 +59,9 @@ class Profile:
     into C that holds on to the thread), so a stage is seen where it runs.  Elsewhere a thread of the
     profile's own takes the samples; it can look only when the profiled thread lets go of the GIL, which
     favours stages that do (decoders, reads) over short stretches of pure Python: the report says which
-    (``"sampler"``).  Interrupted system calls are restarted by Python (PEP 475).
+    (``"sampler"``).  Interrupted system calls are restarted by Python (PEP 475).  The timer repeats every
+    ``interval`` until the handler runs: a signal that lands between two system calls of one long call into C
+    (a buffered read gathering a pipe's trickle) is only noted, and the next one interrupts the call.
     """
 
     def __init__(
@@ -116,7 +118,7 @@ class Profile:
             self._phase = 0
             self._due = self._started + self.interval
             self._previous_handler = signal.signal(signal.SIGALRM, self._on_alarm)
-            signal.setitimer(signal.ITIMER_REAL, max(self.interval - WINDOW, 1e-6))
+            self._arm(self.interval - WINDOW)
         else:
             self.sampler = "thread"
             self._clock = _cpu_clock(target.ident)
@@ -162,14 +164,18 @@ class Profile:
         if self._phase == 0:  # the window before a look opens: its CPU share says whether the thread waits
             self._window = (now, cpu)
             self._phase = 1
-            signal.setitimer(signal.ITIMER_REAL, max(self._due - now, 1e-6))
+            self._arm(self._due - now)
             return
         self._phase = 0
         self._tick(frame, now, _busy(self._window, now, cpu))
         # looks at random times, each planned from the last planned one and not from when the handler ran (a
         # call into C delays it): a fixed or handler-relative period would fall into step with a steady pipeline
         self._due = max(self._due, now) + self._rng.uniform(0.5, 1.5) * self._spacing(now)
-        signal.setitimer(signal.ITIMER_REAL, max(self._due - WINDOW - time.perf_counter(), 1e-6))
+        self._arm(self._due - WINDOW - time.perf_counter())
+
+    def _arm(self, delay: float) -> None:
+        """The next signal in ``delay`` seconds, then every ``interval`` until the handler runs and arms it again."""
+        signal.setitimer(signal.ITIMER_REAL, max(delay, 1e-6), self.interval)
 
     def _sample(self, ident: int) -> None:
         while not self._stop.wait(
