@@ -7,6 +7,8 @@
  * the handler that was there before (another helper's guard, Python's faulthandler), or ends the process as it
  * would have.  A faulthandler enabled after the guard sees a guarded SIGBUS first: it prints its report, then
  * hands the signal back.  The GIL may be released around a guarded copy: the jump is per thread.
+ *
+ * Included after Python.h (copy_out releases the GIL around large copies).
  */
 #ifndef WDS_SIGBUS_GUARD_H
 #define WDS_SIGBUS_GUARD_H
@@ -15,6 +17,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+
+#define RELEASE_GIL (1 << 16) /* copies (and reads) this large let other threads run meanwhile */
 
 static _Thread_local sigjmp_buf *volatile guarded; /* where a SIGBUS in this thread's guarded copy jumps to */
 static struct sigaction before_us;                 /* the SIGBUS handling the guard replaced */
@@ -64,6 +68,21 @@ static int guarded_copy(void *into, const void *from, size_t size)
     atomic_signal_fence(memory_order_seq_cst);
     guarded = NULL;
     return 0;
+}
+
+/* guarded_copy, with the GIL released for large copies (a page not in memory yet is read from the disk
+ * meanwhile); called with the GIL held */
+static int copy_out(void *into, const void *from, size_t size)
+{
+    int status;
+    if (size >= RELEASE_GIL) {
+        Py_BEGIN_ALLOW_THREADS
+        status = guarded_copy(into, from, size);
+        Py_END_ALLOW_THREADS
+    } else {
+        status = guarded_copy(into, from, size);
+    }
+    return status;
 }
 
 #endif

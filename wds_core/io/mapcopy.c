@@ -11,9 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "../sigbus_guard.h" /* guarded_copy, install_guard */
-
-#define RELEASE_GIL (1 << 16) /* copies this large let other threads run meanwhile (a page may come from disk) */
+#include "../sigbus_guard.h" /* copy_out, install_guard */
 
 static PyObject *copy(PyObject *self, PyObject *args)
 {
@@ -39,15 +37,7 @@ static PyObject *copy(PyObject *self, PyObject *args)
         PyBuffer_Release(&view);
         return NULL;
     }
-    int status;
-    const char *from = (const char *)view.buf + offset;
-    if (size >= RELEASE_GIL) {
-        Py_BEGIN_ALLOW_THREADS
-        status = guarded_copy(PyBytes_AS_STRING(data), from, (size_t)size);
-        Py_END_ALLOW_THREADS
-    } else {
-        status = guarded_copy(PyBytes_AS_STRING(data), from, (size_t)size);
-    }
+    int status = copy_out(PyBytes_AS_STRING(data), (const char *)view.buf + offset, (size_t)size);
     PyBuffer_Release(&view);
     if (status != 0) {
         Py_DECREF(data);

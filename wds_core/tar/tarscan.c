@@ -43,12 +43,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../sigbus_guard.h" /* guarded_copy, install_guard */
+#include "../sigbus_guard.h" /* copy_out, guarded_copy, install_guard, RELEASE_GIL */
 
 #define BLOCK 512
 #define WINDOW 8192 /* bytes of headers read at once: a small member's header and the next few */
-
-#define RELEASE_GIL (1 << 16) /* copies and reads this large let other threads run meanwhile */
 
 /* The size field's first eleven bytes as octal digits (tario's fast path reads no more): -1 if they are not. */
 static long long octal11(const unsigned char *field)
@@ -150,18 +148,8 @@ static int copied(PyObject **data, const unsigned char *buf, Py_ssize_t dpos, Py
     char *into = PyBytes_AS_STRING(*data);
     if (fd >= 0 && read_fully(fd, into, size, dpos))
         return 0;
-    if (buf != NULL) {
-        int status;
-        if (size >= RELEASE_GIL) { /* a page not in memory yet is read from the disk meanwhile */
-            Py_BEGIN_ALLOW_THREADS
-            status = guarded_copy(into, buf + dpos, (size_t)size);
-            Py_END_ALLOW_THREADS
-        } else {
-            status = guarded_copy(into, buf + dpos, (size_t)size);
-        }
-        if (status == 0)
-            return 0;
-    }
+    if (buf != NULL && copy_out(into, buf + dpos, (size_t)size) == 0)
+        return 0;
     Py_CLEAR(*data);
     return 1;
 }
