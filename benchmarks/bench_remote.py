@@ -24,7 +24,6 @@ import argparse
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 import warnings
@@ -98,70 +97,65 @@ def shaped(args):
         names.append(name)
     total = sum(os.path.getsize(os.path.join(root, n)) for n in names)
     latency, bandwidth = args.latency / 1000, args.bandwidth * 1e6
+    sys.path.insert(0, repo)
+    from tests.servers import Shape, http_server_process
+
     # the server in a process of its own, as a store would be: it does not share the reader's interpreter
-    serve = (
-        f"import sys; sys.path.insert(0, {repo!r})\n"
-        "from tests.servers import HttpServer, Shape\n"
-        f"shape = Shape(latency={latency}, bandwidth={bandwidth}, stragglers={args.stragglers})\n"
-        f"server = HttpServer({root!r}, shape=shape)\n"
-        "print(server.url, flush=True)\n"
-        "sys.stdin.read()\n"
-    )
-    server = subprocess.Popen([sys.executable, "-c", serve], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    base = server.stdout.readline().strip()
-    urls = [f"{base}/{n}" for n in names]
-    print(f"# {args.stragglers:.0%} of the responses 10x slower")
-    print(
-        f"# 16 shards, {total / 1e6:.0f} MB over HTTP; each response after {args.latency:g} ms at "
-        f"{args.bandwidth:g} MB/s per connection; python {sys.version.split()[0]}, {os.cpu_count()} cores"
-    )
+    with http_server_process(root, Shape(latency=latency, bandwidth=bandwidth, stragglers=args.stragglers)) as base:
+        urls = [f"{base}/{n}" for n in names]
+        print(f"# {args.stragglers:.0%} of the responses 10x slower")
+        print(
+            f"# 16 shards, {total / 1e6:.0f} MB over HTTP; each response after {args.latency:g} ms at "
+            f"{args.bandwidth:g} MB/s per connection; python {sys.version.split()[0]}, {os.cpu_count()} cores"
+        )
 
-    def fetch(url):
-        with urllib.request.urlopen(url) as response:
-            return len(response.read())
+        def fetch(url):
+            with urllib.request.urlopen(url) as response:
+                return len(response.read())
 
-    def gets(connections):
-        with concurrent.futures.ThreadPoolExecutor(connections) as pool:
-            return sum(pool.map(fetch, urls))
+        def gets(connections):
+            with concurrent.futures.ThreadPoolExecutor(connections) as pool:
+                return sum(pool.map(fetch, urls))
 
-    def read(make):
-        started = time.perf_counter()
-        first, n = None, 0
-        for sample in make():
-            n += len(sample["bin"])
-            if first is None:
-                first = time.perf_counter() - started
-        return time.perf_counter() - started, first, n
+        def read(make):
+            started = time.perf_counter()
+            first, n = None, 0
+            for sample in make():
+                n += len(sample["bin"])
+                if first is None:
+                    first = time.perf_counter() - started
+            return time.perf_counter() - started, first, n
 
-    rows = []
-    for connections in (1, 4, 8, 16):
-        seconds, _ = best(functools.partial(gets, connections), 1)
-        rows.append((f"plain GETs, {connections} connection{'s' if connections > 1 else ''}", seconds, None))
-    one = rows[0][1]
+        rows = []
+        for connections in (1, 4, 8, 16):
+            seconds, _ = best(functools.partial(gets, connections), 1)
+            rows.append((f"plain GETs, {connections} connection{'s' if connections > 1 else ''}", seconds, None))
+        one = rows[0][1]
 
-    def wds_with(plan):
-        return read(lambda: wds_core.WebDataset(urls, shardshuffle=False, read_ahead=plan))
+        def wds_with(plan):
+            return read(lambda: wds_core.WebDataset(urls, shardshuffle=False, read_ahead=plan))
 
-    for label, plan in [
-        ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20, None, 0)),
-        ("wds, 256 KiB then 8 x 4 MiB in flight, this shard only", ReadAhead(256 << 10, 4 << 20, 8, shards_ahead=0)),
-        ("wds, the default without hedging", ReadAhead(hedge_after=None)),
-        ("wds (default: 256 KiB, then 2 MiB ranges, 24 in flight, 4 shards ahead)", ReadAhead()),
-    ]:
-        runs = [wds_with(plan) for _ in range(args.repeats)]
-        seconds, first, n = min(runs)
-        assert n == 16 * 256 * SAMPLE, n
-        rows.append((label, seconds, first))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import webdataset
-        runs = [read(lambda: webdataset.WebDataset(urls, shardshuffle=False)) for _ in range(args.repeats)]
-        rows.append(("webdataset 1.0.2 (curl through a pipe)", *min(runs)[:2]))
-    except ImportError:
-        print("# webdataset not installed; skipped")
-    server.stdin.close()
-    server.wait()
+        for label, plan in [
+            ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20, None, 0)),
+            (
+                "wds, 256 KiB then 8 x 4 MiB in flight, this shard only",
+                ReadAhead(256 << 10, 4 << 20, 8, shards_ahead=0),
+            ),
+            ("wds, the default without hedging", ReadAhead(hedge_after=None)),
+            ("wds (default: 256 KiB, then 2 MiB ranges, 24 in flight, 4 shards ahead)", ReadAhead()),
+        ]:
+            runs = [wds_with(plan) for _ in range(args.repeats)]
+            seconds, first, n = min(runs)
+            assert n == 16 * 256 * SAMPLE, n
+            rows.append((label, seconds, first))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import webdataset
+            runs = [read(lambda: webdataset.WebDataset(urls, shardshuffle=False)) for _ in range(args.repeats)]
+            rows.append(("webdataset 1.0.2 (curl through a pipe)", *min(runs)[:2]))
+        except ImportError:
+            print("# webdataset not installed; skipped")
     print("| reader | MB/s | x one connection | first sample |")
     print("|---|---|---|---|")
     for label, seconds, first in rows:

@@ -211,23 +211,16 @@ def speed(args: argparse.Namespace) -> None:
                     out.write(encode_member(f"p{s:03d}_{i:03d}.bin", os.urandom(sample)))
                     out.write(encode_member(f"p{s:03d}_{i:03d}.cls", b"%d" % (i % 10)))
                 out.write(end_of_archive())
-    serve = (
-        f"import sys; sys.path.insert(0, {REPO!r})\n"
-        "from tests.servers import HttpServer, Shape\n"
-        f"shape = Shape(latency={args.latency / 1000}, bandwidth={args.bandwidth * 1e6})\n"
-        f"server = HttpServer({store!r}, shape=shape)\n"
-        "print(server.url, flush=True)\n"
-        "sys.stdin.read()\n"
-    )
-    server = subprocess.Popen([sys.executable, "-c", serve], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    base = server.stdout.readline().strip()
     print(f"# {SHARDS} shards of {PER_SHARD} samples of {sample // 1000} KB; remote: HTTP and S3 (path-style) from "
           f"a local server, {args.latency:g} ms and "
           f"{args.bandwidth:g} MB/s a connection; best of {args.repeats}, a fresh process each; "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cores")  # fmt: skip
     print("| where | shuffle | samples/s | MB/s | first sample | peak RSS |")
     print("|---|---|---|---|---|---|")
-    try:
+    sys.path.insert(0, REPO)
+    from tests.servers import Shape, http_server_process
+
+    with http_server_process(store, Shape(latency=args.latency / 1000, bandwidth=args.bandwidth * 1e6)) as base:
         s3 = {"key": "bench", "secret": "bench", "client_kwargs": {"endpoint_url": base, "region_name": "us-east-1"}}
         places = [
             ("local", f"{root}/p{{000..199}}.tar", None),
@@ -248,9 +241,6 @@ def speed(args: argparse.Namespace) -> None:
                 total = SHARDS * PER_SHARD
                 print(f"| {where} | {label} | {total / seconds:,.0f} | {total * sample / seconds / 1e6:,.0f} | "
                       f"{first:.3f} s | {rss} MB |", flush=True)  # fmt: skip
-    finally:
-        server.stdin.close()
-        server.wait()
 
 
 def main() -> None:

@@ -13,15 +13,19 @@ would.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import logging
 import os
 import random
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -408,6 +412,28 @@ class HttpServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+@contextlib.contextmanager
+def http_server_process(root: str, shape: Shape) -> Iterator[str]:
+    """An :class:`HttpServer` of ``root``'s files shaped by ``shape``, in a process of its own as a store would be
+    (it shares no interpreter with the reader being measured): yields its URL, and ends the process after."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (
+        f"import sys; sys.path.insert(0, {repo!r})\n"
+        "from tests.servers import HttpServer, Shape\n"
+        f"server = HttpServer({root!r}, shape={shape!r})\n"
+        "print(server.url, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait()
 
 
 class GcsServer:
