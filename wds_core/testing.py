@@ -72,7 +72,7 @@ def check_resume(
     expected = [key(item) for item in make()]
     if not expected:
         raise ResumeMismatch("the pipeline gave no items: there is nothing to resume")
-    ks = range(0, len(expected) + 1, step) if positions is None else positions
+    ks = list(range(0, len(expected) + 1, step) if positions is None else positions)  # gone through twice
     for k in ks:
         if not 0 <= k <= len(expected):
             raise ValueError(f"position {k} is outside the run of {len(expected)} items")
@@ -83,11 +83,7 @@ def check_resume(
         text = json.dumps(state)
         if max_state_bytes is not None and len(text) > max_state_bytes:
             raise ResumeMismatch(f"the state after {k} items is {len(text)} bytes of JSON (limit {max_state_bytes})")
-        fresh = make()
-        fresh.load_state_dict(json.loads(text) if through_json else state)
-        got = head + [key(item) for item in fresh]
-        if got != expected:
-            raise ResumeMismatch(_difference(k, expected, got))
+        _check_restored(make, json.loads(text) if through_json else state, head, expected, key)
     _check_states_of_one_run(make, sorted(ks), expected, key, through_json)
     return expected
 
@@ -109,11 +105,19 @@ def _check_states_of_one_run(
     if seen != expected:
         raise ResumeMismatch("taking states during a run changed the run: " + _difference(0, expected, seen))
     for k, state in states.items():
-        fresh = make()
-        fresh.load_state_dict(state)
-        got = expected[:k] + [key(item) for item in fresh]
-        if got != expected:
-            raise ResumeMismatch(_difference(k, expected, got) + " (with the state taken in a run that went on)")
+        _check_restored(make, state, expected[:k], expected, key, " (with the state taken in a run that went on)")
+
+
+def _check_restored(
+    make: Callable[[], Any], state: Any, head: list[str], expected: list[str], key: Callable[[Any], str], note: str = ""
+) -> None:
+    """``head`` (the items before ``state`` was taken), then what ``make()`` gives with ``state`` loaded, is
+    ``expected``."""
+    fresh = make()
+    fresh.load_state_dict(state)
+    got = head + [key(item) for item in fresh]
+    if got != expected:
+        raise ResumeMismatch(_difference(len(head), expected, got) + note)
 
 
 def _difference(k: int, expected: list[str], got: list[str]) -> str:

@@ -69,3 +69,27 @@ def test_item_keys():
     assert item_key({"__key__": "a/b", "jpg": b""}) == "a/b"
     assert item_key((np.arange(3), 4)) == "[[0, 1, 2], 4]"
     assert item_key(7) == "7"
+
+
+class StaleIterator(LookaheadIterator):
+    """Saves what it holds, but keeps the first state it gave and gives it again: right once in a run only."""
+
+    kept = None
+
+    def _own_state(self):
+        if self.kept is None:
+            self.kept = {"held": self.held}
+        return self.kept
+
+
+class Stale(Lookahead):
+    def build(self, src, ctx):
+        return StaleIterator(src, True)
+
+
+def test_a_state_kept_from_an_earlier_step_is_caught_with_positions_given_once():
+    def stale():
+        return wds.DataPipeline(list(range(1, 13)), Stale(True))
+
+    with pytest.raises(ResumeMismatch, match="with the state taken in a run that went on"):
+        check_resume(stale, positions=(k for k in (2, 5, 9)))  # an iterator: gone through once
