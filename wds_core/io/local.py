@@ -21,6 +21,7 @@ __all__ = [
     "file_descriptor",
     "local_path",
     "local_random_access",
+    "map_file",
     "map_whole",
     "open_local",
     "url_of",
@@ -111,11 +112,22 @@ def map_whole(stream: Any) -> mmap.mmap | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-            return None
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except OSError:
         return None  # read as a stream then, which reports what is wrong
+    return map_file(fd) if stat.S_ISREG(info.st_mode) else None
+
+
+def map_file(fd: int, at_least: int = 0) -> mmap.mmap | None:
+    """The file ``fd`` mapped whole, read only; None when it cannot be mapped (empty, or not a file that maps) or
+    is shorter than ``at_least`` bytes (cut since it was measured)."""
+    try:
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    if len(mapped) < at_least:
+        mapped.close()
+        return None
+    return mapped
 
 
 def local_random_access(path: str, url: str) -> RandomAccess:
@@ -145,7 +157,7 @@ def local_random_access(path: str, url: str) -> RandomAccess:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     copy = _mapped_copy()
-    mapped = _map_file(fd) if copy is not None and size else None
+    mapped = map_file(fd) if copy is not None and size else None
     if copy is None or mapped is None:
         return RandomAccess(url, size, read, stream.close, ranged=True)  # a sample's members with one read
     guarded = copy
@@ -168,10 +180,3 @@ def _mapped_copy() -> Callable[[Any, int, int], bytes | None] | None:
     except ImportError:
         return None
     return copy
-
-
-def _map_file(fd: int) -> mmap.mmap | None:
-    try:
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None

@@ -12,6 +12,7 @@ import os
 import stat
 from collections.abc import Callable, Generator
 
+from ..io.local import map_file as map_local_file
 from .source import CHUNK
 
 __all__ = ["MAP_FILES", "SCAN", "compiled_walk", "file_size", "mapped_file", "walk_file"]
@@ -79,7 +80,7 @@ def walk_file(
     while it is read.  Without a map (``map_file`` false, or a file that cannot be mapped), each member is read
     with ``pread``: a reader of many shards at once reads them so, or each would keep the part of its shard read
     so far in the process's resident memory until the shard ends."""
-    mapped = _map(fd, size) if map_file and MAP_FILES else None
+    mapped = map_local_file(fd, size) if map_file and MAP_FILES else None
     if mapped is None:
         while True:
             taken: list[tuple[str, bytes, int]] = []
@@ -105,15 +106,3 @@ def walk_file(
             yield from taken
     finally:
         mapped.close()
-
-
-def _map(fd: int, size: int) -> mmap.mmap | None:
-    """The file ``fd`` mapped read-only, if it can be (not empty, not shorter than ``size``)."""
-    try:
-        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # an empty file, or one that cannot be mapped
-        return None
-    if len(mapped) < size:
-        mapped.close()
-        return None
-    return mapped
