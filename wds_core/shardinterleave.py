@@ -40,16 +40,17 @@ from .shardreader import ShardReader, TarfileToSamples
 from .shardreading import ShardReadOptions
 from .state import Recipe, RunContext, StageIterator
 
-__all__ = ["LANE_CHUNK", "InterleaveShards", "lane_read_ahead", "lanes_allowance"]
+__all__ = ["LANE_CHUNK", "LANE_RANGE", "InterleaveShards", "lane_read_ahead", "lanes_allowance"]
 
 LANE_CHUNK = 4096  # bytes a lane reads (or walks) at a time past its next sample: small members come together
+LANE_RANGE = 256 << 10  # the largest range a remote lane requests
 _END = object()
 
 
 def lane_read_ahead(plan: ReadAhead, lanes: int) -> ReadAhead:
-    """The read-ahead of each of ``lanes`` remote shards read at once: ranges of at most 256 KiB, at most two of
+    """The read-ahead of each of ``lanes`` remote shards read at once: ranges of at most ``LANE_RANGE``, at most two of
     them (or an equal part of the budget, at least one range) requested ahead of each shard, the budget shared."""
-    ranges = min(plan.range_bytes, 256 << 10)
+    ranges = min(plan.range_bytes, LANE_RANGE)
     window = max(min(2 * ranges, plan.budget // max(lanes, 1)), ranges)
     return dataclasses.replace(
         plan, range_bytes=ranges, first_range=min(plan.first_range, ranges), window_bytes=window, ramp=0
@@ -59,7 +60,7 @@ def lane_read_ahead(plan: ReadAhead, lanes: int) -> ReadAhead:
 def lanes_allowance(plan: ReadAhead) -> ReadAhead:
     """What the lanes request together: the budget of ``plan``, and as many requests at once as keep as many bytes
     in flight with the lanes' smaller ranges (up to the I/O pool's threads)."""
-    ranges = min(plan.range_bytes, 256 << 10)
+    ranges = min(plan.range_bytes, LANE_RANGE)
     in_flight = min(POOL_WORKERS, max(plan.in_flight, plan.in_flight * plan.range_bytes // ranges))
     return dataclasses.replace(plan, in_flight=in_flight)
 
