@@ -254,7 +254,7 @@ def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None, m
     from wds_core.tar import iter_members
 
     got: list = []
-    saved = walk.SCAN
+    saved, saved_map = walk.SCAN, walk.MAP_FILES
     walk.SCAN = saved if compiled else None
     walk.MAP_FILES = map_files
     try:
@@ -269,8 +269,7 @@ def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None, m
     except (WdsError, tarfile.ReadError) as exn:
         return got, f"{type(exn).__name__}: {exn}"
     finally:
-        walk.SCAN = saved
-        walk.MAP_FILES = True
+        walk.SCAN, walk.MAP_FILES = saved, saved_map
     return got, "end"
 
 
