@@ -245,10 +245,42 @@ def test_lying_headers_give_typed_errors_within_bounds(tmp_path, reader):
     assert _max_rss() - start < 256 * MB
 
 
-def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None, map_files=True) -> tuple[list, str]:
+class _Arriving(io.RawIOBase):
+    """``data`` as a remote stream gives it (``read_arrived``: what has arrived so far), in pieces of sizes drawn
+    around the block size and the walk's windows: the walk parses whatever has arrived."""
+
+    def __init__(self, data: bytes, seed: int) -> None:
+        self.data, self.at = data, 0
+        self.rng = np.random.default_rng(seed)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        n = len(self.data) if n < 0 else n
+        out = self.data[self.at : self.at + n]
+        self.at += len(out)
+        return out
+
+    def read_arrived(self, n: int) -> bytes:
+        return self.read(min(n, int(self.rng.choice([1, 100, 511, 512, 513, 4096, 70000, MB]))))
+
+
+def _members(
+    data: bytes,
+    mapped,
+    mode: str,
+    compiled: bool = True,
+    path=None,
+    map_files=True,
+    chunk=None,
+    arriving=False,
+    field_bytes=MB,
+) -> tuple[list, str]:
     """What iter_members gives for ``data`` (members as bytes), and how it ended: with the compiled walk of plain
     members or in Python alone, reading the file at ``path`` (holding ``data``) when given: copying the members
-    out of a map of it, or (``map_files=False``) reading them with ``pread``."""
+    out of a map of it, or (``map_files=False``) reading them with ``pread``; ``chunk`` bytes at a time (an
+    interleave lane's 4 KiB, say); ``arriving``: as a remote stream, in pieces."""
     from wds_core.fieldcodecs.limits import DecodeLimits
     from wds_core.tar import compiled as walk
     from wds_core.tar import iter_members
@@ -258,11 +290,12 @@ def _members(data: bytes, mapped, mode: str, compiled: bool = True, path=None, m
     walk.SCAN = saved if compiled else None
     walk.MAP_FILES = map_files
     try:
-        with io.BytesIO(data) if path is None else open(path, "rb", buffering=0) as stream:
+        opened = _Arriving(data, len(data)) if arriving else io.BytesIO(data)
+        with opened if path is None else open(path, "rb", buffering=0) as stream:
             fd = stream.fileno() if path is not None and mapped is None else -1  # the file walk
             members = iter_members(
-                stream, "fuzz.tar", limits=DecodeLimits(field_bytes=MB, header_bytes=64 << 10), over_limit=mode,
-                mapped=mapped, fd=fd,
+                stream, "fuzz.tar", limits=DecodeLimits(field_bytes=field_bytes, header_bytes=64 << 10),
+                over_limit=mode, mapped=mapped, fd=fd, **({} if chunk is None else {"chunk": chunk}),
             )  # fmt: skip
             for name, value, offset in members:
                 got.append((name, bytes(value) if isinstance(value, (bytes, memoryview)) else repr(value), offset))
@@ -344,6 +377,111 @@ def test_reading_a_mapped_shard_gives_what_reading_the_stream_gives(tmp_path, se
         with open(path, "rb") as handle:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         assert _members(data, mapped, mode) == _members(data, None, mode)
+
+    check()
+
+
+# the sizes where a walk changes course: an interleave lane's chunk, the compiled walk's header window,
+# MAPPED_COPY, DIRECT, a lane's range, the walk's chunk (and the mapped window that takes in a member past it)
+BOUNDARIES = [4 << 10, 8 << 10, 16 << 10, 64 << 10, 256 << 10, MB]
+NEAR = [-513, -512, -511, -1, 0, 1, 511, 512, 513]
+
+
+@st.composite
+def _boundary_shards(draw: st.DrawFn) -> bytes:
+    """Shards of members whose sizes (and so whose headers' positions) fall around every window and chunk
+    boundary of the walks, some with long names (GNU ``L`` or pax ``path`` headers before them), whole, cut
+    anywhere, or with one byte of one header changed (issue 43)."""
+    fmt = draw(st.sampled_from([tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT]))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+        for i in range(draw(st.integers(1, 10))):
+            long = fmt != tarfile.USTAR_FORMAT and draw(st.booleans())
+            key = ("d" * draw(st.integers(90, 300)) + "/" if long else "") + f"k{i}"
+            for ext in draw(st.lists(st.sampled_from(["bin", "txt", "cls"]), min_size=1, max_size=3, unique=True)):
+                size = draw(
+                    st.one_of(
+                        st.builds(lambda b, d, k: max(b + d - 512 * k, 0), st.sampled_from(BOUNDARIES),
+                                  st.sampled_from(NEAR), st.integers(0, 3)),
+                        st.integers(0, 1500),
+                    )
+                )  # fmt: skip
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = size
+                tar.addfile(info, io.BytesIO(bytes([i + 1, len(ext)]) * (size // 2 + 1)))
+    data = bytearray(out.getvalue())
+    damage = draw(st.sampled_from(["none", "cut", "header"]))
+    if damage == "cut":
+        return bytes(data[: draw(st.integers(1, len(data) - 1))])
+    if damage == "header":
+        headers = [p for p in range(0, len(data) - 511, 512) if data[p + 257 : p + 262] == b"ustar"]
+        at = draw(st.sampled_from(headers)) + draw(st.sampled_from([0, 99, 124, 135, 148, 154, 155, 156, 345]))
+        data[at] ^= draw(st.sampled_from([0x01, 0x55, 0x80]))
+    return bytes(data)
+
+
+def _indexed(data: bytes, path) -> tuple[list, str]:
+    """What indexing the shard at ``path`` finds (members with the bytes it would read for them), and how it
+    ended: the same as streaming (:func:`_members`)."""
+    import mmap
+
+    from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.tar.tarindex import walk_headers
+
+    got: list = []
+    limits = DecodeLimits(field_bytes=4 * MB, header_bytes=64 << 10)
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        try:
+            for name, header, start, size in walk_headers(
+                lambda at, n: view[at : at + n], len(data), "fuzz.tar", limits
+            ):
+                got.append((name, view[start : start + size], header))
+        except (WdsError, tarfile.ReadError) as exn:
+            return got, f"{type(exn).__name__}: {exn}"
+    return got, "end"
+
+
+def test_every_read_path_gives_the_stream_walks_members_around_window_boundaries(tmp_path):
+    """Issue 43: a valid shard read from a map lost its members after one whose data ran past the window (the
+    window then ended off a block boundary), and a member named by a long-name header was yielded before its own
+    corrupt header on some paths.  Every way of reading a shard (a stream, remote-style arrivals, the compiled
+    walk of the file copied from a map or read, an interleave lane's small chunks, a map with and without the
+    compiled walk, the index) gives the plain stream walk's members, and then its error, word for word."""
+    import mmap
+
+    from wds_core.tar import compiled_walk
+
+    path = tmp_path / "fuzz.tar"
+    lane = 4 << 10
+
+    @FUZZ
+    @given(_boundary_shards())
+    def check(data):
+        def read(*args, **kwargs):  # every member is taken: the index does not read members, so it refuses none
+            return _members(*args, field_bytes=4 * MB, **kwargs)
+
+        expected = read(data, None, "raise", compiled=False)
+        ways = {
+            "stream": read(data, None, "raise"),
+            "arriving, Python": read(data, None, "raise", compiled=False, arriving=True),
+            "arriving": read(data, None, "raise", arriving=True),
+            "stream in a lane's chunks": read(data, None, "raise", chunk=lane),
+        }
+        path.write_bytes(data)
+        if compiled_walk():
+            ways["file, mapped"] = read(data, None, "raise", path=path)
+            ways["file, read"] = read(data, None, "raise", path=path, map_files=False)
+            ways["file, a lane"] = read(data, None, "raise", path=path, map_files=False, chunk=lane)
+        with open(path, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        ways["map, Python"] = read(data, mapped, "raise", compiled=False)
+        ways["map"] = read(data, mapped, "raise")
+        ways["map, a lane"] = read(data, mapped, "raise", chunk=lane)
+        ways["map, headers from the file"] = read(data, mapped, "raise", path=path)
+        found, ended = _indexed(data, path)
+        ways["index"] = ([(name, bytes(view), at) for name, view, at in found], ended)
+        for way, got in ways.items():
+            assert got == expected, way
 
     check()
 

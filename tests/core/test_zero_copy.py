@@ -114,3 +114,16 @@ def test_a_loader_hands_over_views_as_bytes(big, shm_slots):
         loader.close()
     assert sorted(got, key=lambda s: s["__key__"]) == sorted(want, key=lambda s: s["__key__"])
     assert all(type(s["bin"]) is bytes for s in got)
+
+
+@pytest.mark.parametrize("interleave", [None, 2])
+@pytest.mark.parametrize("first", [(1 << 20) + 1, (1 << 20) - 1, (1 << 20) + 513, 4097, 100])
+def test_a_member_whose_data_runs_past_the_window_loses_nothing(tmp_path, first, interleave):
+    """The window over the map takes in a member running past it (issue 43): it must go on ending on a block
+    boundary, or the next header across its end is taken for a cut shard and the rest of the shard is lost."""
+    samples = [{"__key__": "first", "bin": bytes(range(256)) * (first // 256) + b"x" * (first % 256)}]
+    samples += [{"__key__": f"k{i:05d}", "txt": b""} for i in range(2500)]
+    spec = [write_shard(tmp_path / f"w{s}.tar", samples, ("bin", "txt")) for s in range(2 if interleave else 1)]
+    want = list(wds.WebDataset(spec, shardshuffle=False, interleave=interleave, seed=5))
+    got = list(wds.WebDataset(spec, shardshuffle=False, zero_copy=True, interleave=interleave, seed=5))
+    assert len(got) == len(want) == 2501 * len(spec) and [as_bytes(s) for s in got] == want

@@ -24,6 +24,7 @@ __all__ = [
     "PAX_GLOBAL",
     "PAX_SOLARIS",
     "REGULAR",
+    "SUM_ENDS",
     "USTAR_MAGIC",
     "ZERO_BLOCK",
     "Extensions",
@@ -45,6 +46,9 @@ PAX, PAX_GLOBAL, PAX_SOLARIS = 0x78, 0x67, 0x58  # 'x', 'g', 'X'
 GNU_SPARSE = 0x53  # 'S'
 EXTENSIONS = (GNU_LONGNAME, GNU_LONGLINK, PAX, PAX_GLOBAL, PAX_SOLARIS)  # headers that describe the next member
 USTAR_MAGIC = b"ustar\x00"
+# how the checksum field ends after six octal digits in the common case (checksum_ok decides the others): a NUL
+# ends the number whatever follows; spaces may pad it; anything else after a space makes it no number
+SUM_ENDS = frozenset({b"\x00\x00", b"\x00 ", b" \x00", b"  "})
 _SHIFTS = np.array([15, 12, 9, 6, 3, 0], dtype=np.uint32)
 
 
@@ -102,7 +106,8 @@ def first_bad_checksum(buf: bytes, positions: list[int], origin: int = 0) -> int
     field = rows[:, 148:156]
     expected = rows.sum(axis=1, dtype=np.uint32) - field.sum(axis=1, dtype=np.uint32) + 8 * 32
     digits = ((expected[:, None] >> _SHIFTS) & 7) + 48
-    fast = (field[:, :6] == digits).all(axis=1) & ((field[:, 6] == 0) | (field[:, 6] == 32))
+    ends = (field[:, 6] == 0) | ((field[:, 6] == 32) & ((field[:, 7] == 0) | (field[:, 7] == 32)))  # SUM_ENDS
+    fast = (field[:, :6] == digits).all(axis=1) & ends
     if fast.all():
         return -1
     for i in np.flatnonzero(~fast).tolist():

@@ -40,6 +40,7 @@ from .headers import (
     EXTENSIONS,
     GNU_LONGLINK,
     REGULAR,
+    SUM_ENDS,
     ZERO_BLOCK,
     Extensions,
     checksum_ok,
@@ -72,9 +73,12 @@ def walk_headers(
     pos = 0
     while True:
         header = read_at(pos, BLOCK)
-        if len(header) < BLOCK:
-            if pos >= size and pos > 0:
-                raise TruncatedShardError("the shard ends without an end-of-archive block", url=url, offset=pos)
+        if len(header) < BLOCK:  # what ended the shard, as the streaming walk names it
+            if pos > size:
+                raise TruncatedShardError("the shard ends inside a member's padding", url=url, offset=size)
+            if pos == size and pos > 0:
+                message = "the shard ends without an end-of-archive block; it is probably truncated"
+                raise TruncatedShardError(message, url=url, offset=pos)
             if pos == 0 and not header:
                 raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=0)
             raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=pos)
@@ -82,7 +86,7 @@ def walk_headers(
             return
         field = header[124:135]
         fast = False
-        if field.isdigit():  # the common case: octal size and checksum (six digits, NUL, space)
+        if field.isdigit() and header[154:156] in SUM_ENDS:  # the common case: octal size and checksum
             try:
                 dsize = int(field, 8)
                 fast = int(header[148:154], 8) == sum(header) - sum(header[148:156]) + 256
@@ -97,7 +101,8 @@ def walk_headers(
             dsize = pax_number(ext.pax["size"], "size", url, ext.first(pos))
         dpos = pos + BLOCK
         if dpos + dsize > size:
-            name = decode_name(ext.longname or ustar_name(header, 0))
+            name = None if kind in EXTENSIONS else ext.name(header, 0, kind, pos)  # as the streaming walk names it
+            name = name or decode_name(ustar_name(header, 0))
             raise TruncatedShardError("the shard ends inside a member", url=url, member=name, offset=size)
         if kind in REGULAR and ext.plain:
             yield decode_name(ustar_name(header, 0)), pos, dpos, dsize

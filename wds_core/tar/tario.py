@@ -133,7 +133,7 @@ def iter_members(
         buf, body, end = mapped, memoryview(mapped), start_offset  # type: ignore[assignment]
     pos = n = 0
     base = start_offset  # absolute offset of buf[0]
-    chunk = max(int(chunk), BLOCK)
+    chunk = max(int(chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
     next_read = chunk
     skip = 0  # padding still to skip before the next header
     seen_any = start_offset > 0
@@ -209,8 +209,11 @@ def iter_members(
                         straddle = pos
                         break
                     # mapped: the data is there; the window takes it in, and a chunk of headers after it while it
-                    # spans less than MAPPED_SPAN (its headers' checksums are checked together, after the walk)
-                    n = end = min(len(mapped), dend + chunk) if dend - origin < MAPPED_SPAN else dend
+                    # spans less than MAPPED_SPAN (its headers' checksums are checked together, after the walk).
+                    # It ends on a block boundary: a window ending inside the header after the data would take
+                    # that header for a cut shard
+                    after = dend + (-size) % BLOCK
+                    n = end = min(len(mapped), after + chunk if dend - origin < MAPPED_SPAN else after)
                 if plain and kind in REGULAR:
                     name = decode_name(ustar_name(buf, pos))
                     if want is None or want(name):
@@ -235,6 +238,11 @@ def iter_members(
                             break
                         out.append((None, refused, base + pos))  # type: ignore[arg-type]
                 else:
+                    if not plain and not checksum_ok(buf[pos : pos + BLOCK]):
+                        # a member named by extension headers is yielded at the offset of the first of them: it
+                        # must not be yielded when its own header is corrupt (the walk checks the others later)
+                        problem = corrupt_header(base + pos, url)
+                        break
                     item = _member(ext, buf, pos, kind, size, base + pos, want, max_member)
                     plain = ext.plain
                     if item is not None:
