@@ -6,7 +6,9 @@
   same needs and the same fallback.
 * ``wds_core.io.mapcopy`` (wds_core/io/mapcopy.c): bytes copied out of a map of a local shard for indexed access,
   a file cut while it is mapped reported instead of ending the process (SIGBUS); without it, indexed access reads
-  local shards with ``pread``.  tarscan.c guards its copies the same way (wds_core/sigbus_guard.h).
+  local shards with ``pread``.  tarscan.c guards its copies the same way.
+* ``wds_core.sigbus_guard`` (wds_core/sigbus_guard.c): the process's one guard of those copies, which both reach
+  through wds_core/sigbus_guard.h; without it, neither of them is used.
 * ``wds_core.fieldcodecs.jpegregion`` (wds_core/fieldcodecs/jpegregion.c): JPEG region decoding by the system's
   libjpeg-turbo. Needs its headers too (Debian: ``libjpeg62-turbo-dev``); without it wds decodes whole JPEGs.
 
@@ -16,10 +18,11 @@ Without any of them, the build says so and the install goes on.
 from setuptools import Extension, setup
 
 GUARD = ["wds_core/sigbus_guard.h"]  # the copies out of a map that survive a cut file, in both
+guard = Extension("wds_core.sigbus_guard", ["wds_core/sigbus_guard.c"], depends=GUARD, optional=True)
 scan = Extension("wds_core.tar.tarscan", ["wds_core/tar/tarscan.c"], depends=GUARD, optional=True)
 mapcopy = Extension("wds_core.io.mapcopy", ["wds_core/io/mapcopy.c"], depends=GUARD, optional=True)
 group = Extension("wds_core.groupfast", ["wds_core/groupfast.c"], optional=True)
 region = Extension(
     "wds_core.fieldcodecs.jpegregion", ["wds_core/fieldcodecs/jpegregion.c"], libraries=["jpeg"], optional=True
 )
-setup(ext_modules=[scan, group, region, mapcopy])
+setup(ext_modules=[guard, scan, group, region, mapcopy])

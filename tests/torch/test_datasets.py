@@ -188,3 +188,49 @@ def test_starvation_of_a_web_loader(dataset_dir):
     loader = wds.WebLoader(wds.WebDataset(spec).map(slow).to_tuple("__key__"), num_workers=0, batch_size=None)
     watched = wds.Starvation(loader)
     assert sorted(key for (key,) in watched) == sorted(keys) and watched.report()["share"] > 0.8
+
+
+class _CutAfterFirst(torch.utils.data.Dataset):
+    """Indexed samples' ``bin``; reading the first cuts the shard (mapped by then) inside its 31st sample."""
+
+    def __init__(self, path):
+        self.path, self.dataset = path, wds.ShardListDataset([path])
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        data = self.dataset[index]["bin"]
+        if index == 0:
+            os.truncate(self.path, 30 * 40_960 + 1000)
+        return len(data)
+
+
+@pytest.mark.parametrize("reader", ["stream", "indexed"])
+def test_a_shard_cut_in_a_forked_worker_is_reported_not_a_bus_error(tmp_path, reader):
+    """Issue 43: once the main process had read a shard, a forked worker (torch's worker loop replaces the SIGBUS
+    handler) died of a shard cut while mapped ("Unexpected bus error encountered in worker") instead of raising
+    the cut with its member and offset."""
+    path = str(tmp_path / "cut.tar")
+    with wds.TarWriter(path) as sink:
+        for i in range(60):
+            sink.write({"__key__": f"k{i:03d}", "bin": bytes([i]) * 39_936})  # 40,960 bytes a sample
+    assert sum(1 for _ in wds.WebDataset(path, shardshuffle=False)) == 60  # read in the main process first
+    assert len(wds.ShardListDataset([path])[59]["bin"]) == 39_936
+
+    def cut(sample):
+        if sample["__key__"] == "k000":
+            os.truncate(path, 30 * 40_960 + 1000)
+        return len(sample["bin"])
+
+    if reader == "stream":
+        dataset = wds.WebDataset(path, shardshuffle=False).map(cut)
+    else:
+        dataset = _CutAfterFirst(path)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=1, multiprocessing_context="fork")
+    got = []
+    with pytest.raises(wds.TruncatedShardError) as caught:
+        for size in loader:
+            got.append(size)
+    assert got == [39_936] * len(got) and 28 <= len(got) <= 30
+    assert "k030.bin" in str(caught.value) and str(30 * 40_960 + 1000) in str(caught.value)

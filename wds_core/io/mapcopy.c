@@ -5,13 +5,13 @@
  * copy(buffer, offset, size) -> bytes | None
  *
  * The bytes [offset, offset + size) of buffer (a map), fewer where it ends (as slicing gives them), or None when
- * reading them raised SIGBUS: the file was cut after it was mapped (../sigbus_guard.h).  The caller then reads
+ * reading them raised SIGBUS: the file was cut after it was mapped (../sigbus_guard.c).  The caller then reads
  * those bytes from the file itself, which says where it ends now.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "../sigbus_guard.h" /* copy_out, install_guard */
+#include "../sigbus_guard.h" /* copy_out, guard, import_guard */
 
 static PyObject *copy(PyObject *self, PyObject *args)
 {
@@ -22,10 +22,6 @@ static PyObject *copy(PyObject *self, PyObject *args)
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    if (!install_guard()) {
-        PyBuffer_Release(&view);
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
     if (offset < 0 || offset > view.len)
         offset = view.len;
     if (size < 0)
@@ -37,7 +33,13 @@ static PyObject *copy(PyObject *self, PyObject *args)
         PyBuffer_Release(&view);
         return NULL;
     }
+    if (!guard->enter()) {
+        Py_DECREF(data);
+        PyBuffer_Release(&view);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
     int status = copy_out(PyBytes_AS_STRING(data), (const char *)view.buf + offset, (size_t)size);
+    guard->leave();
     PyBuffer_Release(&view);
     if (status != 0) {
         Py_DECREF(data);
@@ -55,5 +57,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "mapcopy", NULL, -1, 
 
 PyMODINIT_FUNC PyInit_mapcopy(void)
 {
+    if (import_guard() < 0)
+        return NULL;
     return PyModule_Create(&module);
 }

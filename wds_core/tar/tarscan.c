@@ -33,7 +33,7 @@
  * budget >= 0: no member is started once pos has moved that many bytes (what out holds stays bounded).
  *
  * Every byte taken from buf (a header, a member's data) is copied out under a guard against SIGBUS (a file cut
- * while it is mapped: ../sigbus_guard.h): the walk then stops at the header whose bytes it could not have, and
+ * while it is mapped: ../sigbus_guard.c): the walk then stops at the header whose bytes it could not have, and
  * the caller's walk reads on from there with plain reads and reports the cut with its member and offset.
  */
 #define PY_SSIZE_T_CLEAN
@@ -43,7 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../sigbus_guard.h" /* copy_out, guarded_copy, install_guard, RELEASE_GIL */
+#include "../sigbus_guard.h" /* copy_out, guard, import_guard, RELEASE_GIL */
 
 #define BLOCK 512
 #define WINDOW 8192 /* bytes of headers read at once: a small member's header and the next few */
@@ -180,7 +180,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         buf = view.buf;
         if (n > view.len)
             n = view.len;
-        if (!install_guard()) {
+        if (!guard->enter()) {
             PyBuffer_Release(&view);
             return PyErr_SetFromErrno(PyExc_OSError);
         }
@@ -202,7 +202,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
                 h = window + (pos - wstart);
         }
         if (h == NULL && buf != NULL) {
-            if (guarded_copy(header, buf + pos, BLOCK) != 0)
+            if (guard->copy(header, buf + pos, BLOCK) != 0)
                 break; /* the map's file was cut: the caller's walk reads on from here */
             h = header;
         }
@@ -244,8 +244,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
     }
     result = PyLong_FromSsize_t(pos);
 done:
-    if (buf != NULL)
+    if (buf != NULL) {
+        guard->leave();
         PyBuffer_Release(&view);
+    }
     return result;
 }
 
@@ -258,5 +260,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tarscan", NULL, -1, 
 
 PyMODINIT_FUNC PyInit_tarscan(void)
 {
+    if (import_guard() < 0)
+        return NULL;
     return PyModule_Create(&module);
 }

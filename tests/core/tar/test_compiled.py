@@ -118,3 +118,70 @@ def test_a_sigbus_outside_the_walk_still_ends_the_process(tmp_path, faulthandler
     assert run.returncode == -7, run.stderr  # SIGBUS
     assert run.stdout == "read\n"
     assert ("Bus error" in run.stderr) == faulthandler
+
+
+CUT_WHILE_HANDLED_ELSEWHERE = """
+import ctypes, os, signal, sys
+import wds_core as wds
+from wds_core.errors import TruncatedShardError
+path, reader, elsewhere = sys.argv[1:]
+
+def read():
+    if reader == "stream":
+        return (sample["bin"] for sample in wds.WebDataset(path, shardshuffle=False))
+    dataset = wds.ShardListDataset([path])
+    return (dataset[i]["bin"] for i in range(60))
+
+assert sum(1 for _ in read()) == 60  # the guard has been used in this process
+if elsewhere == "fork":  # as a DataLoader worker is started
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+    # torch's worker loop sets a SIGBUS handler of its own, in C, which knows nothing of the one it replaces
+    ctypes.CDLL(None).signal(signal.SIGBUS, None)
+else:  # the application's own handler, which returns: a fault then repeats for ever
+    signal.signal(signal.SIGBUS, lambda signum, frame: None)
+samples = read()
+next(samples)
+os.truncate(path, 30 * 40_960 + 1000)  # inside the 31st member, the shard mapped
+try:
+    count = 1 + sum(1 for _ in samples)
+except TruncatedShardError as exn:
+    print("cut", exn.member, exn.offset, flush=True)
+os._exit(0)
+"""
+
+
+@needs_walk
+@pytest.mark.parametrize("elsewhere", ["fork", "handler"])
+@pytest.mark.parametrize("reader", ["stream", "indexed"])
+def test_a_cut_is_reported_whatever_handles_sigbus_when_it_happens(tmp_path, reader, elsewhere):
+    """Issue 43: the guard was installed once a process, so a forked DataLoader worker (whose SIGBUS handler torch
+    replaces) died of a cut shard, and a handler the application set afterwards made the cut fault for ever.  The
+    guard is there while a helper copies out of a map, whatever was set before: the cut is reported, with its
+    member and offset, within the timeout."""
+    path = _shard(tmp_path, [(f"k{i:03d}.bin", bytes([i]) * 40_448) for i in range(60)])  # 40,960 bytes a member
+    run = subprocess.run(
+        [sys.executable, "-c", CUT_WHILE_HANDLED_ELSEWHERE, str(path), reader, elsewhere],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "cut k030.bin 1229800\n", run.stderr
+
+
+@needs_walk
+def test_the_guard_is_there_only_while_a_helper_copies(tmp_path):
+    """Outside the helpers' copies wds leaves SIGBUS as it found it (to Python's default here, faulthandler's or
+    an application's handler): the guard is installed for a walk and put back after it."""
+    from wds_core import sigbus_guard
+
+    path = _shard(tmp_path, [(f"k{i:03d}.bin", bytes([i]) * 40_448) for i in range(60)])
+    reader = iter(wds.WebDataset(str(path), shardshuffle=False))
+    next(reader)
+    assert sigbus_guard.status() == {"copying": 0, "installed": False}
+    assert sum(1 for _ in reader) == 59
+    dataset = wds.ShardListDataset([str(path)])
+    assert dataset[7]["bin"] == bytes([7]) * 40_448
+    dataset.close()
+    assert sigbus_guard.status() == {"copying": 0, "installed": False}
