@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import io
 import logging
 import os
 import random
@@ -46,6 +47,7 @@ class Faults:
         self.lock = threading.Lock()
         self.cuts: list[int] = []  # for each of the next reads: bytes sent before the connection is cut
         self.errors: list[int] = []  # for each of the next reads: an HTTP status to answer instead
+        self.slow: list[tuple[str, float]] = []  # for each of the next reads: ("drip" | "drip-head" | "stall", s)
         self.injected = Counter()
         self.spacing = 0  # requests served normally between two injected faults
         self._quiet = 0
@@ -58,6 +60,17 @@ class Faults:
         with self.lock:
             self.errors += [status] * times
 
+    def drip(self, times: int, every: float, head: bool = False) -> None:
+        """The next reads answered one byte every ``every`` seconds: the body (each socket read within any timeout)
+        or, with ``head``, the status line and headers too; an upload's body taken in so."""
+        with self.lock:
+            self.slow += [("drip-head" if head else "drip", every)] * times
+
+    def stall(self, times: int, seconds: float) -> None:
+        """The next requests answered after ``seconds``."""
+        with self.lock:
+            self.slow += [("stall", seconds)] * times
+
     def pass_next(self, requests: int) -> None:
         """Serve the next ``requests`` reads normally before the first fault."""
         with self.lock:
@@ -67,12 +80,13 @@ class Faults:
         with self.lock:
             self.cuts.clear()
             self.errors.clear()
+            self.slow.clear()
             self.injected.clear()
             self.spacing = self._quiet = 0
 
-    def next_fault(self) -> tuple[str, int] | None:
+    def next_fault(self) -> tuple[str, Any] | None:
         with self.lock:
-            if self._quiet > 0 and (self.errors or self.cuts):
+            if self._quiet > 0 and (self.errors or self.cuts or self.slow):
                 self._quiet -= 1
                 return None
             self._quiet = self.spacing
@@ -82,7 +96,30 @@ class Faults:
             if self.cuts:
                 self.injected["cut"] += 1
                 return ("cut", self.cuts.pop(0))
+            if self.slow:
+                kind, seconds = self.slow.pop(0)
+                self.injected[kind] += 1
+                return (kind, seconds)
         return None
+
+
+def _dripped(body: Any, every: float) -> Any:
+    """A WSGI body sent one byte every ``every`` seconds (until the client goes)."""
+    for piece in body:
+        for at in range(len(piece)):
+            yield piece[at : at + 1]
+            time.sleep(every)
+
+
+def _drip(out: Any, data: bytes, every: float) -> None:
+    """``data`` written one byte every ``every`` seconds (until the client goes)."""
+    try:
+        for at in range(len(data)):
+            out.write(data[at : at + 1])
+            out.flush()
+            time.sleep(every)
+    except OSError:
+        pass
 
 
 def _cut_body(body: Any, limit: int) -> Any:
@@ -111,7 +148,7 @@ class S3Server:
         self.requests: Counter = Counter()  # (bucket, access key) -> requests
         self.reads: list[tuple[str, str | None]] = []  # object GETs: (path, Range header)
         self.writes: list[tuple[str, str, str]] = []  # PUTs and POSTs: (method, path, query)
-        self.write_faults = Faults()  # statuses to answer part uploads (UploadPart) with
+        self.write_faults = Faults()  # for part uploads (UploadPart) and whole objects (PutObject)
         self._app = DomainDispatcherApplication(create_backend_app)
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -154,16 +191,29 @@ class S3Server:
             self.reads.append((environ["PATH_INFO"], environ.get("HTTP_RANGE")))
         if environ["REQUEST_METHOD"] in ("PUT", "POST"):
             self.writes.append((environ["REQUEST_METHOD"], environ["PATH_INFO"], environ.get("QUERY_STRING", "")))
-            if "partNumber=" in environ.get("QUERY_STRING", ""):
-                fault = self.write_faults.next_fault()
-                if fault and fault[0] == "status":
-                    environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-                    return _xml_error(start_response, f"{fault[1]} Fault", "SlowDown", "fault injected")
+            query = environ.get("QUERY_STRING", "")
+            whole = environ["REQUEST_METHOD"] == "PUT" and not query and "/" in environ["PATH_INFO"].strip("/")
+            fault = self.write_faults.next_fault() if "partNumber=" in query or whole else None  # a part, an object
+            if fault and fault[0] == "status":
+                environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                return _xml_error(start_response, f"{fault[1]} Fault", "SlowDown", "fault injected")
+            if fault and fault[0] == "stall":
+                time.sleep(fault[1])
+            elif fault:  # the upload taken in a byte at a time
+                length, taken = int(environ.get("CONTENT_LENGTH") or 0), bytearray()
+                while len(taken) < length and (byte := environ["wsgi.input"].read(1)):
+                    taken += byte
+                    time.sleep(fault[1])
+                environ["wsgi.input"] = io.BytesIO(bytes(taken))
         fault = self.faults.next_fault() if is_object_read else None
         if fault and fault[0] == "status":
             return _xml_error(start_response, f"{fault[1]} Fault", "SlowDown", "fault injected")
+        if fault and fault[0] == "stall":
+            time.sleep(fault[1])
         body = self._app(environ, start_response)
-        return _cut_body(body, fault[1]) if fault else body
+        if fault and fault[0] == "cut":
+            return _cut_body(body, fault[1])
+        return _dripped(body, fault[1]) if fault and fault[0] != "stall" else body
 
     def client_options(self, bucket: str) -> dict[str, Any]:
         """s3fs options that reach ``bucket`` on this server."""
@@ -379,6 +429,8 @@ class HttpServer:
         if fault and fault[0] == "status":
             handler.send_error(fault[1])
             return
+        if fault and fault[0] == "stall":
+            time.sleep(fault[1])
         size = os.path.getsize(path)
         match = re.fullmatch(r"bytes=(\d+)-(\d*)", handler.headers.get("Range", ""))
         start, end = 0, size
@@ -404,9 +456,17 @@ class HttpServer:
         stat = os.stat(path)  # what an object store says of an object (S3 clients such as obstore require both)
         handler.send_header("ETag", f'"{stat.st_size:x}-{stat.st_mtime_ns:x}"')
         handler.send_header("Last-Modified", email.utils.formatdate(stat.st_mtime, usegmt=True))
+        if fault and fault[0] == "drip-head":  # the headers so far held back, then all of it a byte at a time
+            headers, handler._headers_buffer = b"".join(handler._headers_buffer) + b"\r\n", []
+            _drip(handler.wfile, headers + data, fault[1])
+            handler.close_connection = True
+            return
         handler.end_headers()
-        if not head:
-            self.shaper.answer(handler, data, slow, fault[1] if fault else None)
+        if fault and fault[0] == "drip":
+            _drip(handler.wfile, data, fault[1])
+            handler.close_connection = True
+        elif not head:
+            self.shaper.answer(handler, data, slow, fault[1] if fault and fault[0] == "cut" else None)
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -26,18 +26,19 @@ from __future__ import annotations
 import functools
 import http.client
 import inspect
+import io
 import os
 import re
 import ssl
 import threading
-import time
 import urllib.parse
 import urllib.request
 from typing import Any, Protocol
 
+from .retries import DEFAULT_RETRY, Pace, RetryPolicy
+
 __all__ = ["FsspecSource", "HttpSource", "RangeSource", "RequestError", "http_source"]
 
-_IDLE_TIMEOUT = 60.0  # seconds a socket may wait for the next bytes when no retry budget says less
 _MAX_REDIRECTS = 5
 _PIECE = 4 << 20  # a response body is read in pieces this size, the deadline checked between them
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)")
@@ -75,16 +76,18 @@ def _within(method: Any, left: float | None) -> dict[str, Any]:
 
 
 class FsspecSource:
-    """An object of an fsspec filesystem."""
+    """An object of an fsspec filesystem.  Its reads cannot be watched byte by byte: each range is given the time
+    its bytes take at the retry policy's least rate (:meth:`RetryPolicy.attempt_time`), which an async backend is
+    cut off at."""
 
     sizes_in_ranges = False
 
-    def __init__(self, fs: Any, path: str) -> None:
-        self.fs, self.path = fs, path
+    def __init__(self, fs: Any, path: str, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+        self.fs, self.path, self.retry = fs, path, retry
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         cat = self.fs.cat_file
-        return cat(self.path, start=start, end=end, **_within(cat, left)), None
+        return cat(self.path, start=start, end=end, **_within(cat, self.retry.attempt_time(end - start, left))), None
 
     def info(self, left: float | None) -> dict[str, Any]:
         info_of = self.fs.info
@@ -142,32 +145,50 @@ class _Connections:
 CONNECTIONS = _Connections()
 
 
-def _deadline(left: float | None) -> float | None:
-    return None if left is None else time.monotonic() + left
+class _PacedSocket(io.RawIOBase):
+    """A connection's socket as a response reads it (``raw``: the socket's own file, which keeps the socket open
+    while the response reads), every wait for bytes held to the attempt's :class:`Pace`: the time left of the
+    budget, and the least rate.  Each socket read is bounded by its timeout alone, so a server sending a byte
+    every fraction of a second would hold a plain response (its headers or its body) for ever."""
+
+    def __init__(self, raw: Any, sock: Any, pace: Pace) -> None:
+        super().__init__()
+        self.raw, self.sock, self.pace = raw, sock, pace
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, into: Any) -> int:
+        self.sock.settimeout(self.pace.wait())
+        count = self.raw.readinto(into)
+        if count:
+            self.pace.arrived(count)
+        return count  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+        super().close()
 
 
-def _timeout(deadline: float | None) -> float:
-    if deadline is None:
-        return _IDLE_TIMEOUT
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("the request took the time left of the retry budget")
-    return min(left, _IDLE_TIMEOUT)
+class _PacedResponse(http.client.HTTPResponse):
+    """An HTTP response read through a :class:`_PacedSocket` (given as ``pace``)."""
+
+    def __init__(self, sock: Any, debuglevel: int = 0, method: str | None = None, url: str | None = None, *,
+                 pace: Pace) -> None:  # fmt: skip
+        super().__init__(sock, debuglevel, method, url)
+        self.fp = io.BufferedReader(_PacedSocket(self.fp.detach(), sock, pace))  # nothing was read from it yet
 
 
-def _read_body(response: http.client.HTTPResponse, skip: int, wanted: int, deadline: float | None, sock: Any) -> bytes:
+def _read_body(response: http.client.HTTPResponse, skip: int, wanted: int) -> bytes:
     """At most ``wanted`` bytes of the body after its first ``skip`` (read and dropped piece by piece)."""
     while skip > 0:
-        if sock is not None:
-            sock.settimeout(_timeout(deadline))
         dropped = len(response.read(min(_PIECE, skip)))
         if not dropped:
             return b""
         skip -= dropped
     pieces, got = [], 0
     while got < wanted:
-        if sock is not None:
-            sock.settimeout(_timeout(deadline))
         piece = response.read(min(_PIECE, wanted - got))
         if not piece:
             break
@@ -194,11 +215,18 @@ class HttpSource:
 
     sizes_in_ranges = True  # Content-Range
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None, cafile: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        cafile: str | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
         self.url = url
         self.headers = dict(headers or {})
         self.cafile = cafile  # certificates to trust for https, instead of the system's
         self.location = url  # where the last redirect led; asked first, the URL again if it fails
+        self.retry = retry  # its least rate holds every response to (and the budget, the time left it gives)
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         if end <= start:
@@ -228,11 +256,11 @@ class HttpSource:
     def _request(
         self, method: str, extra: dict[str, str], wanted: int, left: float | None, start: int
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        deadline = _deadline(left)
+        pace = self.retry.pace(left)  # one clock for the attempt, redirects included
         url = self.location
         for _ in range(_MAX_REDIRECTS + 1):
             try:
-                status, headers, body, moved = self._once(method, url, extra, wanted, deadline, start)
+                status, headers, body, moved = self._once(method, url, extra, wanted, pace, start)
             except (FileNotFoundError, PermissionError):
                 if url == self.url:
                     raise
@@ -248,7 +276,7 @@ class HttpSource:
         raise RequestError(f"more than {_MAX_REDIRECTS} redirects", 310)
 
     def _once(
-        self, method: str, url: str, extra: dict[str, str], wanted: int, deadline: float | None, start: int
+        self, method: str, url: str, extra: dict[str, str], wanted: int, pace: Pace, start: int
     ) -> tuple[int, http.client.HTTPMessage, bytes, str | None]:
         parts = urllib.parse.urlsplit(url)
         scheme, host = parts.scheme, parts.hostname or ""
@@ -260,7 +288,8 @@ class HttpSource:
         headers = {**self.headers, **extra, **self.signed(method, url, extra), "Accept-Encoding": "identity"}
         for attempt in range(2):
             connection, kept = CONNECTIONS.take(place)
-            connection.timeout = _timeout(deadline)
+            connection.timeout = pace.wait()  # connecting (a kept connection's socket is set by each read)
+            connection.response_class = functools.partial(_PacedResponse, pace=pace)  # type: ignore[assignment]
             try:
                 connection.request(method, target, headers=headers)
                 response = connection.getresponse()
@@ -293,9 +322,9 @@ class HttpSource:
                 response.read()
                 body = b""
             elif status == 200:  # the whole object is coming: read up to the end of the range, drop the rest
-                body = _read_body(response, start, wanted, deadline, connection.sock)
+                body = _read_body(response, start, wanted)
             else:
-                body = _read_body(response, 0, wanted, deadline, connection.sock)
+                body = _read_body(response, 0, wanted)
                 if len(body) < wanted and response.length:
                     raise ConnectionError(f"the response stopped after {len(body)} of {wanted} bytes")
         except http.client.HTTPException as exn:  # IncompleteRead and the like: the connection broke mid-body
@@ -319,8 +348,8 @@ def _proxied(url: str) -> bool:
     return (scheme in proxies or "all" in proxies) and not bypass(host, proxies)
 
 
-def http_source(url: str, options: dict[str, Any]) -> HttpSource | None:
+def http_source(url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_RETRY) -> HttpSource | None:
     """An :class:`HttpSource` for ``url``, or ``None`` when an option (or a proxy) is one for fsspec's client."""
     if set(options) <= {"headers"} and not _proxied(url):
-        return HttpSource(url, options.get("headers"))
+        return HttpSource(url, options.get("headers"), retry=retry)
     return None

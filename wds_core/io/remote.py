@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import sys
-import threading
 from collections import Counter
 from typing import Any, BinaryIO
 
@@ -27,6 +26,7 @@ from .retries import (
     RetryPolicy,
     ShortRead,
     count,
+    cut_off,
     describe_error,
     is_transient,
     retry_stats,
@@ -86,24 +86,7 @@ def connect(
     make = reading_filesystem if reading else filesystem
 
     def attempt(left: float | None) -> tuple[Any, str]:
-        if left is None:
-            return make(url, options)
-        done: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                done["result"] = make(url, options)
-            except BaseException as exn:  # noqa: BLE001 - handed to the caller's thread
-                done["error"] = exn
-
-        worker = threading.Thread(target=run, daemon=True, name="wds-connect")
-        worker.start()
-        worker.join(left)
-        if worker.is_alive():
-            raise TimeoutError(f"connecting took more than the {left:.1f} s left of the budget")
-        if "error" in done:
-            raise done["error"]
-        return done["result"]
+        return cut_off(lambda: make(url, options), left, "connecting")  # type: ignore[no-any-return]
 
     return with_retries("connect to the store", attempt, url, None, retry, stats)
 
@@ -132,23 +115,23 @@ def range_source(
 ) -> RangeSource:
     """How ``url``'s ranges are requested: straight from the I/O pool's threads for HTTP(S) and S3
     (:mod:`~wds_core.io.direct`), else through its fsspec filesystem (made with :func:`connect`)."""
-    source = direct_source(url, options, retry.budget)
+    source = direct_source(url, options, retry)
     if source is not None:
         return source
     fs, path = connect(url, options, retry, stats)
-    return FsspecSource(fs, path)
+    return FsspecSource(fs, path, retry)
 
 
-def direct_source(url: str, options: dict[str, Any], budget: float | None) -> RangeSource | None:
+def direct_source(url: str, options: dict[str, Any], retry: RetryPolicy) -> RangeSource | None:
     """The source that reads ``url`` without fsspec's event loop (:mod:`~wds_core.io.direct`), or ``None`` when
-    fsspec should: another scheme, an option only fsspec's backend knows, or a retry ``budget`` on S3."""
+    fsspec should: another scheme, an option only fsspec's backend knows, or a retry budget on S3."""
     scheme = url.split("://", 1)[0].lower()
     if scheme in ("http", "https"):
-        return http_source(url, options)
-    if scheme in ("s3", "s3a") and budget is None:
+        return http_source(url, options, retry)
+    if scheme in ("s3", "s3a") and retry.budget is None:
         from .s3direct import s3_source
 
-        return s3_source(url, options)
+        return s3_source(url, options, retry)
     return None
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..errors import ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
 
-__all__ = ["DEFAULT_RETRY", "RetryPolicy", "ShortRead", "count", "describe_error", "is_transient", "retry_stats",
-           "with_retries"]  # fmt: skip
+__all__ = ["DEFAULT_RETRY", "IDLE_TIMEOUT", "Pace", "RetryPolicy", "ShortRead", "count", "cut_off", "describe_error",
+           "is_transient", "retry_stats", "with_retries"]  # fmt: skip
 
 _TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _BOTOCORE_TRANSIENT = {
@@ -46,14 +46,29 @@ class RetryPolicy:
 
     ``budget`` (seconds, optional) bounds a request end to end: each attempt is
     given the time left (it is cut off when that runs out, whatever the backend
-    does inside it: gcsfs retries within an attempt and cannot be told not to),
-    and no retry starts once the budget would be passed.
+    does inside it: gcsfs retries within an attempt and cannot be told not to;
+    a server that sends one byte at a time: the whole response, headers and
+    body, must be in by then), and no retry starts once the budget would be
+    passed.
+
+    ``min_rate`` (bytes a second) is the least a response must keep up over
+    ``rate_window`` seconds once its first bytes are in: a server trickling
+    its answer (a byte every fraction of a second keeps every socket read
+    within its timeout) is cut off there, and the request retried like a
+    timeout.  Requests whose reads wds cannot watch (fsspec's, botocore's
+    uploads) are given a minute for the answer to start plus the time their
+    bytes take at ``min_rate``.
+    The default, 1 KiB/s over 30 s, is far below any working link (64
+    connections over a 1 Mbit/s line get 2 KiB/s each); ``min_rate=0`` turns it
+    off.
     """
 
     attempts: int = 6
     initial_delay: float = 0.2
     max_delay: float = 10.0
     budget: float | None = None
+    min_rate: float = 1024.0
+    rate_window: float = 30.0
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -62,9 +77,90 @@ class RetryPolicy:
             raise ValueError("retry delays must be >= 0")
         if self.budget is not None and self.budget < 0:
             raise ValueError("the retry budget must be >= 0 seconds")
+        if self.min_rate < 0 or self.rate_window <= 0:
+            raise ValueError(f"min_rate must be >= 0 and rate_window > 0, got {self.min_rate} and {self.rate_window}")
 
     def delay(self, retry: int) -> float:
         return min(self.max_delay, self.initial_delay * (2**retry))
+
+    def attempt_time(self, nbytes: int, left: float | None) -> float | None:
+        """The most one attempt moving ``nbytes`` may take where its reads cannot be watched: a wait as long as a
+        socket's (:data:`IDLE_TIMEOUT`) plus those bytes at ``min_rate``, within ``left`` (the time left of the
+        budget)."""
+        if not self.min_rate:
+            return left
+        paced = IDLE_TIMEOUT + nbytes / self.min_rate
+        return paced if left is None else min(left, paced)
+
+    def pace(self, left: float | None) -> Pace:
+        """The clock of one attempt given ``left`` seconds (``None``: no budget)."""
+        return Pace(left, self.min_rate, self.rate_window)
+
+
+IDLE_TIMEOUT = 60.0  # seconds a socket may wait for its next bytes when no budget says less
+
+
+class Pace:
+    """One attempt's clock, for the backends that read the response themselves: how long the next wait for bytes
+    may take (the time left of the budget, at most :data:`IDLE_TIMEOUT`), and whether the bytes that arrive keep
+    up the least rate over each window (see :class:`RetryPolicy`).  Both raise ``TimeoutError``, which is retried."""
+
+    __slots__ = ("deadline", "min_rate", "window", "mark", "since")
+
+    def __init__(self, left: float | None, min_rate: float, window: float) -> None:
+        self.deadline = None if left is None else time.monotonic() + left
+        self.min_rate, self.window = min_rate, window
+        self.mark = -1.0  # when the current window started (at the first bytes)
+        self.since = 0  # bytes arrived in the current window
+
+    def wait(self) -> float:
+        """Seconds the next wait for bytes may take."""
+        if self.deadline is None:
+            return IDLE_TIMEOUT
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took the time left of the retry budget")
+        return min(left, IDLE_TIMEOUT)
+
+    def arrived(self, count: int) -> None:
+        """``count`` more bytes are in: an error when the window that ends now had fewer than ``min_rate`` a second."""
+        now = time.monotonic()
+        if self.mark < 0:
+            self.mark = now
+            return
+        self.since += count
+        spent = now - self.mark
+        if spent >= self.window:
+            if self.since < self.min_rate * spent:
+                raise TimeoutError(
+                    f"the server sent {self.since} bytes in {spent:.0f} s, slower than the {self.min_rate:g} "
+                    "bytes/s a response must keep up (RetryPolicy.min_rate)"
+                )
+            self.mark, self.since = now, 0
+
+
+def cut_off(call: Any, left: float | None, what: str) -> Any:
+    """``call()``, given up after ``left`` seconds (``None``: waited for): for a backend that cannot be told a
+    deadline, it runs in a thread of its own, which is left to the backend's own timeouts when it is given up
+    (a ``TimeoutError``, retried)."""
+    if left is None:
+        return call()
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["result"] = call()
+        except BaseException as exn:  # noqa: BLE001 - handed to the caller's thread
+            done["error"] = exn
+
+    worker = threading.Thread(target=run, daemon=True, name="wds-cut-off")
+    worker.start()
+    worker.join(left)
+    if worker.is_alive():
+        raise TimeoutError(f"{what} took more than the {left:.1f} s it was given")
+    if "error" in done:
+        raise done["error"]
+    return done["result"]
 
 
 DEFAULT_RETRY = RetryPolicy()

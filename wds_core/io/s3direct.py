@@ -35,8 +35,9 @@ import urllib.parse
 from typing import Any
 
 from .direct import HttpSource, RequestError
+from .retries import DEFAULT_RETRY, Pace, RetryPolicy
 
-__all__ = ["S3Source", "SignedS3Source", "s3_client", "s3_object", "s3_source", "status_error"]
+__all__ = ["S3Source", "SignedS3Source", "read_paced", "s3_client", "s3_object", "s3_source", "status_error"]
 
 _IGNORED = {  # s3fs options about its own caches and uploads: nothing to do with reading a range
     "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
@@ -110,21 +111,23 @@ def s3_client(options: dict[str, Any]) -> Any:
     return _client(options)
 
 
-def s3_source(url: str, options: dict[str, Any]) -> SignedS3Source | S3Source | None:
-    """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``; ``None`` when wds[s3] is not installed or an
-    option is one only s3fs knows."""
+def s3_source(
+    url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_RETRY
+) -> SignedS3Source | S3Source | None:
+    """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``, its responses held to ``retry``'s least rate;
+    ``None`` when wds[s3] is not installed or an option is one only s3fs knows."""
     found = s3_object(url, options)
     if found is None:
         return None
     known, bucket, key = found
-    return _signed_source(bucket, key, known) or S3Source(known, bucket, key)
+    return _signed_source(bucket, key, known, retry) or S3Source(known, bucket, key, retry)
 
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _VIRTUAL_BUCKET = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")  # names AWS serves as <bucket>.s3.<region>...
 
 
-def _signed_source(bucket: str, key: str, options: dict[str, Any]) -> SignedS3Source | None:
+def _signed_source(bucket: str, key: str, options: dict[str, Any], retry: RetryPolicy) -> SignedS3Source | None:
     """A :class:`SignedS3Source` when the options say all it needs (see the module doc), else ``None``."""
     client = options.get("client_kwargs") or {}
     if options.get("profile") or options.get("config_kwargs") or set(client) - {"endpoint_url", "region_name"}:
@@ -152,16 +155,21 @@ def _signed_source(bucket: str, key: str, options: dict[str, Any]) -> SignedS3So
         url = f"https://{bucket}.s3.{region}.amazonaws.com/{path}"
     else:
         return None  # the bucket's region is found by botocore's redirects
-    return SignedS3Source(url, credentials, region or "us-east-1", env.get("AWS_CA_BUNDLE") or None)
+    return SignedS3Source(url, credentials, region or "us-east-1", env.get("AWS_CA_BUNDLE") or None, retry)
 
 
 class SignedS3Source(HttpSource):
     """An S3 object read by ranged GETs signed with Signature Version 4 (``credentials=None``: anonymous)."""
 
     def __init__(
-        self, url: str, credentials: tuple[str, str, str | None] | None, region: str, cafile: str | None = None
+        self,
+        url: str,
+        credentials: tuple[str, str, str | None] | None,
+        region: str,
+        cafile: str | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
-        super().__init__(url, cafile=cafile)  # AWS_CA_BUNDLE, as botocore reads it
+        super().__init__(url, cafile=cafile, retry=retry)  # AWS_CA_BUNDLE, as botocore reads it
         self.credentials, self.region = credentials, region
         self._keys: tuple[str, bytes] = ("", b"")  # (day, signing key of that day)
 
@@ -210,12 +218,13 @@ def _installed(module: str) -> bool:
 
 
 class S3Source:
-    """One S3 object, read by ranged ``GetObject`` calls."""
+    """One S3 object, read by ranged ``GetObject`` calls (with no retry budget: botocore's calls cannot be cut off
+    mid-request); each response's body held to the retry policy's least rate (:func:`read_paced`)."""
 
     sizes_in_ranges = True  # ContentRange
 
-    def __init__(self, options: dict[str, Any], bucket: str, key: str) -> None:
-        self.options, self.bucket, self.key = options, bucket, key
+    def __init__(self, options: dict[str, Any], bucket: str, key: str, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+        self.options, self.bucket, self.key, self.retry = options, bucket, key, retry
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         if end <= start:
@@ -231,7 +240,7 @@ class S3Source:
             raise error from None
         body = answer["Body"]
         try:
-            data = body.read(end - start)
+            data = read_paced(body, end - start, self.retry.pace(left))
         finally:
             body.close()
         total = (answer.get("ContentRange") or "").rpartition("/")[2]
@@ -243,6 +252,31 @@ class S3Source:
         except Exception as exn:
             raise status_error(exn) from None
         return {"type": "file", "size": int(answer["ContentLength"])}
+
+
+def read_paced(body: Any, wanted: int, pace: Pace) -> bytes:
+    """Up to ``wanted`` bytes of a botocore response body, each wait for bytes held to ``pace``.
+
+    ``StreamingBody.read(n)`` waits for all ``n`` bytes, each socket read within botocore's read timeout, so a
+    server sending a byte every fraction of a second holds it for ever; here the body is read with urllib3's
+    ``read1`` (what has arrived, one socket read at most), the socket's timeout set to what ``pace`` allows.
+    """
+    raw: Any = getattr(body, "_raw_stream", None)
+    if not hasattr(raw, "read1"):  # not urllib3's response: read as botocore reads
+        return body.read(wanted)  # type: ignore[no-any-return]
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)
+    pieces, got = [], 0
+    while got < wanted:
+        wait = pace.wait()
+        if sock is not None:
+            sock.settimeout(wait)
+        piece = raw.read1(min(wanted - got, 4 << 20))
+        if not piece:
+            break
+        pace.arrived(len(piece))
+        pieces.append(piece)
+        got += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 class _PastTheEnd(Exception):

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ShardOpenError
 from .readahead import io_pool
-from .retries import DEFAULT_RETRY, RetryPolicy, with_retries
+from .retries import DEFAULT_RETRY, RetryPolicy, cut_off, with_retries
 from .s3direct import s3_client, s3_object, status_error
 from .shardsink import ShardSink
 
@@ -66,11 +66,16 @@ class S3Upload(ShardSink):
         self.finished = False
 
     def _call(self, what: str, method: str, offset: int | None = None, **arguments: Any) -> Any:
-        """``client.method(**arguments)`` with the retry policy; botocore's errors read as wds reads them."""
+        """``client.method(**arguments)`` with the retry policy; botocore's errors read as wds reads them.  Each
+        attempt is given up after the time left of the budget, or the time its bytes take at the policy's least
+        rate (:meth:`RetryPolicy.attempt_time`): a store that takes a part a byte at a time does not hold the
+        writer for ever."""
+        send, nbytes = getattr(self.client, method), len(arguments.get("Body") or b"")
 
         def attempt(left: float | None) -> Any:
             try:
-                return getattr(self.client, method)(Bucket=self.bucket, Key=self.key, **arguments)
+                call = lambda: send(Bucket=self.bucket, Key=self.key, **arguments)  # noqa: E731
+                return cut_off(call, self.retry.attempt_time(nbytes, left), what)
             except Exception as exn:
                 raise status_error(exn) from None
 

@@ -2,6 +2,7 @@
 
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -111,13 +112,15 @@ def test_cut_responses_are_short_reads_retried_not_data(http_server):
 
 
 def test_what_fsspec_must_read_goes_to_fsspec(monkeypatch):
-    assert isinstance(direct_source("http://h/x.tar", {}, None), HttpSource)
-    assert direct_source("http://h/x.tar", {"client_kwargs": {"auth": 1}}, None) is None  # an option we cannot honour
+    assert isinstance(direct_source("http://h/x.tar", {}, RetryPolicy()), HttpSource)
+    assert (
+        direct_source("http://h/x.tar", {"client_kwargs": {"auth": 1}}, RetryPolicy()) is None
+    )  # an option we cannot honour
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-    assert direct_source("http://h/x.tar", {}, None) is None  # aiohttp's proxy handling, not ours
+    assert direct_source("http://h/x.tar", {}, RetryPolicy()) is None  # aiohttp's proxy handling, not ours
     monkeypatch.setenv("NO_PROXY", "h")
-    assert isinstance(direct_source("http://h/x.tar", {}, None), HttpSource)
-    assert direct_source("gs://b/x.tar", {}, None) is None
+    assert isinstance(direct_source("http://h/x.tar", {}, RetryPolicy()), HttpSource)
+    assert direct_source("gs://b/x.tar", {}, RetryPolicy()) is None
     assert isinstance(range_source("memory://x/y.tar", {}, FAST), FsspecSource)
 
 
@@ -138,7 +141,7 @@ def test_s3_ranges_with_each_buckets_keys(s3, tmp_path, through):
     _, options, paths, expected = s3_dataset(s3, tmp_path, "direct", 2)
     if through == "botocore":
         options["config_kwargs"] = {"connect_timeout": 5}  # a botocore setting: its client reads the ranges
-    source = direct_source("s3://team-a/direct/shard-000.tar", options, None)
+    source = direct_source("s3://team-a/direct/shard-000.tar", options, RetryPolicy())
     assert isinstance(source, SignedS3Source if through == "signed here" else S3Source)
     data = open(paths[0], "rb").read()
     assert source.get(100, 612, None) == (data[100:612], len(data))
@@ -147,13 +150,13 @@ def test_s3_ranges_with_each_buckets_keys(s3, tmp_path, through):
     url = "s3://team-a/direct/shard-{000..001}.tar"
     assert contents(wds_core.WebDataset(url, shardshuffle=False, storage_options=options)) == expected
     with pytest.raises(FileNotFoundError):
-        direct_source("s3://team-a/direct/nope.tar", options, None).get(0, 10, None)
+        direct_source("s3://team-a/direct/nope.tar", options, RetryPolicy()).get(0, 10, None)
     wrong = {**options, "key": "AKIDTEAMB"}
     with pytest.raises(PermissionError, match="InvalidAccessKeyId"):
-        direct_source("s3://team-a/direct/shard-000.tar", wrong, None).get(0, 10, None)
+        direct_source("s3://team-a/direct/shard-000.tar", wrong, RetryPolicy()).get(0, 10, None)
     # options only s3fs understands, and a retry budget (botocore cannot be cut off mid-request), go to s3fs
-    assert direct_source("s3://team-a/x.tar", {**options, "requester_pays": True}, None) is None
-    assert direct_source("s3://team-a/x.tar", options, 5.0) is None
+    assert direct_source("s3://team-a/x.tar", {**options, "requester_pays": True}, RetryPolicy()) is None
+    assert direct_source("s3://team-a/x.tar", options, RetryPolicy(budget=5.0)) is None
 
 
 @pytest.mark.parametrize("shaped", [False, True])
@@ -202,7 +205,7 @@ def test_s3_requests_are_signed_as_botocore_signs_them(monkeypatch, key, token):
     options = {"key": "AKIDEXAMPLE", "secret": "wJalr/EXAMPLEKEY", "client_kwargs": {"region_name": "eu-west-3"}}
     if token:
         options["token"] = token
-    source = direct_source(f"s3://my-bucket/{key}", options, None)
+    source = direct_source(f"s3://my-bucket/{key}", options, RetryPolicy())
     assert isinstance(source, SignedS3Source)
     assert source.url.startswith("https://my-bucket.s3.eu-west-3.amazonaws.com/")
     ours = source.signed("GET", source.url, {"Range": "bytes=0-262143"})
@@ -227,18 +230,41 @@ def test_s3_signed_here_or_by_botocore(monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     endpoint = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}
     keys = {"key": "k", "secret": "s"}
-    assert isinstance(direct_source("s3://b/x.tar", {**keys, **endpoint}, None), SignedS3Source)
-    assert direct_source("s3://b/x.tar", {**keys, **endpoint}, None).url == "http://127.0.0.1:9/b/x.tar"
-    assert isinstance(direct_source("s3://b/x.tar", {"anon": True, **endpoint}, None), SignedS3Source)
+    assert isinstance(direct_source("s3://b/x.tar", {**keys, **endpoint}, RetryPolicy()), SignedS3Source)
+    assert direct_source("s3://b/x.tar", {**keys, **endpoint}, RetryPolicy()).url == "http://127.0.0.1:9/b/x.tar"
+    assert isinstance(direct_source("s3://b/x.tar", {"anon": True, **endpoint}, RetryPolicy()), SignedS3Source)
     # credentials found by botocore (profile, files, instance role), a region to discover, config: botocore's client
-    assert isinstance(direct_source("s3://b/x.tar", endpoint, None), S3Source)
-    assert isinstance(direct_source("s3://bucket/x.tar", keys, None), S3Source)
-    assert isinstance(direct_source("s3://b/x.tar", {**keys, **endpoint, "config_kwargs": {"a": 1}}, None), S3Source)
+    assert isinstance(direct_source("s3://b/x.tar", endpoint, RetryPolicy()), S3Source)
+    assert isinstance(direct_source("s3://bucket/x.tar", keys, RetryPolicy()), S3Source)
+    assert isinstance(
+        direct_source("s3://b/x.tar", {**keys, **endpoint, "config_kwargs": {"a": 1}}, RetryPolicy()), S3Source
+    )
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
     monkeypatch.setenv("AWS_REGION", "us-west-2")
-    assert direct_source("s3://bucket/x.tar", {}, None).url == "https://bucket.s3.us-west-2.amazonaws.com/x.tar"
+    assert (
+        direct_source("s3://bucket/x.tar", {}, RetryPolicy()).url == "https://bucket.s3.us-west-2.amazonaws.com/x.tar"
+    )
     china = {"client_kwargs": {"region_name": "cn-north-1"}}
-    assert isinstance(direct_source("s3://bucket/x.tar", china, None), S3Source)
+    assert isinstance(direct_source("s3://bucket/x.tar", china, RetryPolicy()), S3Source)
     monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/private-ca.pem")  # trusted for https, as botocore trusts it
-    assert direct_source("s3://bucket/x.tar", {}, None).cafile == "/etc/private-ca.pem"
+    assert direct_source("s3://bucket/x.tar", {}, RetryPolicy()).cafile == "/etc/private-ca.pem"
+
+
+@pytest.mark.parametrize("through", ["signed here", "botocore", "s3fs"])
+def test_an_s3_server_trickling_a_range_is_cut_off(s3, tmp_path, through):
+    """Issue 43: every backend that reads bodies holds them to the policy: the direct sources (signed here, or
+    botocore's client, whose body is read with urllib3's read1) to the least rate, s3fs (a budget) to the time
+    left."""
+    server, options, _, _ = s3_dataset(s3, tmp_path, "trickle", 1)
+    policy = RetryPolicy(attempts=2, initial_delay=0.01, min_rate=200, rate_window=1.0)
+    said = "slower than the 200"
+    if through == "botocore":
+        options["config_kwargs"] = {"connect_timeout": 5}
+    elif through == "s3fs":
+        policy, said = RetryPolicy(attempts=2, initial_delay=0.01, budget=2.0), "the retry budget is 2 s"
+    server.faults.drip(4, 0.2)
+    started = time.monotonic()
+    with pytest.raises(ShardOpenError, match=said) as info:
+        list(wds_core.WebDataset("s3://team-a/trickle/shard-000.tar", storage_options=options, retry=policy))
+    assert time.monotonic() - started < 20 and info.value.offset == 0

@@ -686,3 +686,47 @@ def test_stragglers_are_asked_for_again_and_the_first_answer_wins(tmp_path, monk
         assert time.monotonic() - started < 20  # a hang guard: 30% of the requests take 0.4 s without hedging
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    "drip, policy, said",
+    [
+        ("body", RetryPolicy(attempts=3, budget=2.0), "cut off after the 2.0 s left of the budget"),
+        ("head", RetryPolicy(attempts=3, budget=2.0), "cut off after the 2.0 s left of the budget"),
+        ("body", RetryPolicy(attempts=2, initial_delay=0.01, min_rate=100, rate_window=1.0), "slower than the 100"),
+        ("head", RetryPolicy(attempts=2, initial_delay=0.01, min_rate=100, rate_window=1.0), "slower than the 100"),
+    ],
+    ids=["body-budget", "headers-budget", "body-rate", "headers-rate"],
+)
+def test_a_server_trickling_its_answer_is_cut_off(http_server, drip, policy, said):
+    """Issue 43: a server that answers a range and then sends a byte every 0.2 s keeps each socket read within its
+    timeout; the reader was still reading after 40 s with a budget of 3 s.  The whole attempt, headers and body,
+    is held to the time left of the budget, and a response slower than the policy's least rate is cut off."""
+    local_dataset(http_server.root, nshards=1)
+    http_server.faults.drip(10, 0.2, head=drip == "head")
+    started = time.monotonic()
+    with pytest.raises(ShardOpenError, match=said) as info:
+        list(wds_core.WebDataset(http_server.url + "/shard-000.tar", retry=policy))
+    assert time.monotonic() - started < 20  # bounded (4.2 s at most here); a hang would be the test's timeout
+    assert info.value.offset == 0 and "shard-000.tar" in str(info.value)
+
+
+def test_fsspec_reads_are_given_the_time_their_bytes_take_at_the_least_rate(http_server, monkeypatch):
+    """A backend wds cannot watch byte by byte (fsspec's HTTP client, asked for by an option only it knows) is given
+    a minute plus its range's bytes at the least rate, and cut off there (an async backend's call is cancelled)."""
+    from wds_core.io import retries
+
+    paths, _ = local_dataset(http_server.root, nshards=1)
+    url = http_server.url + "/shard-000.tar"
+    options = {"client_kwargs": {"trust_env": False}}  # fsspec's HTTP backend, not the direct one
+    fs, path = reading_filesystem(url, options)
+    policy = RetryPolicy(attempts=1, min_rate=1000)
+    assert policy.attempt_time(8000, None) == retries.IDLE_TIMEOUT + 8.0 and policy.attempt_time(8000, 2.0) == 2.0
+    source = FsspecSource(fs, path, policy)
+    assert source.get(0, 1000, None)[0] == open(paths[0], "rb").read(1000)
+    http_server.faults.drip(1, 0.2)
+    monkeypatch.setattr(retries, "IDLE_TIMEOUT", 1.0)  # a second plus 1000 bytes at 1000 bytes/s: 2 s
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        source.get(0, 1000, None)
+    assert time.monotonic() - started < 10

@@ -90,3 +90,24 @@ def test_shard_writer_uploads_through_parts(s3, monkeypatch):
 def test_parts_are_at_least_five_mib():
     with pytest.raises(ValueError, match="5 MiB"):
         S3Upload("s3://b/k", None, "b", "k", part_bytes=1 << 20)
+
+
+@pytest.mark.parametrize("how", ["stall", "drip"])
+def test_a_store_that_takes_an_upload_a_byte_at_a_time_does_not_hold_the_writer(s3, how):
+    """Issue 43: botocore's calls cannot be told a deadline, and each socket operation of one that a store answers
+    late, or takes in a byte at a time, stays within its timeout; each attempt is given up after the time left of
+    the budget (or its bytes' time at the least rate), and the writer gets a clear error."""
+    import time
+
+    server = s3["team-a"]
+    upload = uploading(server, f"uploads/slow-{how}.tar")
+    upload.retry = RetryPolicy(attempts=3, initial_delay=0.01, budget=1.5)
+    if how == "stall":
+        server.write_faults.stall(3, 6.0)
+    else:
+        server.write_faults.drip(3, 0.2)
+    upload.write(b"x" * 20_000)
+    started = time.monotonic()
+    with pytest.raises(ShardOpenError, match=r"cannot upload the shard after .*the retry budget is 1.5 s"):
+        upload.commit()
+    assert time.monotonic() - started < 10
