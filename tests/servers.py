@@ -379,7 +379,9 @@ class HttpServer:
     """Files of ``root`` over HTTP/1.1 with single-range ``Range`` support, fault injection and, with ``shape``,
     an object store's latency and per-connection bandwidth."""
 
-    def __init__(self, root: str, honour_range: bool = True, shape: Shape | None = None) -> None:
+    def __init__(
+        self, root: str, honour_range: bool = True, shape: Shape | None = None, tls: tuple[str, str] | None = None
+    ) -> None:
         self.root = root
         self.faults = Faults()
         self.honour_range = honour_range
@@ -388,6 +390,8 @@ class HttpServer:
         self.gets = 0  # GET requests served
         self.heads = 0  # HEAD requests served
         self.ranges: list[str] = []  # the Range header of each GET ("" for none)
+        self.headers: list[dict[str, str]] = []  # the headers of each GET
+        self.redirect_to: str | None = None  # GET /moved/<path> answers 302 to <redirect_to>/<path>
         server = self
 
         class Handler(SimpleHTTPRequestHandler):
@@ -407,9 +411,15 @@ class HttpServer:
                 server._get(self, head=True)
 
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         ThreadingHTTPServer.request_queue_size = 128  # many connections at once, as a store takes them
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        if tls is not None:  # (certificate file, key file): see self_signed
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
@@ -418,8 +428,15 @@ class HttpServer:
         if not head:
             self.gets += 1
             self.ranges.append(handler.headers.get("Range", ""))
+            self.headers.append(dict(handler.headers.items()))
         else:
             self.heads += 1
+        if self.redirect_to is not None and handler.path.startswith("/moved/"):
+            handler.send_response(302)
+            handler.send_header("Location", self.redirect_to + handler.path[len("/moved") :])
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
         slow = self.shaper.wait()
         path = handler.translate_path(handler.path)
         if not os.path.isfile(path):
@@ -472,6 +489,37 @@ class HttpServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+def self_signed(directory: str) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 signed by its own key, and the key: ``(certificate file, key file)`` in
+    ``directory`` (the certificate is also what a client trusts)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_file, key_file = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    with open(cert_file, "wb") as out:
+        out.write(certificate.public_bytes(serialization.Encoding.PEM))
+    with open(key_file, "wb") as out:
+        out.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))  # fmt: skip
+    return cert_file, key_file
 
 
 @contextlib.contextmanager

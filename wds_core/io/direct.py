@@ -7,8 +7,9 @@ plain connections read in C (``http.client``, urllib3) give 515 MB/s.  So a
 remote shard is read through a :class:`RangeSource`:
 
 - :class:`HttpSource` for ``http(s)://`` URLs: ``http.client`` connections
-  kept alive per host and process, redirects followed, the object's size
-  taken from the first range's ``Content-Range`` (no request of its own);
+  kept alive per host and process, redirects followed (the options' credentials sent on only to the same
+  host, never from https to http), the object's size taken from the first range's ``Content-Range`` (no
+  request of its own);
 - :class:`~wds_core.io.s3direct.S3Source` for ``s3://`` URLs: botocore's client (thread-safe, one
   per set of options and process, its own retries off: wds's
   :class:`~wds_core.io.remote.RetryPolicy` is the only one);
@@ -269,10 +270,12 @@ class HttpSource:
             if moved is None:
                 self.location = url
                 return status, headers, body
-            url = urllib.parse.urljoin(url, moved)
+            was, url = url, urllib.parse.urljoin(url, moved)
             parts = urllib.parse.urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:  # file:, data:, a host-less URL...
                 raise PermissionError(f"HTTP {status}: refused a redirect to a {parts.scheme or 'relative'}: URL")
+            if parts.scheme == "http" and urllib.parse.urlsplit(was).scheme == "https":
+                raise PermissionError(f"HTTP {status}: refused a redirect from https to http (a downgrade)")
         raise RequestError(f"more than {_MAX_REDIRECTS} redirects", 310)
 
     def _once(
@@ -285,7 +288,11 @@ class HttpSource:
         target = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=~") + (
             f"?{parts.query}" if parts.query else ""
         )
-        headers = {**self.headers, **extra, **self.signed(method, url, extra), "Accept-Encoding": "identity"}
+        if _same_origin(self.url, url):
+            headers = {**self.headers, **extra, **self.signed(method, url, extra)}
+        else:  # redirected to another host: neither the options' credentials nor a signature go there
+            headers = {**{k: v for k, v in self.headers.items() if k.lower() in _HARMLESS}, **extra}
+        headers["Accept-Encoding"] = "identity"
         for attempt in range(2):
             connection, kept = CONNECTIONS.take(place)
             connection.timeout = pace.wait()  # connecting (a kept connection's socket is set by each read)
@@ -338,6 +345,24 @@ class HttpSource:
         else:
             connection.close()
         return status, response.msg, body, None
+
+
+# the options' headers that go on to another host after a redirect (the others may carry credentials:
+# Authorization, Cookie, an API key or token header of the store's own), and the default ports of each scheme
+_HARMLESS = frozenset({"user-agent", "accept", "accept-language", "cache-control", "pragma"})
+_PORTS = {"http": 80, "https": 443}
+
+
+def _same_origin(first: str, then: str) -> bool:
+    """Whether ``then`` (where a redirect led) is the host ``first`` names, as curl and requests judge it before they
+    send credentials on: the same scheme, host and port, or ``http`` moved up to ``https`` on the default ports."""
+    a, b = urllib.parse.urlsplit(first), urllib.parse.urlsplit(then)
+    if (a.hostname or "").lower() != (b.hostname or "").lower():
+        return False
+    ports = (a.port or _PORTS.get(a.scheme), b.port or _PORTS.get(b.scheme))
+    if a.scheme == b.scheme:
+        return ports[0] == ports[1]
+    return (a.scheme, b.scheme) == ("http", "https") and ports == (80, 443)
 
 
 def _proxied(url: str) -> bool:

@@ -268,3 +268,56 @@ def test_an_s3_server_trickling_a_range_is_cut_off(s3, tmp_path, through):
     with pytest.raises(ShardOpenError, match=said) as info:
         list(wds_core.WebDataset("s3://team-a/trickle/shard-000.tar", storage_options=options, retry=policy))
     assert time.monotonic() - started < 20 and info.value.offset == 0
+
+
+CREDENTIALS = {"Authorization": "Bearer TOPSECRET", "Cookie": "session=TOPSECRET", "X-Api-Key": "TOPSECRET"}
+
+
+@pytest.mark.parametrize("where", ["another host", "the same host"])
+def test_credentials_follow_a_redirect_only_to_the_same_host(http_server, tmp_path, where):
+    """Issue 43: the options' Authorization header went on to another host named by a 302 (127.0.0.1:A to
+    localhost:B).  As curl, requests and urllib do, credentials (and a signature) go only where the URL points:
+    another host gets the harmless headers alone, the same one all of them."""
+    from tests.servers import HttpServer
+
+    _, expected = local_dataset(http_server.root, nshards=1)
+    front = HttpServer(str(tmp_path))
+    try:
+        if where == "another host":
+            front.redirect_to, server = f"http://localhost:{http_server.port}", http_server
+        else:  # the same host, another path of it
+            local_dataset(str(tmp_path), nshards=1)
+            front.redirect_to, server = front.url, front
+        options = {"headers": {**CREDENTIALS, "User-Agent": "wds-test"}}
+        url = front.url + "/moved/shard-000.tar"
+        assert contents(wds_core.WebDataset(url, storage_options=options)) == expected
+        assert front.headers[0]["Authorization"] == "Bearer TOPSECRET"  # the URL's own host: all of them
+        reads = [seen for seen in server.headers if "Range" in seen and seen is not front.headers[0]]
+        assert reads and all(seen["User-Agent"] == "wds-test" for seen in reads)
+        sent = {name for seen in reads for name in seen if name in CREDENTIALS}
+        assert sent == (set() if where == "another host" else set(CREDENTIALS))
+    finally:
+        front.stop()
+
+
+def test_a_redirect_from_https_to_http_is_refused(http_server, tmp_path):
+    from tests.servers import HttpServer, self_signed
+
+    local_dataset(http_server.root, nshards=1)
+    certificate, key = self_signed(str(tmp_path))
+    front = HttpServer(str(tmp_path), tls=(certificate, key))
+    front.redirect_to = http_server.url
+    try:
+        source = HttpSource(front.url + "/moved/shard-000.tar", CREDENTIALS, cafile=certificate)
+        with pytest.raises(PermissionError, match="refused a redirect from https to http"):
+            source.get(0, 10, None)
+        assert http_server.gets == 0  # nothing was asked of the http server
+        front.redirect_to = front.url  # https to https on the same host is followed
+        local_dataset(str(tmp_path), nshards=1)
+        data = open(os.path.join(str(tmp_path), "shard-000.tar"), "rb").read()
+        assert (
+            HttpSource(front.url + "/moved/shard-000.tar", CREDENTIALS, cafile=certificate).get(0, 10, None)[0]
+            == data[:10]
+        )
+    finally:
+        front.stop()
