@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, Protocol, cast
 
 from ..errors import ShardOpenError, redact_url
 from .local import RandomAccess, StdinStream, local_path, local_random_access, open_local
+from .openers import OPENERS, register_opener, scheme_opener
 from .pipes import PipeSink, PipeStream
 from .readahead import ReadAhead
 from .remote import RangeStream, open_remote, range_source
@@ -203,14 +204,12 @@ LOCAL, STDIO, PIPE, REMOTE = LocalBackend(), StdioBackend(), PipeBackend(), Remo
 # Backends by scheme ("file", "-", "pipe", or a URL's scheme); a scheme not here is REMOTE's.
 BACKENDS: dict[str, Backend] = {"file": LOCAL, "-": STDIO, "pipe": PIPE}
 
-# Openers by URL scheme, filled by register_opener (the drop-in's gopen_schemes is a view of it).
-OPENERS: dict[str, Any] = {}
-
 
 def register_backend(scheme: str, backend: Backend | None) -> None:
     """Read and write every URL of ``scheme`` (``"s3"`` for ``s3://...``) with ``backend``; ``None`` removes it.
 
-    Registered per process, like :func:`register_opener` (which wins over a backend for its scheme).
+    Registered per process, like :func:`~wds_core.io.openers.register_opener` (which wins over a backend for its
+    scheme).
     """
     if backend is None:
         if scheme in ("file", "-", "pipe"):
@@ -220,30 +219,6 @@ def register_backend(scheme: str, backend: Backend | None) -> None:
         raise TypeError(f"a backend is a wds_core.io.backends.Backend, got {type(backend).__name__}")
     else:
         BACKENDS[scheme] = backend
-
-
-def register_opener(scheme: str, opener: Any) -> None:
-    """Open URLs of ``scheme`` (``"s3"`` for ``s3://...``) with ``opener(url, mode, bufsize)``; ``None`` removes it.
-
-    Used by reading and writing alike; registered per process (register it at
-    import time in a module the DataLoader workers import too).
-    """
-    if opener is None:
-        OPENERS.pop(scheme, None)
-    elif not callable(opener):
-        raise TypeError(f"an opener is a function (url, mode, bufsize) -> stream, got {type(opener).__name__}")
-    else:
-        OPENERS[scheme] = opener
-
-
-def scheme_opener(url: str) -> Any:
-    """The opener registered for ``url``'s scheme (or ``"__default__"`` for other ``scheme://`` URLs), or ``None``."""
-    if not OPENERS or ":" not in url:
-        return None
-    found = OPENERS.get(url.split(":", 1)[0])
-    if found is None and "://" in url and not url.startswith("file://"):
-        found = OPENERS.get("__default__")
-    return found
 
 
 def scheme_of(url: str) -> str:

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
 from ..errors import SpecError
+from .secure import check_allowed, verify_opened
 from .streams import ReadStream
 
 __all__ = ["ShardCache"]
@@ -101,13 +102,22 @@ class ShardCache:
         return os.path.join(self.cache_dir, *prefix, *(_component(c) for c in components))
 
     def open(self, url: str, open_source: Callable[[], BinaryIO]) -> BinaryIO:
-        """The cached copy of ``url`` when there is one, else ``open_source()`` filling the cache as it is read."""
+        """The cached copy of ``url`` when there is one, else ``open_source()`` filling the cache as it is read.
+
+        In secure mode the cache is a local folder like any other: outside the allowed roots it is refused
+        (what is read back later must be where a shard could be read from)."""
         path = self.path_for(url)
+        check_allowed(path)
         try:
             stream = open(path, "rb", buffering=0)
         except OSError:
             pass  # not cached (or the cache is unusable, which the write below reports)
         else:
+            try:
+                verify_opened(stream.fileno(), path)
+            except BaseException:
+                stream.close()
+                raise
             try:
                 os.utime(path)  # last use, for the eviction order
             except OSError:
@@ -119,6 +129,12 @@ class ShardCache:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             partial = f"{path}.{os.getpid()}.{secrets.token_hex(4)}{_PARTIAL}"
             sink = open(partial, "wb")
+            try:
+                verify_opened(sink.fileno(), partial, "write")
+            except BaseException:
+                sink.close()
+                _remove(partial)
+                raise
         except OSError as exn:
             # an unusable cache slows reading down, it does not stop it
             warnings.warn(f"shard cache {self.cache_dir} is not writable ({exn}); reading without it", stacklevel=2)

@@ -25,7 +25,11 @@ rewrites (shards, descriptors, spec files, counts files, indexes, ``gopen``):
   the checked folder;
 * everything else is refused: ``pipe:`` commands, ``-`` (standard
   input/output), ``local://``, ``memory://``, ``tar://``, ``zip://``,
-  ``dir::``, registered scheme openers for other schemes...;
+  ``dir::``, registered scheme openers for other schemes (``name:/path`` is
+  the opener's URL when one is registered for ``name``, as the storage layer
+  opens it, not a local path)...;
+* the shard cache (``cache_dir``) is a local folder like any other: its files
+  are read and written only under an allowed root;
 * every decoder refuses to load pickles (``allow_pickle=True``, ``.pth``
   fields, which ``torch.load`` unpickles even with ``weights_only``,
   ``xdecode``, ``unpickle_loads``).
@@ -41,6 +45,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import SpecError, redact_url
+from .openers import registered_scheme
 
 __all__ = [
     "DEFAULT_PROTOCOLS",
@@ -134,9 +139,11 @@ def check_allowed(url: Any, action: str = "read") -> None:
         raise _refuse(action, redact_url(url), "it refuses pipe: commands (turn secure mode off to run commands)")
     if url == "-":
         raise _refuse(action, "'-' (standard input/output)", "it reads and writes files and allowed URLs only")
-    if "://" in url and not url.startswith("file://") or "::" in url:
+    # a registered opener opens `mystore:/x` (no //) as its own, as it opens `mystore://x`: that is its protocol
+    opener = registered_scheme(url)
+    if "://" in url and not url.startswith("file://") or "::" in url or opener not in (None, "__default__"):
         allowed = secure_protocols() - {"file", "local"}  # local files are allowed by their roots, never by name
-        protocols = {_link_protocol(link) for link in url.split("::")}
+        protocols = {_link_protocol(link) for link in url.split("::")} if opener is None else {opener.lower()}
         refused = sorted(protocols - allowed)
         if refused:
             why = f"it uses {', '.join(refused)}, which it does not allow ({_allowed()})"

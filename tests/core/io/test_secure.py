@@ -298,3 +298,51 @@ def test_rewrites_apply_once_per_open(tmp_path, monkeypatch):
     monkeypatch.setenv("GOPEN_REWRITE", f"{tmp_path}/a/={tmp_path}/b/;{tmp_path}/b/={tmp_path}/c/")
     with wds.gopen(f"{tmp_path}/a/x.txt", "rb") as stream:
         assert stream.read() == b"once"
+
+
+def _open_after_colon(url, mode, bufsize):
+    """An opener as webdataset users register them in ``gopen_schemes``: the path after ``scheme:``."""
+    path = url.split(":", 1)[1]
+    return open(path[2:] if path.startswith("//") else path, mode)
+
+
+@pytest.mark.parametrize("register", ["register_opener", "gopen_schemes"])
+def test_a_registered_scheme_without_slashes_is_that_schemes_url(allowed, monkeypatch, register):
+    """Issue 43: ``mystore:/outside.tar`` (no //) was checked as a relative local path under the working directory,
+    and then opened by the opener registered for ``mystore``: read (and written) outside the roots.  One reading
+    of the URL decides both: it is ``mystore``'s, refused unless ``mystore`` is an allowed protocol."""
+    root, outside = allowed
+    monkeypatch.chdir(root)  # the working directory inside an allowed root
+    if register == "register_opener":
+        wds.register_opener("mystore", _open_after_colon)
+    else:
+        from wds_core.dropin.gopen import gopen_schemes
+
+        gopen_schemes["mystore"] = _open_after_colon
+    try:
+        for url in (f"mystore:{outside}/b.tar", f"mystore://{outside}/b.tar"):
+            with pytest.raises(SpecError, match="it uses mystore, which it does not allow"):
+                keys(url)
+            with pytest.raises(SpecError, match="refusing to read"):
+                wds.gopen(url, "rb")
+        with pytest.raises(SpecError, match="refusing to write"):
+            wds.TarWriter(f"mystore:{outside}/written.tar")
+        assert not (outside / "written.tar").exists()
+        monkeypatch.setenv("WDS_SECURE_PROTOCOLS", "mystore")  # allowed by name: the opener's, as asked
+        assert keys(f"mystore:{outside}/b.tar") == ["b-00000", "b-00001", "b-00002"]
+    finally:
+        wds.register_opener("mystore", None)
+
+
+def test_the_shard_cache_is_held_to_the_roots(allowed, tmp_path, http_server):
+    """Issue 43: a cache_dir outside the allowed roots was written and read back later in secure mode."""
+    root, outside = allowed
+    write_shard(os.path.join(http_server.root, "c.tar"), make_samples("c-", 3))
+    url = http_server.url + "/c.tar"
+    with pytest.raises(SpecError, match="refusing to read the local path .*cache"):
+        list(wds.WebDataset(url, cache_dir=str(outside / "cache")))
+    assert not (outside / "cache").exists()
+    got = [s["__key__"] for s in wds.WebDataset(url, cache_dir=str(root / "cache"))]
+    assert got == ["c-00000", "c-00001", "c-00002"] and any((root / "cache").rglob("c.tar"))
+    again = [s["__key__"] for s in wds.WebDataset(url, cache_dir=str(root / "cache"))]  # read back from the cache
+    assert again == got
