@@ -392,6 +392,7 @@ class HttpServer:
         self.ranges: list[str] = []  # the Range header of each GET ("" for none)
         self.headers: list[dict[str, str]] = []  # the headers of each GET
         self.redirect_to: str | None = None  # GET /moved/<path> answers 302 to <redirect_to>/<path>
+        self.conditional = True  # If-Match and If-Unmodified-Since are honoured (412), as object stores do
         server = self
 
         class Handler(SimpleHTTPRequestHandler):
@@ -449,6 +450,13 @@ class HttpServer:
         if fault and fault[0] == "stall":
             time.sleep(fault[1])
         size = os.path.getsize(path)
+        stat = os.stat(path)  # what an object store says of an object (S3 clients such as obstore require both)
+        etag = f'"{stat.st_size:x}-{stat.st_mtime_ns:x}"'
+        modified = email.utils.formatdate(stat.st_mtime, usegmt=True)
+        wanted, since = handler.headers.get("If-Match"), handler.headers.get("If-Unmodified-Since")
+        if self.conditional and (wanted not in (None, etag) or since not in (None, modified)):
+            handler.send_error(412)
+            return
         match = re.fullmatch(r"bytes=(\d+)-(\d*)", handler.headers.get("Range", ""))
         start, end = 0, size
         if match and self.honour_range and int(match.group(1)) >= size:
@@ -470,9 +478,8 @@ class HttpServer:
         handler.send_header("Content-Length", str(max(end - start, 0)))
         handler.send_header("Content-Type", "application/x-tar")
         handler.send_header("Accept-Ranges", "bytes")
-        stat = os.stat(path)  # what an object store says of an object (S3 clients such as obstore require both)
-        handler.send_header("ETag", f'"{stat.st_size:x}-{stat.st_mtime_ns:x}"')
-        handler.send_header("Last-Modified", email.utils.formatdate(stat.st_mtime, usegmt=True))
+        handler.send_header("ETag", etag)
+        handler.send_header("Last-Modified", modified)
         if fault and fault[0] == "drip-head":  # the headers so far held back, then all of it a byte at a time
             headers, handler._headers_buffer = b"".join(handler._headers_buffer) + b"\r\n", []
             _drip(handler.wfile, headers + data, fault[1])

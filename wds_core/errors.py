@@ -8,6 +8,7 @@ also from the builtin a caller would naturally catch::
      │    └── EmptyDatasetError             a spec or a whole epoch with nothing in it
      ├── ShardOpenError (OSError)           a shard that cannot be opened, read or written
      │    ├── ShardNotFoundError            ... because it does not exist (FileNotFoundError)
+     │    ├── ShardChangedError             ... because it was replaced while it was read
      │    └── PipeError                     a ``pipe:`` command that failed
      ├── TarFormatError (ValueError,        bytes that are not a valid tar stream
      │    │   tarfile.ReadError)
@@ -51,6 +52,7 @@ __all__ = [
     "PipeError",
     "SampleError",
     "SampleShapeError",
+    "ShardChangedError",
     "ShardNotFoundError",
     "ShardOpenError",
     "SpecError",
@@ -151,6 +153,11 @@ class ShardOpenError(WdsError, OSError):
 
 class ShardNotFoundError(ShardOpenError, FileNotFoundError):
     """A shard that does not exist."""
+
+
+class ShardChangedError(ShardOpenError):
+    """A remote shard replaced while it was read (its ETag, Last-Modified or size changed): its bytes would mix two
+    objects.  Not retried: read the shard again from its start."""
 
 
 class PipeError(ShardOpenError):

@@ -36,11 +36,13 @@ import urllib.parse
 import urllib.request
 from typing import Any, Protocol
 
+from ..errors import ShardChangedError
 from .retries import DEFAULT_RETRY, Pace, RetryPolicy
 
 __all__ = ["FsspecSource", "HttpSource", "RangeSource", "RequestError", "http_source"]
 
 _MAX_REDIRECTS = 5
+_PINNED = {"etag": "ETag", "size": "size", "modified": "Last-Modified"}
 _PIECE = 4 << 20  # a response body is read in pieces this size, the deadline checked between them
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)")
 
@@ -228,22 +230,59 @@ class HttpSource:
         self.cafile = cafile  # certificates to trust for https, instead of the system's
         self.location = url  # where the last redirect led; asked first, the URL again if it fails
         self.retry = retry  # its least rate holds every response to (and the budget, the time left it gives)
+        self.pinned: dict[str, str] = {}  # the first answer's ETag, Last-Modified and size: later ones must match
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         if end <= start:
             return b"", None
-        status, headers, body = self._request("GET", {"Range": f"bytes={start}-{end - 1}"}, end - start, left, start)
+        asked = {"Range": f"bytes={start}-{end - 1}", **self._conditions()}
+        try:
+            status, headers, body = self._request("GET", asked, end - start, left, start)
+        except RequestError as exn:
+            if exn.status == 412:  # If-Match (If-Unmodified-Since) failed: another object is there now
+                raise self._changed("the server says it no longer matches the one read so far") from None
+            raise
         if status == 416:  # asked from the end of the object or past it
             match = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
             total = int(match.group(3)) if match and match.group(3) != "*" else None
             return b"", total
         if status == 200:  # the server ignored Range: the bytes were read from the start and cut here
             length = headers.get("Content-Length")
-            return body, int(length) if length and length.isdigit() else None
+            total = int(length) if length and length.isdigit() else None
+            self._pin(headers, total)
+            return body, total
         match = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
         if match is None or match.group(1) is None or int(match.group(1)) != start:
             raise RequestError(f"asked for bytes {start}-{end - 1}, got {headers.get('Content-Range')!r}", 502)
-        return body, None if match.group(3) == "*" else int(match.group(3))
+        total = None if match.group(3) == "*" else int(match.group(3))
+        self._pin(headers, total)
+        return body, total
+
+    def _pin(self, headers: Any, total: int | None) -> None:
+        """Keep the first answer's ETag, Last-Modified and size; a later answer that differs is another object (a
+        server that ignores If-Match still says what it sends)."""
+        now = {"etag": headers.get("ETag"), "modified": headers.get("Last-Modified"), "size": total}
+        now = {name: str(value) for name, value in now.items() if value is not None}
+        if not self.pinned:
+            self.pinned = now
+            return
+        for name in ("etag", "size", "modified"):
+            if name in now and name in self.pinned and now[name] != self.pinned[name]:
+                raise self._changed(f"its {_PINNED[name]} was {self.pinned[name]}, now {now[name]}")
+
+    def _conditions(self) -> dict[str, str]:
+        """The headers that make a server refuse to answer from another object than the one read so far: If-Match
+        with a strong ETag, else If-Unmodified-Since."""
+        etag = self.pinned.get("etag", "")
+        if etag and not etag.startswith("W/"):
+            return {"If-Match": etag}
+        if "modified" in self.pinned:
+            return {"If-Unmodified-Since": self.pinned["modified"]}
+        return {}
+
+    def _changed(self, why: str) -> ShardChangedError:
+        # named by the retry loop, with the offset
+        return ShardChangedError(f"the shard was replaced while it was read ({why}); read it again from its start")
 
     def signed(self, method: str, url: str, headers: dict[str, str]) -> dict[str, str]:
         """Headers that authenticate a request (none here; an S3 source signs each one)."""

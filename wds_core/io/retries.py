@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
+from ..errors import ShardChangedError, ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
 
 __all__ = ["DEFAULT_RETRY", "IDLE_TIMEOUT", "Pace", "RetryPolicy", "ShortRead", "count", "cut_off", "describe_error",
            "is_transient", "retry_stats", "with_retries"]  # fmt: skip
@@ -257,7 +257,8 @@ def with_retries(
             raise ShardNotFoundError("shard not found", url=url) from None
         except Exception as exn:
             if not is_transient(exn) or (stopped is not None and stopped()):
-                raise ShardOpenError(f"cannot {what}: {describe_error(exn)}", url=url, offset=offset) from None
+                kind = ShardChangedError if isinstance(exn, ShardChangedError) else ShardOpenError
+                raise kind(f"cannot {what}: {describe_error(exn)}", url=url, offset=offset) from None
             delay = policy.delay(attempt)
             spent = time.monotonic() - started
             over = policy.budget is not None and spent + delay > policy.budget

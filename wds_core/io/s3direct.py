@@ -34,6 +34,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from ..errors import ShardChangedError
 from .direct import HttpSource, RequestError
 from .retries import DEFAULT_RETRY, Pace, RetryPolicy
 
@@ -225,13 +226,15 @@ class S3Source:
 
     def __init__(self, options: dict[str, Any], bucket: str, key: str, retry: RetryPolicy = DEFAULT_RETRY) -> None:
         self.options, self.bucket, self.key, self.retry = options, bucket, key, retry
+        self.etag: str | None = None  # the first answer's: later ranges are asked of that object only (IfMatch)
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         if end <= start:
             return b"", None
+        pinned = {} if self.etag is None else {"IfMatch": self.etag}
         try:
             answer = _client(self.options).get_object(
-                Bucket=self.bucket, Key=self.key, Range=f"bytes={start}-{end - 1}"
+                Bucket=self.bucket, Key=self.key, Range=f"bytes={start}-{end - 1}", **pinned
             )
         except Exception as exn:
             error = status_error(exn)
@@ -240,6 +243,10 @@ class S3Source:
             raise error from None
         body = answer["Body"]
         try:
+            if self.etag is None:
+                self.etag = answer.get("ETag")
+            elif answer.get("ETag") not in (None, self.etag):  # a store that ignored IfMatch
+                raise ShardChangedError(f"the shard was replaced while it was read (its ETag was {self.etag})")
             data = read_paced(body, end - start, self.retry.pace(left))
         finally:
             body.close()
@@ -295,6 +302,8 @@ def status_error(exn: Exception) -> Exception:
     if status == 416 or code == "InvalidRange":
         size = str(response.get("Error", {}).get("ActualObjectSize", ""))
         return _PastTheEnd(int(size) if size.isdigit() else None)
+    if status == 412 or code == "PreconditionFailed":  # IfMatch failed: another object is there now
+        return ShardChangedError("the shard was replaced while it was read (its ETag no longer matches)")
     if status == 404 or code in ("NoSuchKey", "NoSuchBucket", "404"):
         return FileNotFoundError(message)
     if status in (401, 403) or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):

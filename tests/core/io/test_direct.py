@@ -321,3 +321,28 @@ def test_a_redirect_from_https_to_http_is_refused(http_server, tmp_path):
         )
     finally:
         front.stop()
+
+
+@pytest.mark.parametrize("through", ["signed here", "botocore"])
+def test_an_s3_object_replaced_mid_read_is_an_error(s3, tmp_path, monkeypatch, through):
+    """Issue 43: the first range's ETag is pinned (If-Match on every later range, and compared): an object swapped
+    for another of the same size is a ShardChangedError naming the shard, not samples of two objects."""
+    import s3fs
+
+    from tests.core.io.test_remote import small_ranges
+    from wds_core.errors import ShardChangedError
+
+    _, options, paths, _ = s3_dataset(s3, tmp_path, "swapped", 1)
+    if through == "botocore":
+        options["config_kwargs"] = {"connect_timeout": 5}
+    small_ranges(monkeypatch)
+    reader = iter(wds_core.WebDataset("s3://team-a/swapped/shard-000.tar", storage_options=options, retry=FAST))
+    got = [next(reader) for _ in range(3)]
+    data = open(paths[0], "rb").read()
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3["team-a"].client_options("team-a"))
+    fs.pipe_file("team-a/swapped/shard-000.tar", data.replace(b"-txt", b"-TXT"))  # the same size, other bytes
+    with pytest.raises(ShardChangedError, match="replaced while it was read") as info:
+        for sample in reader:
+            got.append(sample)
+    assert "s3://team-a/swapped/shard-000.tar" in str(info.value)
+    assert all(sample["txt"].endswith(b"-txt") for sample in got)

@@ -730,3 +730,29 @@ def test_fsspec_reads_are_given_the_time_their_bytes_take_at_the_least_rate(http
     with pytest.raises(TimeoutError):
         source.get(0, 1000, None)
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("conditional", [True, False], ids=["If-Match honoured", "If-Match ignored"])
+def test_a_shard_replaced_by_one_of_the_same_size_mid_read_is_an_error(http_server, monkeypatch, conditional):
+    """Issue 43: an object swapped for another of the same size while it was read gave wrong samples and no error.
+    The first answer's ETag is pinned: later ranges are asked with If-Match (a server honouring it answers 412),
+    and an answer with another ETag (a server ignoring it) is refused; either way a ShardChangedError."""
+    from wds_core.errors import ShardChangedError
+
+    http_server.conditional = conditional
+    paths, _ = local_dataset(http_server.root, nshards=1)
+    small_ranges(monkeypatch)
+    reader = iter(wds_core.WebDataset(http_server.url + "/shard-000.tar", retry=FAST))
+    first = [next(reader) for _ in range(3)]
+    data = open(paths[0], "rb").read()
+    time.sleep(0.01)  # another modification time: another ETag
+    swapped = data.replace(b"-txt", b"-TXT")  # every sample's text (the members' names end in .txt)
+    assert len(swapped) == len(data) and swapped != data
+    with open(paths[0], "wb") as out:
+        out.write(swapped)
+    with pytest.raises(ShardChangedError, match="replaced while it was read") as info:
+        for sample in reader:
+            first.append(sample)
+    assert "shard-000.tar" in str(info.value) and info.value.offset is not None
+    assert all(sample["txt"].endswith(b"-txt") for sample in first)  # nothing of the new object was handed out
+    assert any("If-Match" in seen for seen in http_server.headers)
