@@ -132,6 +132,16 @@ def _cut_body(body: Any, limit: int) -> Any:
         yield piece
 
 
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server that says nothing of clients that went away mid-answer (a reader closing a shard
+    ends its ranges under way)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 def _quiet_werkzeug() -> None:
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
 
@@ -328,7 +338,7 @@ class ShapingProxy:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         ThreadingHTTPServer.request_queue_size = 128
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = _Server(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
@@ -414,7 +424,7 @@ class HttpServer:
         self.port = free_port()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         ThreadingHTTPServer.request_queue_size = 128  # many connections at once, as a store takes them
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = _Server(("127.0.0.1", self.port), Handler)
         if tls is not None:  # (certificate file, key file): see self_signed
             import ssl
 

@@ -20,7 +20,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import CheckpointError, SpecError
-from .pipelinerun import STATE_FORMAT, ListSource, PipelineRun, PipelineStage, epoch_position, has_run
+from .pipelinerun import (
+    STATE_FORMAT,
+    ListSource,
+    PipelineRun,
+    PipelineStage,
+    closing_run,
+    epoch_position,
+    has_run,
+)
 from .rng import fresh_seed
 from .state import RUN_HOOKS, Recipe, describe, stage_names
 
@@ -210,7 +218,7 @@ class DataPipeline:
         items = iter(run)
         for hook in RUN_HOOKS:
             items = hook(self, items)
-        return items
+        return closing_run(run, items)
 
     def running_stages(self) -> list[tuple[str, Any]]:
         """``(name, iterator)`` of each stage of the run being iterated, from the source to the output (empty

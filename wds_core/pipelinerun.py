@@ -23,7 +23,8 @@ from .state import (
     state_of,
 )
 
-__all__ = ["STATE_FORMAT", "ListSource", "PipelineRun", "PipelineStage", "build_stage", "epoch_position", "has_run"]
+__all__ = ["STATE_FORMAT", "ListSource", "PipelineRun", "PipelineStage", "build_stage", "closing_run", "epoch_position",
+           "has_run"]  # fmt: skip
 
 STATE_FORMAT = "wds.pipeline/1"
 
@@ -103,6 +104,22 @@ def epoch_position(chain: Any) -> dict[str, Any] | None:
         if position is not None:
             return position
     return None
+
+
+def closing_run(run: PipelineRun, items: Iterator[Any]) -> Iterator[Any]:
+    """``items`` of ``run``, the run closed (its open shards with it) once they are done or dropped.
+
+    The iterators of a run hold themselves (each its own generator, whose frame holds it), so a run dropped in
+    the middle (a ``break``, a DataLoader worker starting its next epoch) is freed by the cycle collector alone,
+    some epochs later, with what it holds: a remote reader's ranges in flight and buffered, up to its read-ahead
+    budget (65 MB more a worker each epoch of a loop that stops early, until a collection).  This generator is
+    held by its consumer only: dropped, it closes the run at once, and ``state_dict()`` still gives the position
+    (``for sample in dataset: ... break`` then ``dataset.state_dict()``).
+    """
+    try:
+        yield from items
+    finally:
+        run.close(keep_state=True)
 
 
 class PipelineRun(StageIterator):
@@ -202,11 +219,14 @@ class PipelineRun(StageIterator):
             message = pipeline.empty_message() if pipeline is not None else "no samples in this epoch"
             raise EmptyDatasetError(message)
 
-    def close(self) -> None:
-        """Close the generators of this run, from the output down to the shard reader."""
+    def close(self, keep_state: bool = False) -> None:
+        """Close the generators of this run, from the output down to the shard reader (which closes its shards);
+        ``keep_state``: its iterators stay, for ``state_dict()`` (closed, a generator no longer holds its iterator,
+        so nothing of the run is left to the cycle collector)."""
         close_chain(self)  # (a run has no upstream: this closes its own generator)
         close_chain(self.chain)
-        self.chain = None
+        if not keep_state:
+            self.chain = None
 
     def state_dict(self) -> dict[str, Any]:
         if self.chain is None and self.balanced and self.rep < self.repetitions:

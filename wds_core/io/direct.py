@@ -37,7 +37,7 @@ import urllib.request
 from typing import Any, Protocol
 
 from ..errors import ShardChangedError
-from .retries import DEFAULT_RETRY, Pace, RetryPolicy
+from .retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
 
 __all__ = ["FsspecSource", "HttpSource", "RangeSource", "RequestError", "http_source"]
 
@@ -157,6 +157,7 @@ class _PacedSocket(io.RawIOBase):
     def __init__(self, raw: Any, sock: Any, pace: Pace) -> None:
         super().__init__()
         self.raw, self.sock, self.pace = raw, sock, pace
+        pace.watch(sock)
 
     def readable(self) -> bool:
         return True
@@ -231,6 +232,11 @@ class HttpSource:
         self.location = url  # where the last redirect led; asked first, the URL again if it fails
         self.retry = retry  # its least rate holds every response to (and the budget, the time left it gives)
         self.pinned: dict[str, str] = {}  # the first answer's ETag, Last-Modified and size: later ones must match
+        self.attempts = Attempts(retry)  # the requests under way, stopped when the reader closes the shard
+
+    def close(self) -> None:
+        """The reader is done with the object: requests still under way (ranges read ahead) end now."""
+        self.attempts.stop()
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         if end <= start:
@@ -296,7 +302,15 @@ class HttpSource:
     def _request(
         self, method: str, extra: dict[str, str], wanted: int, left: float | None, start: int
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        pace = self.retry.pace(left)  # one clock for the attempt, redirects included
+        pace = self.attempts.begin(left)  # one clock for the attempt, redirects included
+        try:
+            return self._follow(method, extra, wanted, pace, start)
+        finally:
+            self.attempts.end(pace)
+
+    def _follow(
+        self, method: str, extra: dict[str, str], wanted: int, pace: Pace, start: int
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         url = self.location
         for _ in range(_MAX_REDIRECTS + 1):
             try:

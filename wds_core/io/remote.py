@@ -315,8 +315,12 @@ class RangeStream(ReadStream):
         if self._window is not None:
             self._window.cancel()
             self._window = None
+        was_open = not self.closed
         self._buffer = memoryview(b"")
-        super().close()
+        super().close()  # closed first: the ranges stopped below are not retried
+        closer = getattr(self.source, "close", None)  # ranges under way end now, not in the background
+        if closer is not None and was_open:
+            closer()
 
     def __repr__(self) -> str:
         return f"RangeStream({redact_url(self.url)!r}, size={self.size})"

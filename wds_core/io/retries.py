@@ -12,6 +12,7 @@ reading stage, and logged at most every few seconds.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections import Counter
@@ -20,8 +21,8 @@ from typing import Any
 
 from ..errors import ShardChangedError, ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
 
-__all__ = ["DEFAULT_RETRY", "IDLE_TIMEOUT", "Pace", "RetryPolicy", "ShortRead", "count", "cut_off", "describe_error",
-           "is_transient", "retry_stats", "with_retries"]  # fmt: skip
+__all__ = ["DEFAULT_RETRY", "IDLE_TIMEOUT", "Attempts", "Pace", "RetryPolicy", "ShortRead", "count", "cut_off",
+           "describe_error", "is_transient", "retry_stats", "with_retries"]  # fmt: skip
 
 _TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _BOTOCORE_TRANSIENT = {
@@ -105,16 +106,37 @@ class Pace:
     may take (the time left of the budget, at most :data:`IDLE_TIMEOUT`), and whether the bytes that arrive keep
     up the least rate over each window (see :class:`RetryPolicy`).  Both raise ``TimeoutError``, which is retried."""
 
-    __slots__ = ("deadline", "min_rate", "window", "mark", "since")
+    __slots__ = ("deadline", "min_rate", "window", "mark", "since", "sockets", "stopped")
 
     def __init__(self, left: float | None, min_rate: float, window: float) -> None:
         self.deadline = None if left is None else time.monotonic() + left
         self.min_rate, self.window = min_rate, window
         self.mark = -1.0  # when the current window started (at the first bytes)
         self.since = 0  # bytes arrived in the current window
+        self.sockets: list[Any] = []  # what the attempt reads from, shut down by stop()
+        self.stopped = False
+
+    def watch(self, sock: Any) -> None:
+        """``sock`` is what the attempt reads from: :meth:`stop` ends a read waiting on it."""
+        self.sockets.append(sock)
+        if self.stopped:
+            self.stop()
+
+    def stop(self) -> None:
+        """Nobody waits for the answer any more (its reader closed the shard): the attempt's sockets are shut down,
+        so that a read waiting on one ends now instead of taking the rest of the response (and its connection's
+        time, and its bytes' memory) for nothing; any later wait raises."""
+        self.stopped = True
+        for sock in self.sockets:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's (an SSL one's drops its state)
+            except (OSError, TypeError):
+                pass
 
     def wait(self) -> float:
         """Seconds the next wait for bytes may take."""
+        if self.stopped:
+            raise ConnectionAbortedError("the reader closed the shard")
         if self.deadline is None:
             return IDLE_TIMEOUT
         left = self.deadline - time.monotonic()
@@ -137,6 +159,37 @@ class Pace:
                     "bytes/s a response must keep up (RetryPolicy.min_rate)"
                 )
             self.mark, self.since = now, 0
+
+
+class Attempts:
+    """The attempts of one source's requests under way: :meth:`stop` (its reader closed the shard) stops them all,
+    and any begun after it (see :meth:`Pace.stop`)."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.running: set[Pace] = set()
+        self.stopped = False
+        self.lock = threading.Lock()
+
+    def begin(self, left: float | None) -> Pace:
+        """The clock of a new attempt given ``left`` seconds; :meth:`end` it."""
+        pace = self.policy.pace(left)
+        with self.lock:
+            if self.stopped:
+                raise ConnectionAbortedError("the reader closed the shard")
+            self.running.add(pace)
+        return pace
+
+    def end(self, pace: Pace) -> None:
+        with self.lock:
+            self.running.discard(pace)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            running = list(self.running)
+        for pace in running:
+            pace.stop()
 
 
 def cut_off(call: Any, left: float | None, what: str) -> Any:

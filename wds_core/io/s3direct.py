@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import ShardChangedError
 from .direct import HttpSource, RequestError
-from .retries import DEFAULT_RETRY, Pace, RetryPolicy
+from .retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
 
 __all__ = ["S3Source", "SignedS3Source", "read_paced", "s3_client", "s3_object", "s3_source", "status_error"]
 
@@ -227,6 +227,11 @@ class S3Source:
     def __init__(self, options: dict[str, Any], bucket: str, key: str, retry: RetryPolicy = DEFAULT_RETRY) -> None:
         self.options, self.bucket, self.key, self.retry = options, bucket, key, retry
         self.etag: str | None = None  # the first answer's: later ranges are asked of that object only (IfMatch)
+        self.attempts = Attempts(retry)  # the requests under way, stopped when the reader closes the shard
+
+    def close(self) -> None:
+        """The reader is done with the object: bodies still being read (ranges read ahead) end now."""
+        self.attempts.stop()
 
     def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
         if end <= start:
@@ -241,14 +246,15 @@ class S3Source:
             if isinstance(error, _PastTheEnd):
                 return b"", error.size
             raise error from None
-        body = answer["Body"]
+        body, pace = answer["Body"], self.attempts.begin(left)
         try:
             if self.etag is None:
                 self.etag = answer.get("ETag")
             elif answer.get("ETag") not in (None, self.etag):  # a store that ignored IfMatch
                 raise ShardChangedError(f"the shard was replaced while it was read (its ETag was {self.etag})")
-            data = read_paced(body, end - start, self.retry.pace(left))
+            data = read_paced(body, end - start, pace)
         finally:
+            self.attempts.end(pace)
             body.close()
         total = (answer.get("ContentRange") or "").rpartition("/")[2]
         return data, int(total) if total.isdigit() else None
@@ -272,6 +278,8 @@ def read_paced(body: Any, wanted: int, pace: Pace) -> bytes:
     if not hasattr(raw, "read1"):  # not urllib3's response: read as botocore reads
         return body.read(wanted)  # type: ignore[no-any-return]
     sock = getattr(getattr(raw, "_connection", None), "sock", None)
+    if sock is not None:
+        pace.watch(sock)
     pieces, got = [], 0
     while got < wanted:
         wait = pace.wait()

@@ -756,3 +756,61 @@ def test_a_shard_replaced_by_one_of_the_same_size_mid_read_is_an_error(http_serv
     assert "shard-000.tar" in str(info.value) and info.value.offset is not None
     assert all(sample["txt"].endswith(b"-txt") for sample in first)  # nothing of the new object was handed out
     assert any("If-Match" in seen for seen in http_server.headers)
+
+
+def test_a_run_dropped_mid_epoch_closes_its_remote_shards_at_once(http_server, monkeypatch):
+    """Issue 43: a loop that stops early left its run to the cycle collector (each stage's iterator holds its own
+    generator), with its shards open and their ranges in flight and buffered, up to the read-ahead budget: a
+    DataLoader worker grew by that every epoch until a collection.  Dropping the iterator closes the run at once,
+    and closing a remote shard ends the requests still under way."""
+    import gc
+    import weakref
+
+    from wds_core.io import remote
+
+    local_dataset(http_server.root, nshards=3, nsamples=60, size=20_000)
+    small_ranges(monkeypatch, 16384)
+    opened: weakref.WeakSet = weakref.WeakSet()
+    made = remote.RangeStream.__init__
+
+    def counted(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        opened.add(self)
+
+    monkeypatch.setattr(remote.RangeStream, "__init__", counted)
+    gc.disable()  # what the cycle collector would free, some time later, does not count
+    try:
+        dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar", shardshuffle=False)
+        items = iter(dataset)
+        for _ in range(5):
+            next(items)
+        streams = list(opened)
+        assert streams and not any(stream.closed for stream in streams)
+        del items
+        assert all(stream.closed for stream in streams)
+        assert all(stream.source.attempts.stopped for stream in streams)
+        assert dataset.state_dict()["chain"]  # the position is still there to save
+    finally:
+        gc.enable()
+
+
+def test_closing_a_remote_shard_ends_its_ranges_under_way(tmp_path, monkeypatch):
+    """The ranges a closed shard had in flight end when it is closed (their sockets shut down), instead of
+    downloading the rest for nothing: here 2 MB ranges at 200 KB/s a connection, which would take 10 s."""
+    from tests.servers import HttpServer, Shape
+
+    server = HttpServer(str(tmp_path), shape=Shape(bandwidth=200_000))
+    try:
+        local_dataset(str(tmp_path), nshards=1, nsamples=100, size=60_000)
+        read_with(monkeypatch, ReadAhead(first_range=1 << 20, range_bytes=2 << 20, in_flight=4, shards_ahead=0))
+        stream = open_shard(server.url + "/shard-000.tar")
+        stream.read(100)  # the first range is here; the next ones are under way
+        attempts = stream.source.attempts
+        assert attempts.running
+        started = time.monotonic()
+        stream.close()
+        while attempts.running and time.monotonic() - started < 8:
+            time.sleep(0.01)
+        assert not attempts.running and time.monotonic() - started < 3
+    finally:
+        server.stop()
