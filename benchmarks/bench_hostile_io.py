@@ -7,9 +7,9 @@
 * ``redirect``: the shard's URL answers 302 to the same files on another host (``localhost`` instead of
   ``127.0.0.1``, another port), the reader given an ``Authorization`` header (wds: ``storage_options``;
   webdataset: ``pipe:curl -s -L -H ...``): whether the other host received it, and whether the samples came.
-* ``teardown``: ``--rounds`` DataLoaders over decoded batches (4 workers, persistent, 32 images of 320x240 a
-  batch) dropped after 3 batches: how many worker processes died of a signal (their exit code), and what
-  ``/dev/shm`` kept.
+* ``teardown``: ``--rounds`` DataLoaders over decoded batches (``--workers``, 4, persistent; ``--batch``
+  images of 320x240 a batch, 32) dropped after 3 batches: how many worker processes died of a signal (their
+  exit code), and what ``/dev/shm`` kept.
 
     python benchmarks/bench_hostile_io.py [--dir /tmp/wds-hostile-io] [--only slow,redirect,teardown]
         [--rounds 20] [--guard 30]
@@ -27,6 +27,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+READERS = ["wds", "webdataset"]
 sys.path.insert(0, REPO)
 
 READ = r"""
@@ -78,7 +79,7 @@ def slow_drip(root: str, guard: float) -> list[tuple[str, str, dict]]:
     rows = []
     try:
         for case, head in (("slow drip", False), ("drip headers", True)):
-            for which in ("wds", "webdataset"):
+            for which in READERS:
                 server.faults.clear()
                 server.faults.drip(50, 0.2, head=head)
                 rows.append((case, which, read(which, server.url + "/shard-000.tar", guard)))
@@ -96,7 +97,7 @@ def redirect(root: str, guard: float) -> list[tuple[str, str, dict]]:
     front.redirect_to = f"http://localhost:{other.port}"
     rows = []
     try:
-        for which in ("wds", "webdataset"):
+        for which in READERS:
             other.headers.clear()
             result = read(which, front.url + "/moved/shard-000.tar", guard, "Bearer TOPSECRET")
             result["other host got the credential"] = any("Authorization" in seen for seen in other.headers)
@@ -111,7 +112,7 @@ TEARDOWN = r"""
 import gc, io, json, os, sys
 import numpy as np, torch
 from PIL import Image
-which, root, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+which, root, rounds, batch, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 if which == "wds":
     import wds_torch as wds
 else:
@@ -127,15 +128,15 @@ if not os.path.exists(os.path.join(root, "s-3.tar")):
                 sink.write({"__key__": f"k{s}-{i}", "jpg": image.getvalue(), "cls": i % 10})
 died = 0
 for _ in range(rounds):
-    dataset = wds.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls").batched(32)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=4, persistent_workers=True)
+    dataset = wds.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls").batched(batch)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, persistent_workers=True)
     items = iter(loader)
     for _ in range(3):
         next(items)
-    workers = list(items._workers)
+    procs = list(items._workers)
     del items, loader
     gc.collect()
-    for worker in workers:
+    for worker in procs:
         worker.join(10)
         died += worker.exitcode is not None and worker.exitcode < 0
 shm = [name for name in os.listdir("/dev/shm") if name.startswith("wds_")]
@@ -143,12 +144,12 @@ print(json.dumps({"rounds": rounds, "workers died of a signal": died, "/dev/shm 
 """
 
 
-def teardown(root: str, rounds: int) -> list[tuple[str, str, dict]]:
+def teardown(root: str, rounds: int, batch: int, workers: int) -> list[tuple[str, str, dict]]:
     os.makedirs(root, exist_ok=True)
     rows = []
-    for which in ("wds", "webdataset"):
-        done = subprocess.run([sys.executable, "-c", TEARDOWN, which, root, str(rounds)], capture_output=True,
-                              text=True, cwd=REPO)  # fmt: skip
+    for which in READERS:
+        command = [sys.executable, "-c", TEARDOWN, which, root, str(rounds), str(batch), str(workers)]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         result = json.loads(lines[-1]) if lines else {"failed": done.stderr[-300:]}
         result["segfault messages"] = done.stderr.lower().count("segmentation fault")
@@ -161,9 +162,13 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/wds-hostile-io")
     parser.add_argument("--only", default="slow,redirect,teardown")
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=32, help="images a batch (teardown)")
+    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers (teardown)")
+    parser.add_argument("--readers", default="wds,webdataset", help="which readers run")
     parser.add_argument("--guard", type=float, default=30.0)
     args = parser.parse_args()
     wanted = set(args.only.split(","))
+    READERS[:] = args.readers.split(",")
     rows: list[tuple[str, str, dict]] = []
     started = time.monotonic()
     if "slow" in wanted:
@@ -171,7 +176,7 @@ def main() -> None:
     if "redirect" in wanted:
         rows += redirect(os.path.join(args.dir, "redirect"), args.guard)
     if "teardown" in wanted:
-        rows += teardown(os.path.join(args.dir, "teardown"), args.rounds)
+        rows += teardown(os.path.join(args.dir, "teardown"), args.rounds, args.batch, args.workers)
     print(f"# python {sys.version.split()[0]}, {os.cpu_count()} cores, {time.monotonic() - started:.0f} s in all")
     print("| case | reader | result |\n|---|---|---|")
     for case, which, result in rows:

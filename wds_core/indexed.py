@@ -251,7 +251,7 @@ class ShardListDataset:
             block = shard.read_at(first, last - first)
             rows = [(name, block[d - first : d - first + s], h) for name, h, d, s in members]
         else:
-            rows = [(name, shard.read_at(d, s), h) for name, h, d, s in members]
+            rows = shard.read_members(members)
         for (name, data, _), (_, _, start, size) in zip(rows, members):
             if len(data) != size:  # the shard was cut (or changed) after it was indexed: never a short member
                 raise TruncatedShardError(

@@ -3,6 +3,7 @@ shard-list item.  The local backend of :mod:`~wds_core.io.backends` is made of t
 
 from __future__ import annotations
 
+import functools
 import io
 import mmap
 import os
@@ -76,7 +77,10 @@ class RandomAccess:
 
     ``walk`` is what a header walk reads through (for a remote shard, windows
     around the headers); ``ranged`` says that every read is a request, so a
-    sample's members are best read with one.
+    sample's members are best read with one.  ``read_members(rows)`` reads a
+    sample's members from their index rows ``(name, header, data, size)`` as
+    ``(name, bytes, header)``: for a mapped local shard in one call of the
+    compiled helper, else with ``read_at`` each.
     """
 
     def __init__(
@@ -87,10 +91,16 @@ class RandomAccess:
         close: Callable[[], None],
         walk: Callable[[int, int], bytes] | None = None,
         ranged: bool = False,
+        read_members: Callable[[list[Any]], list[tuple[str, bytes, int]]] | None = None,
     ) -> None:
         self.url, self.size, self.read_at, self.close = url, size, read_at, close
         self.walk = read_at if walk is None else walk
         self.ranged = ranged
+        self.read_members = read_members or self._read_members
+
+    def _read_members(self, rows: list[Any]) -> list[tuple[str, bytes, int]]:
+        read = self.read_at
+        return [(name, read(start, size), header) for name, header, start, size in rows]
 
 
 def file_descriptor(stream: Any) -> int:
@@ -156,27 +166,29 @@ def local_random_access(path: str, url: str) -> RandomAccess:
             got += len(piece)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    copy = _mapped_copy()
-    mapped = map_file(fd) if copy is not None and size else None
-    if copy is None or mapped is None:
+    helper = _mapped_copy()
+    mapped = map_file(fd) if helper is not None and size else None
+    if helper is None or mapped is None:
         return RandomAccess(url, size, read, stream.close, ranged=True)  # a sample's members with one read
-    guarded = copy
+    copy, read_members = helper
 
     def read_mapped(offset: int, n: int) -> bytes:
-        data = guarded(mapped, offset, n) if offset >= 0 else b""
+        data = copy(mapped, offset, n) if offset >= 0 else b""
         return read(offset, n) if data is None else data  # None: the file was cut
 
     def close() -> None:
         mapped.close()
         stream.close()
 
-    return RandomAccess(url, size, read_mapped, close)
+    # a sample's members in one call: one guarded stretch (entering and leaving it are a system call each)
+    members = functools.partial(read_members, mapped, fd)
+    return RandomAccess(url, size, read_mapped, close, read_members=members)
 
 
-def _mapped_copy() -> Callable[[Any, int, int], bytes | None] | None:
-    """The compiled guarded copy out of a map (mapcopy.c), if it was built."""
+def _mapped_copy() -> tuple[Callable[[Any, int, int], bytes | None], Any] | None:
+    """The compiled guarded copies out of a map (mapcopy.c: ``copy`` and ``read_members``), if they were built."""
     try:
-        from .mapcopy import copy
+        from .mapcopy import copy, read_members
     except ImportError:
         return None
-    return copy
+    return copy, read_members
