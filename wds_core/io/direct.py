@@ -27,23 +27,19 @@ from __future__ import annotations
 import functools
 import http.client
 import inspect
-import io
-import os
 import re
-import ssl
-import threading
 import urllib.parse
 import urllib.request
 from typing import Any, Protocol
 
 from ..errors import ShardChangedError
+from .httpconn import CONNECTIONS, HARMLESS_HEADERS, PacedResponse, read_body, same_origin, store_error_code
 from .retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
 
 __all__ = ["FsspecSource", "HttpSource", "RangeSource", "RequestError", "http_source"]
 
 _MAX_REDIRECTS = 5
 _PINNED = {"etag": "ETag", "size": "size", "modified": "Last-Modified"}
-_PIECE = 4 << 20  # a response body is read in pieces this size, the deadline checked between them
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)")
 
 
@@ -95,123 +91,6 @@ class FsspecSource:
     def info(self, left: float | None) -> dict[str, Any]:
         info_of = self.fs.info
         return info_of(self.path, **_within(info_of, left))
-
-
-@functools.lru_cache(maxsize=8)
-def _tls(cafile: str | None) -> ssl.SSLContext:
-    """The TLS settings of HTTPS connections: the system's certificates, or those of ``cafile``."""
-    return ssl.create_default_context(cafile=cafile)
-
-
-_Place = tuple[str, str, int, "str | None"]  # scheme, host, port, CA file
-
-
-class _Connections:
-    """Idle keep-alive connections of this process, per (scheme, host, port, CA file); a forked child starts
-    empty."""
-
-    def __init__(self, most: int = 64) -> None:
-        self.most = most
-        self.idle: dict[_Place, list[http.client.HTTPConnection]] = {}
-        self.lock = threading.Lock()
-        self.pid = os.getpid()
-
-    def take(self, place: _Place) -> tuple[http.client.HTTPConnection, bool]:
-        """A connection to the host, and whether it was kept from an earlier request."""
-        with self.lock:
-            if self.pid != os.getpid():
-                self.idle, self.pid = {}, os.getpid()
-            kept = self.idle.get(place)
-            if kept:
-                return kept.pop(), True
-        scheme, host, port, cafile = place
-        if scheme == "https":
-            return http.client.HTTPSConnection(host, port, context=_tls(cafile)), False
-        return http.client.HTTPConnection(host, port), False
-
-    def give_back(self, place: _Place, connection: http.client.HTTPConnection) -> None:
-        with self.lock:
-            kept = self.idle.setdefault(place, [])
-            if self.pid == os.getpid() and sum(map(len, self.idle.values())) < self.most:
-                kept.append(connection)
-                return
-        connection.close()
-
-    def close_all(self) -> None:
-        with self.lock:
-            idle, self.idle = self.idle, {}
-        for kept in idle.values():
-            for connection in kept:
-                connection.close()
-
-
-CONNECTIONS = _Connections()
-
-
-class _PacedSocket(io.RawIOBase):
-    """A connection's socket as a response reads it (``raw``: the socket's own file, which keeps the socket open
-    while the response reads), every wait for bytes held to the attempt's :class:`Pace`: the time left of the
-    budget, and the least rate.  Each socket read is bounded by its timeout alone, so a server sending a byte
-    every fraction of a second would hold a plain response (its headers or its body) for ever."""
-
-    def __init__(self, raw: Any, sock: Any, pace: Pace) -> None:
-        super().__init__()
-        self.raw, self.sock, self.pace = raw, sock, pace
-        pace.watch(sock)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, into: Any) -> int:
-        self.sock.settimeout(self.pace.wait())
-        count = self.raw.readinto(into)
-        if count:
-            self.pace.arrived(count)
-        return count  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        if not self.closed:
-            self.raw.close()
-        super().close()
-
-
-class _PacedResponse(http.client.HTTPResponse):
-    """An HTTP response read through a :class:`_PacedSocket` (given as ``pace``)."""
-
-    def __init__(self, sock: Any, debuglevel: int = 0, method: str | None = None, url: str | None = None, *,
-                 pace: Pace) -> None:  # fmt: skip
-        super().__init__(sock, debuglevel, method, url)
-        self.fp = io.BufferedReader(_PacedSocket(self.fp.detach(), sock, pace))  # nothing was read from it yet
-
-
-def _read_body(response: http.client.HTTPResponse, skip: int, wanted: int) -> bytes:
-    """At most ``wanted`` bytes of the body after its first ``skip`` (read and dropped piece by piece)."""
-    while skip > 0:
-        dropped = len(response.read(min(_PIECE, skip)))
-        if not dropped:
-            return b""
-        skip -= dropped
-    pieces, got = [], 0
-    while got < wanted:
-        piece = response.read(min(_PIECE, wanted - got))
-        if not piece:
-            break
-        pieces.append(piece)
-        got += len(piece)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-
-_ERROR_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
-
-
-def _said(response: http.client.HTTPResponse) -> str:
-    """The error code an object store's error body gives (``<Code>NoSuchKey</Code>``), as `` (NoSuchKey)``."""
-    try:
-        head = response.read(4096) if response.getheader("Content-Type", "").endswith("xml") else b""
-    except (OSError, http.client.HTTPException):
-        return ""
-    match = _ERROR_CODE.search(head)
-    return f" ({match.group(1).decode('ascii', 'replace')})" if match else ""
 
 
 class HttpSource:
@@ -341,15 +220,15 @@ class HttpSource:
         target = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=~") + (
             f"?{parts.query}" if parts.query else ""
         )
-        if _same_origin(self.url, url):
+        if same_origin(self.url, url):
             headers = {**self.headers, **extra, **self.signed(method, url, extra)}
         else:  # redirected to another host: neither the options' credentials nor a signature go there
-            headers = {**{k: v for k, v in self.headers.items() if k.lower() in _HARMLESS}, **extra}
+            headers = {**{k: v for k, v in self.headers.items() if k.lower() in HARMLESS_HEADERS}, **extra}
         headers["Accept-Encoding"] = "identity"
         for attempt in range(2):
             connection, kept = CONNECTIONS.take(place)
             connection.timeout = pace.wait()  # connecting (a kept connection's socket is set by each read)
-            connection.response_class = functools.partial(_PacedResponse, pace=pace)  # type: ignore[assignment]
+            connection.response_class = functools.partial(PacedResponse, pace=pace)  # type: ignore[assignment]
             try:
                 connection.request(method, target, headers=headers)
                 response = connection.getresponse()
@@ -371,7 +250,7 @@ class HttpSource:
                 connection.close()
                 return status, response.msg, b"", None
             if status not in (200, 206):  # an error, or a redirect without a place to go (S3's wrong region)
-                said = _said(response)
+                said = store_error_code(response)
                 connection.close()
                 if status in (404, 410):
                     raise FileNotFoundError(f"HTTP {status}{said}")
@@ -382,9 +261,9 @@ class HttpSource:
                 response.read()
                 body = b""
             elif status == 200:  # the whole object is coming: read up to the end of the range, drop the rest
-                body = _read_body(response, start, wanted)
+                body = read_body(response, start, wanted)
             else:
-                body = _read_body(response, 0, wanted)
+                body = read_body(response, 0, wanted)
                 if len(body) < wanted and response.length:
                     raise ConnectionError(f"the response stopped after {len(body)} of {wanted} bytes")
         except http.client.HTTPException as exn:  # IncompleteRead and the like: the connection broke mid-body
@@ -398,24 +277,6 @@ class HttpSource:
         else:
             connection.close()
         return status, response.msg, body, None
-
-
-# the options' headers that go on to another host after a redirect (the others may carry credentials:
-# Authorization, Cookie, an API key or token header of the store's own), and the default ports of each scheme
-_HARMLESS = frozenset({"user-agent", "accept", "accept-language", "cache-control", "pragma"})
-_PORTS = {"http": 80, "https": 443}
-
-
-def _same_origin(first: str, then: str) -> bool:
-    """Whether ``then`` (where a redirect led) is the host ``first`` names, as curl and requests judge it before they
-    send credentials on: the same scheme, host and port, or ``http`` moved up to ``https`` on the default ports."""
-    a, b = urllib.parse.urlsplit(first), urllib.parse.urlsplit(then)
-    if (a.hostname or "").lower() != (b.hostname or "").lower():
-        return False
-    ports = (a.port or _PORTS.get(a.scheme), b.port or _PORTS.get(b.scheme))
-    if a.scheme == b.scheme:
-        return ports[0] == ports[1]
-    return (a.scheme, b.scheme) == ("http", "https") and ports == (80, 443)
 
 
 def _proxied(url: str) -> bool:

@@ -1,0 +1,157 @@
+"""HTTP connections for the direct sources (:mod:`.direct`): kept alive per host and process, their responses read
+through the attempt's :class:`~.retries.Pace` (every wait for bytes, headers included, held to the time left and
+the least rate), and whether a redirect's host may be sent the options' credentials.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import io
+import os
+import re
+import ssl
+import threading
+import urllib.parse
+from typing import Any
+
+from .retries import Pace
+
+__all__ = ["CONNECTIONS", "HARMLESS_HEADERS", "PacedResponse", "read_body", "same_origin", "store_error_code"]
+
+PIECE = 4 << 20  # a response body is read in pieces this size
+
+
+@functools.lru_cache(maxsize=8)
+def _tls(cafile: str | None) -> ssl.SSLContext:
+    """The TLS settings of HTTPS connections: the system's certificates, or those of ``cafile``."""
+    return ssl.create_default_context(cafile=cafile)
+
+
+_Place = tuple[str, str, int, "str | None"]  # scheme, host, port, CA file
+
+
+class _Connections:
+    """Idle keep-alive connections of this process, per (scheme, host, port, CA file); a forked child starts
+    empty."""
+
+    def __init__(self, most: int = 64) -> None:
+        self.most = most
+        self.idle: dict[_Place, list[http.client.HTTPConnection]] = {}
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def take(self, place: _Place) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection to the host, and whether it was kept from an earlier request."""
+        with self.lock:
+            if self.pid != os.getpid():
+                self.idle, self.pid = {}, os.getpid()
+            kept = self.idle.get(place)
+            if kept:
+                return kept.pop(), True
+        scheme, host, port, cafile = place
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, context=_tls(cafile)), False
+        return http.client.HTTPConnection(host, port), False
+
+    def give_back(self, place: _Place, connection: http.client.HTTPConnection) -> None:
+        with self.lock:
+            kept = self.idle.setdefault(place, [])
+            if self.pid == os.getpid() and sum(map(len, self.idle.values())) < self.most:
+                kept.append(connection)
+                return
+        connection.close()
+
+    def close_all(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, {}
+        for kept in idle.values():
+            for connection in kept:
+                connection.close()
+
+
+CONNECTIONS = _Connections()
+
+
+class PacedSocket(io.RawIOBase):
+    """A connection's socket as a response reads it (``raw``: the socket's own file, which keeps the socket open
+    while the response reads), every wait for bytes held to the attempt's :class:`Pace`: the time left of the
+    budget, and the least rate.  Each socket read is bounded by its timeout alone, so a server sending a byte
+    every fraction of a second would hold a plain response (its headers or its body) for ever."""
+
+    def __init__(self, raw: Any, sock: Any, pace: Pace) -> None:
+        super().__init__()
+        self.raw, self.sock, self.pace = raw, sock, pace
+        pace.watch(sock)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, into: Any) -> int:
+        self.sock.settimeout(self.pace.wait())
+        count = self.raw.readinto(into)
+        if count:
+            self.pace.arrived(count)
+        return count  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+        super().close()
+
+
+class PacedResponse(http.client.HTTPResponse):
+    """An HTTP response read through a :class:`PacedSocket` (given as ``pace``)."""
+
+    def __init__(self, sock: Any, debuglevel: int = 0, method: str | None = None, url: str | None = None, *,
+                 pace: Pace) -> None:  # fmt: skip
+        super().__init__(sock, debuglevel, method, url)
+        self.fp = io.BufferedReader(PacedSocket(self.fp.detach(), sock, pace))  # nothing was read from it yet
+
+
+def read_body(response: http.client.HTTPResponse, skip: int, wanted: int) -> bytes:
+    """At most ``wanted`` bytes of the body after its first ``skip`` (read and dropped piece by piece)."""
+    while skip > 0:
+        dropped = len(response.read(min(PIECE, skip)))
+        if not dropped:
+            return b""
+        skip -= dropped
+    pieces, got = [], 0
+    while got < wanted:
+        piece = response.read(min(PIECE, wanted - got))
+        if not piece:
+            break
+        pieces.append(piece)
+        got += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+_ERROR_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
+
+
+def store_error_code(response: http.client.HTTPResponse) -> str:
+    """The error code an object store's error body gives (``<Code>NoSuchKey</Code>``), as `` (NoSuchKey)``."""
+    try:
+        head = response.read(4096) if response.getheader("Content-Type", "").endswith("xml") else b""
+    except (OSError, http.client.HTTPException):
+        return ""
+    match = _ERROR_CODE.search(head)
+    return f" ({match.group(1).decode('ascii', 'replace')})" if match else ""
+
+
+# the options' headers that go on to another host after a redirect (the others may carry credentials:
+# Authorization, Cookie, an API key or token header of the store's own), and the default ports of each scheme
+HARMLESS_HEADERS = frozenset({"user-agent", "accept", "accept-language", "cache-control", "pragma"})
+PORTS = {"http": 80, "https": 443}
+
+
+def same_origin(first: str, then: str) -> bool:
+    """Whether ``then`` (where a redirect led) is the host ``first`` names, as curl and requests judge it before they
+    send credentials on: the same scheme, host and port, or ``http`` moved up to ``https`` on the default ports."""
+    a, b = urllib.parse.urlsplit(first), urllib.parse.urlsplit(then)
+    if (a.hostname or "").lower() != (b.hostname or "").lower():
+        return False
+    ports = (a.port or PORTS.get(a.scheme), b.port or PORTS.get(b.scheme))
+    if a.scheme == b.scheme:
+        return ports[0] == ports[1]
+    return (a.scheme, b.scheme) == ("http", "https") and ports == (80, 443)
