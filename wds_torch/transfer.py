@@ -238,8 +238,9 @@ class _WorkerSlots:
     Batches are pickled into a slot by the thread that feeds the worker's queue, which DataLoader does not wait
     for when it shuts its workers down (a loader dropped mid-epoch): that thread may still be writing a batch
     into a slot while the worker exits.  So at exit the slots' names are unlinked, but the slots stay mapped
-    until the process is gone (unmapping them under the writer was a segmentation fault in 7 teardowns of 10 on
-    a 16-core machine), and no slot is made after that (the batch goes the ordinary way).
+    until the process is gone (unmapping them under the writer was a segmentation fault: 28 of 120 workers in 15
+    teardowns of 8 workers on a 16-core machine, benchmarks/bench_hostile_io.py), and no slot is made after that
+    (the batch goes the ordinary way).
     """
 
     def __init__(self) -> None:
