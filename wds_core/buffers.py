@@ -81,6 +81,8 @@ class DetShuffle(Shuffle):
     """
 
     def __init__(self, bufsize: int = 1000, initial: int = 100, seed: int = 0, epoch: int = -1) -> None:
+        if isinstance(bufsize, int) and not isinstance(bufsize, bool) and bufsize < 2:
+            bufsize = initial = 1  # webdataset's detshuffle(0): the order kept
         super().__init__(bufsize, initial, seed=int(seed))
         self.epoch = int(epoch)  # webdataset's attribute: the epoch last started (read only, here)
         self.first_epoch = int(epoch) + 1

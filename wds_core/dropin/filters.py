@@ -155,7 +155,8 @@ def _shuffle(
 ) -> Iterator[Any]:
     """webdataset's shuffle as an iterator function; ``rng`` (or ``random.Random(seed)``) picks.
 
-    Without either, a fresh random generator is used.  ``handler`` is accepted
+    Without either, a fresh random generator is used.  A ``bufsize`` under 2 keeps the order, as in webdataset
+    (where ``_shuffle(src, 0, 0, rng)`` is how a stage says "no shuffle").  ``handler`` is accepted
     as in webdataset: a shuffle raises nothing for it to handle.
     """
     if seed is not None:
@@ -164,6 +165,8 @@ def _shuffle(
         rng = random.Random(seed)
     elif rng is None:
         rng = random.Random(fresh_seed())
+    if bufsize < 2:  # webdataset's buffer of one item: the order kept, a pick (a draw of rng) an item all the same
+        bufsize = initial = 1
     return iter(Shuffle(bufsize, initial, rng=rng)(iter(data)))
 
 

@@ -172,3 +172,24 @@ def test_cached_replays_the_first_epoch_and_lmdb_is_refused():
         pipeline.state_dict()
     with pytest.raises(NotImplementedError, match="LMDBCached is not provided.*cache_dir"):
         filters.LMDBCached("/tmp/nowhere")
+
+
+@pytest.mark.parametrize("bufsize", [0, 1, -3])
+def test_a_buffer_under_two_keeps_the_order_in_every_form(bufsize):
+    """Issue 44: a PipelineStage whose run() called ``_shuffle(src, 0, 0, rng)`` got a SpecError; webdataset keeps the
+    order for any bufsize under 2 (and still draws from rng once an item).  The same for ``shuffle``,
+    ``detshuffle`` and the fluid method."""
+    data = list(range(20))
+    ours_rng, theirs_rng = random.Random(9), random.Random(9)
+    ours = list(filters._shuffle(iter(data), bufsize, 0, ours_rng))
+    assert ours == list(wf._shuffle(iter(data), bufsize, 0, theirs_rng)) == data
+    assert ours_rng.random() == theirs_rng.random()  # the same draws were taken
+    assert list(filters.shuffle(bufsize, 0, rng=random.Random(2))(iter(data))) == data
+    expected = list(webdataset.DataPipeline(lambda: iter(data), wf.detshuffle(bufsize, 0, seed=5)))
+    assert list(wds_core.DataPipeline(data, dropin.detshuffle(bufsize, 0, seed=5))) == expected == data
+
+    class Stage(dropin.PipelineStage):  # as the training code that found it wrote it
+        def run(self, src):
+            return filters._shuffle(src, bufsize, 0, random.Random(1))
+
+    assert list(wds_core.DataPipeline(data, Stage())) == data
