@@ -108,7 +108,7 @@ class WebDataset(DataPipeline, FluidInterface):
 
         reading = ShardReadOptions(
             handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead,
-            zero_copy=zero_copy,
+            zero_copy=zero_copy, local_path=True,
         )  # fmt: skip
         if interleave is not None and (is_spec(urls) or isinstance(urls, str) and urls.endswith("/")):
             raise SpecError("interleave= reads a list of shards; a dataset-spec file or a folder has no such list")

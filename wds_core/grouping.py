@@ -25,7 +25,6 @@ from typing import Any
 
 from .errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
 from .fieldcodecs.limits import DecodeLimits
-from .io.storage import local_path
 
 __all__ = ["group_members", "is_meta", "split_key"]
 
@@ -84,12 +83,15 @@ def group_members(
     members: Iterator[tuple[str, bytes, int]],
     url: str,
     *,
+    path: str | None = None,
     position: Any = None,
     rename: Callable[[str], str] | None = None,
     limits: DecodeLimits | None = None,
     refused: Callable[[OverLimitError], bool] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Group the members of one shard into samples.
+    """Group the members of one shard into samples: ``{"__key__", "__url__"}`` and the fields, and
+    ``"__local_path__": path`` when ``path`` is given (where webdataset says it: a local shard read by
+    ``WebDataset``, or the cached copy of a shard).
 
     When ``position`` is given, its ``offset`` attribute is set, just before each
     sample is yielded, to the offset at which the following sample starts (or
@@ -109,7 +111,6 @@ def group_members(
     are left in ``position.partial`` before the error is raised: a reader whose
     handler goes on delivers them, as webdataset does.
     """
-    path = local_path(url)
     key = None
     sample: dict[str, Any] | None = None
     budget = sys.maxsize if limits is None else limits.sample_bytes

@@ -260,7 +260,7 @@ class ShardListDataset:
                     member=name,
                     offset=start + len(data),
                 )
-        sample = next(group_members(iter(rows), url))
+        sample = next(group_members(iter(rows), url, path=local_path(url)))
         sample["__index__"] = index if index >= 0 else index + len(self)
         sample["__shard__"] = url
         sample["__shardindex__"] = number

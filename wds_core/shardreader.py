@@ -56,10 +56,11 @@ class TarfileToSamples(ShardReading):
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
     members included.  While a remote shard is read, the next shards of the list
     (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.readahead`).
-    ``zero_copy=True``: see :class:`ShardReadOptions`.
+    ``zero_copy=True`` and ``local_path=True``: see :class:`ShardReadOptions`.
     """
 
     zero_copy = False  # a recipe pickled before the option reads as before
+    local_path = False
 
     def __init__(
         self,
@@ -72,11 +73,13 @@ class TarfileToSamples(ShardReading):
         limits: Any = None,
         read_ahead: ReadAhead | None = None,
         zero_copy: bool = False,
+        local_path: bool = False,
     ) -> None:
         self.handler = handler
         self.select_files = select_files
         self.rename_files = rename_files
         self.zero_copy = bool(zero_copy)
+        self.local_path = bool(local_path)  # samples say where their shard is on this machine (WebDataset's)
         self._set_storage(storage_options, cache, retry, limits, read_ahead)
 
     @classmethod
@@ -92,6 +95,7 @@ class TarfileToSamples(ShardReading):
             options.limits,
             options.read_ahead,
             options.zero_copy,
+            options.local_path,
         )
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
@@ -409,6 +413,7 @@ class _TarSamplesIterator(ShardReader):
             over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk, map_file=self.map_files,
         )  # fmt: skip
         refused = self._refused
+        path = recipe.storage.local_copy(url) if recipe.local_path else None
         yield from group_members(
-            members, url, position=self, rename=recipe.rename_files, limits=limits, refused=refused
+            members, url, path=path, position=self, rename=recipe.rename_files, limits=limits, refused=refused
         )

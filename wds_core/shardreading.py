@@ -50,6 +50,10 @@ class ShardReadOptions:
     ``Loader`` workers) arrive as bytes.  A shard file truncated while mapped
     makes reading its views fail with ``SIGBUS``: do not rewrite shards in
     place while they are read.
+
+    ``local_path=True`` gives each sample ``"__local_path__"``, where its shard's bytes are on this machine (a
+    local shard's path, or its copy in the shard cache), as webdataset's ``WebDataset`` does; its
+    ``tarfile_to_samples()`` stage gives no such field, and neither does this one by default.
     """
 
     handler: Handler = reraise_exception
@@ -61,6 +65,7 @@ class ShardReadOptions:
     limits: Any = None
     read_ahead: ReadAhead | None = None
     zero_copy: bool = False
+    local_path: bool = False
 
     def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
         """The same options with other storage options."""

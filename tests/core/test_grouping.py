@@ -30,6 +30,7 @@ def test_grouping_rules():
         group_members(
             members("__meta__", "a.jpg", "a.JSON", "a.seg.PNG", "noext", "b/c.d/e.txt", ".hidden", "__d__/x.txt"),
             "u.tar",
+            path="u.tar",
         )
     )
     assert got == [

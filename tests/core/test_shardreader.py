@@ -65,7 +65,7 @@ def test_pipeline_form_and_select_rename(shards):
     )
     got = list(ds)
     assert [s["__key__"] for s in got] == keys[:25]
-    assert all(set(s) == {"__key__", "__url__", "__local_path__", "label"} for s in got)
+    assert all(set(s) == {"__key__", "__url__", "label"} for s in got)  # the stage gives no __local_path__
 
 
 def test_truncated_shard_with_skipping_handler_keeps_what_was_read_whole(tmp_path):

@@ -4,7 +4,8 @@ Training code rebuilds webdataset's reader from these pieces (for instance a
 ``tarfile_to_samples_nothrow`` that groups with its own function), so they
 yield webdataset's shapes: ``url_opener`` adds ``"stream"`` to each
 ``{"url": ...}``; ``tar_file_expander`` yields ``{"fname", "data", "__url__"}``
-per file (and ``"__local_path__"`` for local shards); ``group_by_keys`` turns
+per file (and ``"__local_path__"`` when the opener gave ``"local_path"``: ``StreamingOpen`` for local shards,
+``FileCache`` for its copies; ``url_opener`` does not, as in webdataset); ``group_by_keys`` turns
 those into samples.
 
 Files come from wds's own tar reader and streams from its storage layer
@@ -31,7 +32,7 @@ import braceexpand
 from ..errors import SampleError
 from ..grouping import is_meta, split_key
 from ..handlers import Handler, reraise_exception
-from ..io.storage import local_path, open_shard
+from ..io.storage import open_shard
 from ..shardreader import TarfileToSamples, tarfile_to_samples
 from ..tar.tario import iter_members, open_decompressed
 
@@ -148,7 +149,7 @@ def tar_file_expander(
     """
     for source in data:
         url = source.get("url")
-        path = source.get("local_path") or (local_path(url) if isinstance(url, str) else None)
+        path = source.get("local_path")  # only where the opener said it (StreamingOpen, FileCache), as in webdataset
         stream = source.get("stream")
         try:
             try:

@@ -130,6 +130,15 @@ class Storage:
             return self.cache.open(url, lambda: backend.open(url, self, stats))
         return backend.open(url, self, stats)
 
+    def local_copy(self, url: str) -> str | None:
+        """Where ``url``'s bytes are on this machine, as webdataset's readers say it (``__local_path__``): the path
+        of a local shard, the file of its copy in the shard cache (for the shards the cache keeps), else ``None``."""
+        target = self.rewrite(url)
+        path = local_path(target)
+        if path is None and self.cache is not None and self.backend(target).cached(self.cache):
+            return self.cache.path_for(target)
+        return path
+
     def random_access(self, url: str, size: int | None = None) -> RandomAccess:
         """Random access to a shard: memory-mapped when it is local, byte-range requests when it is remote.
 

@@ -215,3 +215,48 @@ def test_the_decoders_table_maps_pickles_to_unpickle_loads(monkeypatch):
     monkeypatch.setenv("WDS_SECURE", "1")
     with pytest.raises(ValueError, match="Unpickling is not allowed"):
         autodecode.decoders["pkl"](pickle.dumps({"a": 1}))
+
+
+def test_local_path_only_where_webdataset_gives_it(tmp_path, http_server):
+    """Issue 44: the ``tarfile_to_samples()`` stage added ``__local_path__`` to every sample of a local shard; a
+    collation turning every key into a batch field gained a column.  webdataset 1.0.2 gives it only where its
+    opener says where the shard is: ``WebDataset`` (a local shard's path, or the file its cache keeps) and
+    ``cached_tarfile_to_samples``.  The same fields as webdataset on each path."""
+    webdataset = pytest.importorskip("webdataset")
+    from wds_core import dropin
+
+    local = write_shard(tmp_path / "l.tar", make_samples("l", 4))
+    write_shard(os.path.join(http_server.root, "r.tar"), make_samples("r", 4))
+    remote = http_server.url + "/r.tar"
+
+    def fields(module, url, how, cache):
+        if how == "WebDataset":
+            dataset = module.WebDataset(url, shardshuffle=False, cache_dir=cache)
+        elif how == "tarfile_to_samples":
+            dataset = module.DataPipeline(module.SimpleShardList(url), module.tarfile_to_samples())
+        else:  # webdataset's reader rebuilt from its pieces, through its file cache
+            pieces, tree = module.filters.pipelinefilter, module.tariterators
+            dataset = module.DataPipeline(
+                module.SimpleShardList(url), module.cache.FileCache(cache_dir=cache),
+                pieces(tree.tar_file_expander)(), pieces(tree.group_by_keys)(),
+            )  # fmt: skip
+        samples = list(dataset)
+        return [{k: (v if k != "__local_path__" else os.path.basename(v)) for k, v in s.items()} for s in samples]
+
+    cases = [
+        (local, "WebDataset", None),
+        (local, "tarfile_to_samples", None),
+        (remote, "tarfile_to_samples", None),
+        (remote, "WebDataset", None),
+        (remote, "WebDataset", "c"),
+        (remote, "cached", "c"),
+        (local, "cached", "c"),
+    ]
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "ours").mkdir()
+    for url, how, cache in cases:
+        theirs = fields(webdataset, url, how, cache and str(tmp_path / "theirs"))  # http through its curl
+        ours = fields(dropin, url, how, cache and str(tmp_path / "ours"))
+        assert [set(s) for s in ours] == [set(s) for s in theirs], (url, how, cache)
+        if "__local_path__" in theirs[0]:
+            assert [s["__local_path__"] for s in ours] == [s["__local_path__"] for s in theirs], (url, how, cache)
