@@ -40,6 +40,8 @@ from .indexed import ShardListDataset as ShardListDataset
 # webdataset's submodules with the PyTorch classes (wds_torch.filters, wds_torch.tariterators...) and its
 # top-level names from them (wds_torch.gopen is the function, as webdataset.gopen is)
 globals().update(_dropin.NAMESPACE)
+# but the loader that tells its dataset each epoch (webdataset's, through the switch, leaves it as the code sets it)
+WebLoader = _datasets.WebLoader  # type: ignore[misc]  # noqa: F811
 
 _TORCH_NAMES = [*_datasets.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 __all__ = sorted(set(_core_all) | set(_TORCH_NAMES))

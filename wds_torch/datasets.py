@@ -117,14 +117,17 @@ class DirectoryShardList(wds_core.DirectoryShardList, torch.utils.data.IterableD
 
 
 class EpochLoader(torch.utils.data.DataLoader):
-    """A ``DataLoader`` that tells its dataset the epoch before each ``iter()``."""
+    """A ``DataLoader`` that tells its dataset the epoch before each ``iter()`` (unless ``sets_epoch`` is false:
+    a plain ``DataLoader`` then)."""
+
+    sets_epoch = True
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self._epochs_started = 0
 
     def __iter__(self) -> Any:
-        set_epoch = getattr(self.dataset, "set_epoch", None)
+        set_epoch = getattr(self.dataset, "set_epoch", None) if self.sets_epoch else None
         if callable(set_epoch) and not (self.persistent_workers and self._iterator is not None):
             start = getattr(self.dataset, "epoch", 0) if self._epochs_started == 0 else self._epochs_started
             set_epoch(start)
@@ -136,11 +139,17 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
     """``WebLoader(dataset, **dataloader_args)``: a ``DataLoader`` whose output can be rebatched, shuffled...
 
     The loader is the pipeline's source; the fluid methods add stages that run
-    in the main process on what the workers deliver.
+    in the main process on what the workers deliver.  Before each epoch it tells
+    the dataset the epoch (``set_epoch``), so that workers started anew each
+    epoch shuffle anew; webdataset's ``WebLoader`` (:class:`CompatWebLoader`,
+    what the drop-in gives) does not.
     """
+
+    sets_epoch = True
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         self.loader = EpochLoader(*args, **kw)
+        self.loader.sets_epoch = self.sets_epoch
         super().__init__(self.loader)
 
     def __len__(self) -> int:
@@ -155,3 +164,12 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
         shutdown = getattr(iterator, "_shutdown_workers", None)
         if callable(shutdown):
             shutdown()
+
+
+class CompatWebLoader(WebLoader):
+    """webdataset's ``WebLoader``, as ``webdataset.WebLoader`` gives it through the drop-in: the dataset's epoch is
+    left as the code sets it.  With workers started anew each epoch, a stage seeded once (``detshuffle(...,
+    seed=S)``, ``shuffle(n, seed=S)``) then starts from the same state every epoch and repeats its order, as in
+    webdataset, where each worker gets a fresh copy of the stages."""
+
+    sets_epoch = False

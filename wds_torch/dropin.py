@@ -30,6 +30,7 @@ _TORCH: dict[str, Any] = {
     **{name: getattr(codecs, name) for name in codecs.__all__},
     **{name: getattr(indexed, name) for name in indexed.__all__},
     "ResampledShardList": datasets.ResampledShards,
+    "WebLoader": datasets.CompatWebLoader,  # webdataset's: it leaves the dataset's epoch as the code sets it
     "IterableDataset": torch.utils.data.IterableDataset,
     "DataLoader": torch.utils.data.DataLoader,
     "TorchTensor": torch.Tensor,

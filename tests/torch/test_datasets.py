@@ -1,4 +1,5 @@
 import os
+import types
 
 import numpy as np
 import pytest
@@ -234,3 +235,28 @@ def test_a_shard_cut_in_a_forked_worker_is_reported_not_a_bus_error(tmp_path, re
             got.append(size)
     assert got == [39_936] * len(got) and 28 <= len(got) <= 30
     assert "k030.bin" in str(caught.value) and str(30 * 40_960 + 1000) in str(caught.value)
+
+
+def test_webdatasets_webloader_leaves_the_epoch_to_the_code(dataset_dir):
+    """Issue 44: through the switch, ``WebLoader`` called ``set_epoch`` before each epoch, so a ``detshuffle(...,
+    seed=S)`` (its epoch -1 until the code says otherwise) drew a new shard order every epoch with workers started
+    anew; webdataset gives each worker a fresh copy of the stages, and the order repeats.  The drop-in's
+    WebLoader leaves the epoch as the code sets it, side by side with webdataset 1.0.2; wds_torch's own
+    WebLoader keeps telling the dataset each epoch (the test above)."""
+    webdataset = pytest.importorskip("webdataset")
+    from wds_torch.dropin import NAMESPACE
+
+    paths = sorted(__import__("glob").glob(os.path.join(os.path.dirname(dataset_dir[0]), "shard-*.tar")))
+
+    def orders(module):
+        dataset = module.DataPipeline(
+            module.SimpleShardList(paths), module.detshuffle(100, seed=3), module.split_by_worker,
+            module.tarfile_to_samples(), module.to_tuple("__key__"),
+        )  # fmt: skip
+        loader = module.WebLoader(dataset, num_workers=1, batch_size=None)
+        return [[key for (key,) in loader] for _ in range(3)]
+
+    theirs = orders(webdataset)
+    assert len({tuple(order) for order in theirs}) == 1  # webdataset repeats its order
+    assert orders(types.SimpleNamespace(**NAMESPACE)) == theirs
+    assert NAMESPACE["WebLoader"] is not wds.WebLoader and issubclass(NAMESPACE["WebLoader"], wds.WebLoader)

@@ -35,7 +35,8 @@ def test_submodules_hold_the_torch_classes():
         if name != "gopen":  # webdataset.gopen is the function; the module is only in sys.modules
             assert sys.modules[f"wds_torch.{name}"] is getattr(wds_torch, name)
     assert callable(wds_torch.gopen) and wds_torch.gopen is sys.modules["wds_torch.gopen"].gopen
-    assert wds_torch.compat.WebLoader is wds_torch.WebLoader
+    # webdataset's WebLoader leaves the dataset's epoch to the code (issue 44); wds_torch's tells it each epoch
+    assert issubclass(wds_torch.compat.WebLoader, wds_torch.WebLoader) and not wds_torch.compat.WebLoader.sets_epoch
     assert wds_torch.pipeline.DataPipeline is wds_torch.DataPipeline
     assert wds_torch.pytorch.IterableDataset is iterable and wds_torch.pytorch.DataLoader is torch.utils.data.DataLoader
     for cls in (
