@@ -165,9 +165,7 @@ def _shuffle(
         rng = random.Random(seed)
     elif rng is None:
         rng = random.Random(fresh_seed())
-    if bufsize < 2:  # webdataset's buffer of one item: the order kept, a pick (a draw of rng) an item all the same
-        bufsize = initial = 1
-    return iter(Shuffle(bufsize, initial, rng=rng)(iter(data)))
+    return iter(shuffle(bufsize, initial, rng=rng)(iter(data)))
 
 
 def _on_iterator(make: Callable[..., Any], name: str) -> Callable[..., Iterator[Any]]:
@@ -196,7 +194,8 @@ def shuffle(
     """webdataset's ``shuffle(bufsize, initial, rng, seed, handler)``: the :class:`~wds_core.buffers.Shuffle` stage.
 
     A ``bufsize`` under 2 keeps the order, as webdataset's buffer of one item
-    does (``shuffle(0)`` is a no-op); ``handler`` is accepted and ignored, as
+    does (``shuffle(0)`` is a no-op; with ``rng``, each item is still a pick,
+    a draw of it, as in webdataset); ``handler`` is accepted and ignored, as
     in webdataset: a shuffle raises nothing for it to handle.
     """
     if bufsize < 2:
