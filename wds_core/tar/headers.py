@@ -16,6 +16,11 @@ from ..errors import OverLimitError, TarFormatError
 
 __all__ = [
     "BLOCK",
+    "EMPTY",
+    "ENDS_IN_HEADER",
+    "ENDS_IN_MEMBER",
+    "ENDS_IN_PADDING",
+    "ENDS_UNMARKED",
     "EXTENSIONS",
     "GNU_LONGLINK",
     "GNU_LONGNAME",
@@ -46,6 +51,14 @@ PAX, PAX_GLOBAL, PAX_SOLARIS = 0x78, 0x67, 0x58  # 'x', 'g', 'X'
 GNU_SPARSE = 0x53  # 'S'
 EXTENSIONS = (GNU_LONGNAME, GNU_LONGLINK, PAX, PAX_GLOBAL, PAX_SOLARIS)  # headers that describe the next member
 USTAR_MAGIC = b"ustar\x00"
+# what both walks (the streaming one, tario, and the index's, tarindex) say of a shard that ends early or holds no
+# tar: the same words, so that a differential test can compare their errors whole
+EMPTY = "the shard is empty: expected a tar archive"
+ENDS_IN_HEADER = "the shard ends inside a tar header"
+ENDS_IN_MEMBER = "the shard ends inside a member"
+ENDS_IN_PADDING = "the shard ends inside a member's padding"
+ENDS_UNMARKED = "the shard ends without an end-of-archive block; it is probably truncated"
+
 # how the checksum field ends after six octal digits in the common case (checksum_ok decides the others): a NUL
 # ends the number whatever follows; spaces may pad it; anything else after a space makes it no number
 SUM_ENDS = frozenset({b"\x00\x00", b"\x00 ", b" \x00", b"  "})

@@ -37,6 +37,11 @@ from ..io.remote import RetryPolicy
 from ..io.storage import RandomAccess, Storage, create_shard, local_path, open_random_access, read_bytes
 from .headers import (
     BLOCK,
+    EMPTY,
+    ENDS_IN_HEADER,
+    ENDS_IN_MEMBER,
+    ENDS_IN_PADDING,
+    ENDS_UNMARKED,
     EXTENSIONS,
     GNU_LONGLINK,
     REGULAR,
@@ -75,13 +80,12 @@ def walk_headers(
         header = read_at(pos, BLOCK)
         if len(header) < BLOCK:  # what ended the shard, as the streaming walk names it
             if pos > size:
-                raise TruncatedShardError("the shard ends inside a member's padding", url=url, offset=size)
+                raise TruncatedShardError(ENDS_IN_PADDING, url=url, offset=size)
             if pos == size and pos > 0:
-                message = "the shard ends without an end-of-archive block; it is probably truncated"
-                raise TruncatedShardError(message, url=url, offset=pos)
+                raise TruncatedShardError(ENDS_UNMARKED, url=url, offset=pos)
             if pos == 0 and not header:
-                raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=0)
-            raise TruncatedShardError("the shard ends inside a tar header", url=url, offset=pos)
+                raise TarFormatError(EMPTY, url=url, offset=0)
+            raise TruncatedShardError(ENDS_IN_HEADER, url=url, offset=pos)
         if header == ZERO_BLOCK:
             return
         field = header[124:135]
@@ -103,7 +107,7 @@ def walk_headers(
         if dpos + dsize > size:
             name = None if kind in EXTENSIONS else ext.name(header, 0, kind, pos)  # as the streaming walk names it
             name = name or decode_name(ustar_name(header, 0))
-            raise TruncatedShardError("the shard ends inside a member", url=url, member=name, offset=size)
+            raise TruncatedShardError(ENDS_IN_MEMBER, url=url, member=name, offset=size)
         if kind in REGULAR and ext.plain:
             yield decode_name(ustar_name(header, 0)), pos, dpos, dsize
         elif kind in EXTENSIONS:
@@ -154,7 +158,7 @@ class ShardIndex:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size == 0:
-                raise TarFormatError("the shard is empty: expected a tar archive", url=url or path, offset=0)
+                raise TarFormatError(EMPTY, url=url or path, offset=0)
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
                 return cls.build(lambda offset, n: view[offset : offset + n], size, url or path)
 

@@ -31,6 +31,11 @@ from . import compiled
 from .compiled import compiled_walk, file_size, mapped_file, walk_file
 from .headers import (
     BLOCK,
+    EMPTY,
+    ENDS_IN_HEADER,
+    ENDS_IN_MEMBER,
+    ENDS_IN_PADDING,
+    ENDS_UNMARKED,
     EXTENSIONS,
     GNU_LONGLINK,
     REGULAR,
@@ -159,24 +164,24 @@ def iter_members(
             buf = body = src.read_blocks(skip, next_read)
             # the padding is skipped by starting the walk past it, not by copying the block
             if len(buf) < skip:
-                raise src.short("the shard ends inside a member's padding", offset=base + len(buf))
+                raise src.short(ENDS_IN_PADDING, offset=base + len(buf))
             origin, skip = skip, 0
             n = len(buf)
         else:  # the next window of the map; base stays 0
             base = 0
             origin, skip = end + skip, 0
             if origin > len(mapped):
-                raise src.short("the shard ends inside a member's padding", offset=len(mapped))
+                raise src.short(ENDS_IN_PADDING, offset=len(mapped))
             n = end = min(len(mapped), origin + next_read)
         next_read = chunk
         pos = origin
         if n - origin < BLOCK:
             here = base + origin
             if n == origin and not seen_any and src.pending is None:
-                raise TarFormatError("the shard is empty: expected a tar archive", url=url, offset=here)
+                raise TarFormatError(EMPTY, url=url, offset=here)
             if n == origin:
-                raise src.short("the shard ends without an end-of-archive block; it is probably truncated", offset=here)
-            raise src.short("the shard ends inside a tar header", offset=here)
+                raise src.short(ENDS_UNMARKED, offset=here)
+            raise src.short(ENDS_IN_HEADER, offset=here)
         seen_any = True
         out: list[Member] = []
         headers: list[int] = []
@@ -268,7 +273,7 @@ def iter_members(
         if straddle < 0 and pos < n:
             if pos + BLOCK <= n:  # pragma: no cover - every stop of the walk above is reported already
                 raise corrupt_header(base + pos, url)
-            raise src.short("the shard ends inside a tar header", offset=base + pos)
+            raise src.short(ENDS_IN_HEADER, offset=base + pos)
         if straddle < 0:
             skip = pos - n
             continue
@@ -316,7 +321,7 @@ def iter_members(
         else:
             got = len(taken)
         if got < size:
-            raise src.short("the shard ends inside a member", member=label, offset=header_offset + BLOCK + got)
+            raise src.short(ENDS_IN_MEMBER, member=label, offset=header_offset + BLOCK + got)
         base = header_offset + BLOCK + size
         skip = (-size) % BLOCK
         if size >= DIRECT:
