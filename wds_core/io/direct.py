@@ -261,9 +261,9 @@ class HttpSource:
                 response.read()
                 body = b""
             elif status == 200:  # the whole object is coming: read up to the end of the range, drop the rest
-                body = read_body(response, start, wanted)
+                body = read_body(response.read, start, wanted)
             else:
-                body = read_body(response, 0, wanted)
+                body = read_body(response.read, 0, wanted)
                 if len(body) < wanted and response.length:
                     raise ConnectionError(f"the response stopped after {len(body)} of {wanted} bytes")
         except http.client.HTTPException as exn:  # IncompleteRead and the like: the connection broke mid-body

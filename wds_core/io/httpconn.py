@@ -13,6 +13,7 @@ import re
 import ssl
 import threading
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from .retries import Pace
@@ -109,16 +110,17 @@ class PacedResponse(http.client.HTTPResponse):
         self.fp = io.BufferedReader(PacedSocket(self.fp.detach(), sock, pace))  # nothing was read from it yet
 
 
-def read_body(response: http.client.HTTPResponse, skip: int, wanted: int) -> bytes:
-    """At most ``wanted`` bytes of the body after its first ``skip`` (read and dropped piece by piece)."""
+def read_body(read: Callable[[int], bytes], skip: int, wanted: int) -> bytes:
+    """At most ``wanted`` bytes of a response body that ``read(n)`` gives (up to ``n`` bytes, ``b""`` at its end),
+    after its first ``skip`` (read and dropped piece by piece)."""
     while skip > 0:
-        dropped = len(response.read(min(PIECE, skip)))
+        dropped = len(read(min(PIECE, skip)))
         if not dropped:
             return b""
         skip -= dropped
     pieces, got = [], 0
     while got < wanted:
-        piece = response.read(min(PIECE, wanted - got))
+        piece = read(min(PIECE, wanted - got))
         if not piece:
             break
         pieces.append(piece)

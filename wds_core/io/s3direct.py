@@ -36,6 +36,7 @@ from typing import Any
 
 from ..errors import ShardChangedError
 from .direct import HttpSource, RequestError
+from .httpconn import read_body
 from .retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
 
 __all__ = ["S3Source", "SignedS3Source", "read_paced", "s3_client", "s3_object", "s3_source", "status_error"]
@@ -280,18 +281,17 @@ def read_paced(body: Any, wanted: int, pace: Pace) -> bytes:
     sock = getattr(getattr(raw, "_connection", None), "sock", None)
     if sock is not None:
         pace.watch(sock)
-    pieces, got = [], 0
-    while got < wanted:
+
+    def read(n: int) -> bytes:
         wait = pace.wait()
         if sock is not None:
             sock.settimeout(wait)
-        piece = raw.read1(min(wanted - got, 4 << 20))
-        if not piece:
-            break
-        pace.arrived(len(piece))
-        pieces.append(piece)
-        got += len(piece)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        piece: bytes = raw.read1(n)
+        if piece:
+            pace.arrived(len(piece))
+        return piece
+
+    return read_body(read, 0, wanted)
 
 
 class _PastTheEnd(Exception):
