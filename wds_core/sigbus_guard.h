@@ -4,7 +4,7 @@
  *
  * A helper calls import_guard() when its module is created (failing, the module does not import and Python reads
  * without it), brackets its copies with guard->enter() (0: errno says why) and guard->leave(), and copies with
- * copy_out(), which says -1 when the bytes are not there.
+ * copy_out(), which says -1 when the bytes are not there; pread_fully() reads such bytes from the file itself.
  *
  * Included after Python.h (copy_out releases the GIL around large copies).
  */
@@ -23,6 +23,9 @@ typedef struct {
 } WdsSigbusGuard;
 
 #ifndef WDS_SIGBUS_GUARD_OWNER
+#include <errno.h>
+#include <unistd.h>
+
 static const WdsSigbusGuard *guard;
 
 /* (the module by its full name, not PyCapsule_Import: that takes the attributes of a package still importing) */
@@ -50,6 +53,30 @@ static int copy_out(void *into, const void *from, size_t size)
         status = guard->copy(into, from, size);
     }
     return status;
+}
+
+/* What stands in for a copy the map cannot give: up to size bytes at offset of the file fd with pread, reading on
+ * after EINTR (a profiler's timer), the GIL released for large reads; called with the GIL held.  How many bytes
+ * there were: fewer where the file ends (now), or on an error. */
+static Py_ssize_t pread_fully(int fd, char *into, Py_ssize_t size, Py_ssize_t offset)
+{
+    Py_ssize_t got = 0;
+    while (offset >= 0 && got < size) {
+        ssize_t n;
+        if (size >= RELEASE_GIL) {
+            Py_BEGIN_ALLOW_THREADS
+            n = pread(fd, into + got, (size_t)(size - got), (off_t)(offset + got));
+            Py_END_ALLOW_THREADS
+        } else {
+            n = pread(fd, into + got, (size_t)(size - got), (off_t)(offset + got));
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += n;
+    }
+    return got;
 }
 #endif
 

@@ -12,10 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <errno.h>
-#include <unistd.h>
-
-#include "../sigbus_guard.h" /* copy_out, guard, import_guard */
+#include "../sigbus_guard.h" /* copy_out, guard, import_guard, pread_fully */
 
 /* The bytes [offset, offset + size) of a buffer of len bytes, fewer where it ends, copied out under the guard
  * (entered by the caller): a new bytes object, Py_None (a new reference) when a SIGBUS stopped the copy, NULL on
@@ -57,25 +54,13 @@ static PyObject *copy(PyObject *self, PyObject *args)
     return data;
 }
 
-/* ``size`` bytes at ``offset`` of the file fd with pread (fewer where it ends), into a new bytes object */
+/* ``size`` bytes at ``offset`` of the file fd (fewer where it ends), in a new bytes object */
 static PyObject *pread_bytes(int fd, Py_ssize_t offset, Py_ssize_t size)
 {
     PyObject *data = PyBytes_FromStringAndSize(NULL, size < 0 ? 0 : size);
     if (data == NULL)
         return NULL;
-    char *into = PyBytes_AS_STRING(data);
-    Py_ssize_t got = 0;
-    while (offset >= 0 && got < size) {
-        ssize_t n;
-        Py_BEGIN_ALLOW_THREADS
-        n = pread(fd, into + got, (size_t)(size - got), (off_t)(offset + got));
-        Py_END_ALLOW_THREADS
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += n;
-    }
+    Py_ssize_t got = pread_fully(fd, PyBytes_AS_STRING(data), size, offset);
     if (got < size && _PyBytes_Resize(&data, got) < 0)
         return NULL;
     return data;

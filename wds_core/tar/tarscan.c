@@ -43,7 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../sigbus_guard.h" /* copy_out, guard, import_guard, RELEASE_GIL */
+#include "../sigbus_guard.h" /* copy_out, guard, import_guard, pread_fully, RELEASE_GIL */
 
 #define BLOCK 512
 #define WINDOW 8192 /* bytes of headers read at once: a small member's header and the next few */
@@ -109,29 +109,6 @@ static PyObject *member_name(const unsigned char *h)
     return PyUnicode_DecodeUTF8(joined, plen + 1 + len, "surrogateescape");
 }
 
-/* Read size bytes at offset of fd into into, as many reads as it takes (the GIL released for large ones): whether
- * they were all there */
-static int read_fully(int fd, char *into, Py_ssize_t size, Py_ssize_t offset)
-{
-    Py_ssize_t got = 0;
-    while (got < size) {
-        ssize_t n;
-        if (size >= RELEASE_GIL) {
-            Py_BEGIN_ALLOW_THREADS
-            n = pread(fd, into + got, (size_t)(size - got), (off_t)(offset + got));
-            Py_END_ALLOW_THREADS
-        } else {
-            n = pread(fd, into + got, (size_t)(size - got), (off_t)(offset + got));
-        }
-        if (n < 0 && errno == EINTR)
-            continue; /* a signal (a profiler's timer): read on */
-        if (n <= 0)
-            return 0;
-        got += n;
-    }
-    return 1;
-}
-
 /* The bytes [dpos, dpos + size) as a bytes object in *data: from the window when it holds them, else read from
  * fd, else copied from buf.  0 when done, -1 on an error (set), 1 when they cannot be had (no buf and the file
  * ends before them, or the map's file was cut): the walk stops there. */
@@ -146,7 +123,7 @@ static int copied(PyObject **data, const unsigned char *buf, Py_ssize_t dpos, Py
     if (*data == NULL)
         return -1;
     char *into = PyBytes_AS_STRING(*data);
-    if (fd >= 0 && read_fully(fd, into, size, dpos))
+    if (fd >= 0 && pread_fully(fd, into, size, dpos) == size)
         return 0;
     if (buf != NULL && copy_out(into, buf + dpos, (size_t)size) == 0)
         return 0;
