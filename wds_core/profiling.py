@@ -131,6 +131,10 @@ class Profile:
         if not self._running:
             return self
         if self.sampler == "signal":
+            # the handler may run between any two lines here (a signal already delivered): once _running is off
+            # it no longer arms the timer, so the timer is off for good before the previous handler (often the
+            # default, which ends the process) is back
+            self._running = False
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._previous_handler)
         elif self._thread is not None:
@@ -160,6 +164,8 @@ class Profile:
                 self.reports[name] = stage.report()
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
+        if not self._running:  # stopping: see stop
+            return
         now, cpu = time.perf_counter(), time.thread_time()
         if self._phase == 0:  # the window before a look opens: its CPU share says whether the thread waits
             self._window = (now, cpu)

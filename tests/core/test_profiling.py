@@ -112,6 +112,40 @@ def test_a_user_alarm_handler_is_left_alone_and_another_thread_is_sampled(shards
     assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
 
 
+STOPPED_WITH_A_SIGNAL_PENDING = textwrap.dedent(
+    """
+    import os, signal, time
+    import wds_core as wds
+    from wds_core import profiling
+
+    real = signal.setitimer
+
+    def cancel_then_signal(which, delay, interval=0.0):  # a signal delivered just as stop cancels the timer
+        real(which, delay, interval)
+        if delay == 0:
+            os.kill(os.getpid(), signal.SIGALRM)
+
+    profiling.signal.setitimer = cancel_then_signal
+    dataset = wds.WebDataset({shard!r}, shardshuffle=False)
+    with profiling.Profile(dataset, interval=0.002):
+        for _ in dataset:
+            pass
+    time.sleep(0.2)  # any timer armed again would end the process (the default SIGALRM handler) by now
+    print("ok")
+    """
+)
+
+
+def test_a_signal_pending_when_the_profile_stops_arms_no_timer(tmp_path):
+    # its handler runs between cancelling the timer and restoring the previous handler (the default one, which
+    # ends the process): it ended pytest in CI once, in this file's first test, when that handler armed the
+    # timer again
+    shard = write_shard(tmp_path / "a.tar", make_samples("s", 4))
+    script = STOPPED_WITH_A_SIGNAL_PENDING.format(shard=str(shard))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]
+
+
 PIPELINES = textwrap.dedent(
     """
     import sys, time

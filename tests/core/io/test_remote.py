@@ -804,8 +804,11 @@ def test_closing_a_remote_shard_ends_its_ranges_under_way(tmp_path, monkeypatch)
         local_dataset(str(tmp_path), nshards=1, nsamples=100, size=60_000)
         read_with(monkeypatch, ReadAhead(first_range=1 << 20, range_bytes=2 << 20, in_flight=4, shards_ahead=0))
         stream = open_shard(server.url + "/shard-000.tar")
-        stream.read(100)  # the first range is here; the next ones are under way
+        stream.read(100)  # the first range is here; the next ones are starting (their threads may lag)
         attempts = stream.source.attempts
+        deadline = time.monotonic() + 5
+        while not attempts.running and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert attempts.running
         started = time.monotonic()
         stream.close()
