@@ -22,6 +22,7 @@ from typing import Any
 
 from . import metrics  # noqa: F401 - adds the run hook that profiles runs when WDS_PROFILE is set
 from .buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
+from .buffers import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
 from .chaining import FluidInterface
 from .collate import default_collation_fn
 from .decode import CropImages, Decode, Decoder, XDecode, crop_images, decode
@@ -31,7 +32,6 @@ from .dropin import (
     LRUCleanup,
     Processor,
     associate,
-    batched,
     cached_tarfile_samples,
     cached_tarfile_to_samples,
     cbors2_to_samples,

@@ -20,12 +20,12 @@ import numpy as np
 
 from .collate import default_collation_fn
 from .dist import stream_seed
-from .elastic import WindowProgress
-from .errors import CheckpointError, SpecError
+from .elastic import WindowProgress, find_balanced, reader_progress
+from .errors import CheckpointError, NotElastic, SpecError
 from .rng import Rng
 from .state import Recipe, RunContext, StageIterator, load_state, state_of
 
-__all__ = ["Batch", "DetShuffle", "Shuffle", "Slice", "Unbatch"]
+__all__ = ["Batch", "DetShuffle", "ReadAheadBatch", "Shuffle", "Slice", "Unbatch"]
 
 _SNAPSHOT_EVERY = 64
 
@@ -277,7 +277,7 @@ class Batch(Recipe):
         self.collation_fn = collation_fn
         self.partial = partial
 
-    def build(self, src: Any, ctx: RunContext) -> _BatchIterator:
+    def build(self, src: Any, ctx: RunContext) -> StageIterator:
         return _BatchIterator(src, self)
 
 
@@ -298,6 +298,83 @@ class _BatchIterator(StageIterator):
                 batch = []
         if batch and self.recipe.partial:
             yield collate(batch) if collate is not None else batch
+
+
+class ReadAheadBatch(Batch):
+    """:class:`Batch` as webdataset batches: a full batch is handed on only once the item after it has come.
+
+    So after ``k`` batches its upstream has made ``k * batchsize + 1`` items, where :class:`Batch` (wds's own,
+    which hands a batch on as soon as it is full) asked for ``k * batchsize``.  The trees that stand in for
+    webdataset (``install_as_webdataset``) batch with this one: code that stops after ``k`` batches and keeps a
+    seeded ``random.Random`` alive across epochs draws exactly as often as under webdataset.  The item read
+    ahead is not lost to a checkpoint: the state is the upstream's before it, and a resumed run reads it again.
+    """
+
+    def build(self, src: Any, ctx: RunContext) -> StageIterator:
+        return _ReadAheadBatchIterator(src, self)
+
+
+class _ReadAheadBatchIterator(StageIterator):
+    passes_order = False  # it holds the item read ahead: what it delivered is counted by delivered_positions()
+    in_order = True  # a ReportsDelivered: what it has delivered is a prefix of what it read
+
+    def __init__(self, src: Any, recipe: Batch) -> None:
+        super().__init__(src)
+        self.recipe = recipe
+        self.balanced: bool | None = None
+        # while an item read ahead is held: the upstream's state, and its delivered positions in a balanced
+        # epoch, from before it was read (an error in place of either that cannot be had, raised if asked for)
+        self.held: tuple[Any, Any] | None = None
+
+    def _before_next(self) -> tuple[Any, Any]:
+        try:
+            state = state_of(self.src)
+        except CheckpointError as exn:
+            state = exn
+        if self.balanced is None:
+            self.balanced = find_balanced(self.src) is not None
+        progress: Any = None
+        if self.balanced:
+            try:
+                progress = reader_progress(self.src)
+            except NotElastic as exn:
+                progress = exn
+        return state, progress
+
+    def _run(self) -> Iterator[Any]:
+        size, collate = self.recipe.batchsize, self.recipe.collation_fn
+        src = iter(self.src)
+        batch: list[Any] = []
+        while True:
+            before = self._before_next() if len(batch) == size else None
+            try:
+                item = next(src)
+            except StopIteration:
+                break
+            if before is not None:
+                self.held = before
+                yield collate(batch) if collate is not None else batch
+                self.held, batch = None, []
+            batch.append(item)
+        if batch and (len(batch) == size or self.recipe.partial):
+            yield collate(batch) if collate is not None else batch
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.held is None:
+            return {"parent": state_of(self.src)}
+        if isinstance(self.held[0], CheckpointError):
+            raise self.held[0]
+        return {"parent": self.held[0]}
+
+    def delivered_positions(self) -> tuple[int, Any]:
+        if self.held is None:
+            return reader_progress(self.src)
+        progress = self.held[1]
+        if isinstance(progress, NotElastic):
+            raise progress
+        if progress is None:
+            raise NotElastic("batched: its upstream's positions were not taken (not a balanced epoch)")
+        return progress  # type: ignore[no-any-return]
 
 
 class Unbatch(Recipe):

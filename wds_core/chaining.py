@@ -9,7 +9,7 @@ left as it was.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from .buffers import Batch, Shuffle, Slice, Unbatch
 from .collate import default_collation_fn
@@ -23,6 +23,10 @@ __all__ = ["FluidInterface"]
 class FluidInterface:
     """The chainable methods shared by ``WebDataset`` and ``DataPipeline`` subclasses."""
 
+    #: The stage :meth:`batched` and :meth:`listed` add: the trees that stand in for webdataset batch with
+    #: :class:`~wds_core.buffers.ReadAheadBatch`, as webdataset does.
+    batch_stage: ClassVar[type[Batch]] = Batch
+
     def compose(self, *stages: Any) -> Any:  # pragma: no cover - provided by DataPipeline
         raise NotImplementedError
 
@@ -33,7 +37,7 @@ class FluidInterface:
 
         ``partial=False`` drops a last batch that is not full; ``collation_fn=None`` gives lists.
         """
-        return self.compose(Batch(batchsize, collation_fn, partial))
+        return self.compose(self.batch_stage(batchsize, collation_fn, partial))
 
     def unbatched(self) -> Any:
         """Split batches (tuples of arrays, dicts of arrays, lists) back into single items."""
@@ -41,7 +45,7 @@ class FluidInterface:
 
     def listed(self, batchsize: int, partial: bool = True) -> Any:
         """Group items into plain lists of ``batchsize`` (no collation)."""
-        return self.compose(Batch(batchsize, None, partial))
+        return self.compose(self.batch_stage(batchsize, None, partial))
 
     def unlisted(self) -> Any:
         """Split lists back into their items (the inverse of :meth:`listed`)."""

@@ -9,7 +9,9 @@ image specs (``"torchrgb8"``...), ``.pth`` fields, ``torch_video`` and
 from typing import Any
 
 from wds_core import *  # noqa: F401,F403
+from wds_core import FluidInterface as _core_FluidInterface
 from wds_core import __all__ as _core_all
+from wds_core import batched as _core_batched
 from wds_core.reexport import core_attribute
 
 from . import codecs as _codecs
@@ -40,8 +42,14 @@ from .indexed import ShardListDataset as ShardListDataset
 # webdataset's submodules with the PyTorch classes (wds_torch.filters, wds_torch.tariterators...) and its
 # top-level names from them (wds_torch.gopen is the function, as webdataset.gopen is)
 globals().update(_dropin.NAMESPACE)
-# but the loader that tells its dataset each epoch (webdataset's, through the switch, leaves it as the code sets it)
+# but wds's own where webdataset's differ on purpose: the loader that tells its dataset each epoch (webdataset's,
+# through the switch, leaves it as the code sets it), and batching that hands a full batch on at once
+# (webdataset's waits for the next item)
 WebLoader = _datasets.WebLoader  # type: ignore[misc]  # noqa: F811
+WebDataset = _datasets.WebDataset  # type: ignore[misc]  # noqa: F811
+FluidWrapper = _datasets.FluidWrapper  # type: ignore[misc]  # noqa: F811
+FluidInterface = _core_FluidInterface  # type: ignore[misc]  # noqa: F811
+batched = _core_batched  # type: ignore[misc]  # noqa: F811
 
 _TORCH_NAMES = [*_datasets.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 __all__ = sorted(set(_core_all) | set(_TORCH_NAMES))

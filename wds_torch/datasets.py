@@ -26,6 +26,7 @@ from typing import Any
 import torch.utils.data
 
 import wds_core
+from wds_core import dropin
 
 from . import transfer
 
@@ -93,6 +94,16 @@ class RoundRobin(_RankTravels, wds_core.RoundRobin, torch.utils.data.IterableDat
 
 class FluidWrapper(_RankTravels, wds_core.FluidWrapper, torch.utils.data.IterableDataset):
     """:class:`wds_core.FluidWrapper` as a PyTorch ``IterableDataset``."""
+
+
+class CompatWebDataset(WebDataset, dropin.FluidInterface):
+    """webdataset's ``WebDataset``, as ``webdataset.WebDataset`` gives it through the drop-in: ``.batched(n)`` hands
+    a full batch on once the item after it has come, as webdataset's does (:class:`wds_core.buffers.ReadAheadBatch`).
+    """
+
+
+class CompatFluidWrapper(FluidWrapper, dropin.FluidInterface):
+    """webdataset's ``FluidWrapper``, batching as webdataset does (see :class:`CompatWebDataset`)."""
 
 
 class MockDataset(_RankTravels, wds_core.MockDataset, torch.utils.data.IterableDataset):
@@ -166,10 +177,11 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
             shutdown()
 
 
-class CompatWebLoader(WebLoader):
+class CompatWebLoader(WebLoader, dropin.FluidInterface):
     """webdataset's ``WebLoader``, as ``webdataset.WebLoader`` gives it through the drop-in: the dataset's epoch is
     left as the code sets it.  With workers started anew each epoch, a stage seeded once (``detshuffle(...,
     seed=S)``, ``shuffle(n, seed=S)``) then starts from the same state every epoch and repeats its order, as in
-    webdataset, where each worker gets a fresh copy of the stages."""
+    webdataset, where each worker gets a fresh copy of the stages.  ``.batched(n)`` batches as webdataset's does
+    (see :class:`CompatWebDataset`)."""
 
     sets_epoch = False

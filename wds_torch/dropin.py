@@ -30,6 +30,8 @@ _TORCH: dict[str, Any] = {
     **{name: getattr(codecs, name) for name in codecs.__all__},
     **{name: getattr(indexed, name) for name in indexed.__all__},
     "ResampledShardList": datasets.ResampledShards,
+    "WebDataset": datasets.CompatWebDataset,  # webdataset's: .batched(n) reads one item ahead
+    "FluidWrapper": datasets.CompatFluidWrapper,
     "WebLoader": datasets.CompatWebLoader,  # webdataset's: it leaves the dataset's epoch as the code sets it
     "IterableDataset": torch.utils.data.IterableDataset,
     "DataLoader": torch.utils.data.DataLoader,

@@ -8,7 +8,7 @@ import random
 import pytest
 
 import wds_core as wds
-from wds_core import CheckpointError
+from wds_core import CheckpointError, dropin
 from wds_core.testing import check_resume, item_key
 
 
@@ -29,6 +29,12 @@ def pipelines(spec):
         "shuffle-big-buffer": lambda: wds.WebDataset(spec, seed=1).shuffle(1000),
         "two-shuffles": lambda: wds.WebDataset(spec, seed=4).shuffle(10).map(lambda s: s).shuffle(7),
         "batched": lambda: wds.WebDataset(spec, seed=5).shuffle(9).to_tuple("__key__", "cls").batched(7),
+        "read-ahead-batched": lambda: (
+            wds.WebDataset(spec, seed=5).shuffle(9).to_tuple("__key__", "cls").compose(wds.buffers.ReadAheadBatch(7))
+        ),
+        "webdataset-tree-batched": lambda: dropin.DataPipeline(
+            dropin.SimpleShardList(spec), dropin.tarfile_to_samples(), dropin.batched(4, partial=False), seed=3
+        ),
         "unbatched": lambda: wds.WebDataset(spec, seed=6).to_tuple("__key__", "txt").batched(6).unbatched(),
         "slice": lambda: wds.WebDataset(spec).slice(3, 80, 2),
         "with_epoch": lambda: wds.WebDataset(spec, seed=8).shuffle(5).with_epoch(130),
@@ -85,7 +91,7 @@ def pipelines(spec):
 def test_resume_at_every_step(name, shards):
     spec, paths, keys = shards
     make = pipelines(spec)[name]
-    step = 1 if name in ("shuffle", "batched", "list-source", "pipeline", "decode-threads") else 7
+    step = 1 if name in ("shuffle", "batched", "read-ahead-batched", "list-source", "pipeline", "decode-threads") else 7
     oracle(make, step)
 
 

@@ -260,3 +260,32 @@ def test_webdatasets_webloader_leaves_the_epoch_to_the_code(dataset_dir):
     assert len({tuple(order) for order in theirs}) == 1  # webdataset repeats its order
     assert orders(types.SimpleNamespace(**NAMESPACE)) == theirs
     assert NAMESPACE["WebLoader"] is not wds.WebLoader and issubclass(NAMESPACE["WebLoader"], wds.WebLoader)
+
+
+def test_webdatasets_batching_reads_one_item_ahead_through_a_persistent_worker(dataset_dir):
+    """Issue 44: webdataset's ``batched`` hands a full batch on once the next item has come; a shuffle with its
+    own ``random.Random`` kept alive in a persistent DataLoader worker then draws once more an epoch than under
+    wds's own batching, and epoch 2's order differs.  The drop-in's ``WebDataset.batched`` and
+    ``WebLoader(...).batched`` read ahead as webdataset's do, side by side with webdataset 1.0.2."""
+    import random
+
+    webdataset = pytest.importorskip("webdataset")
+    from wds_torch.dropin import NAMESPACE
+
+    paths = sorted(__import__("glob").glob(os.path.join(os.path.dirname(dataset_dir[0]), "shard-*.tar")))
+
+    def epochs(module):
+        dataset = (
+            module.WebDataset(paths, shardshuffle=False)
+            .shuffle(10, initial=10, rng=random.Random(4))
+            .to_tuple("__key__")
+            .batched(4)
+            .with_epoch(5)
+        )
+        loader = module.WebLoader(dataset, num_workers=1, batch_size=None, persistent_workers=True)
+        rebatched = loader.unbatched().batched(3).with_epoch(4)
+        return [[key for (keys,) in rebatched for key in keys] for _ in range(2)]
+
+    theirs = epochs(webdataset)
+    assert theirs[0] != theirs[1]
+    assert epochs(types.SimpleNamespace(**NAMESPACE)) == theirs

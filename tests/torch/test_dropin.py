@@ -75,7 +75,7 @@ import webdataset.filters, webdataset.tariterators
 from webdataset.filters import _shuffle
 from webdataset.shardlists import expand_urls
 from webdataset.utils import pytorch_worker_seed
-print(wds.__wds__, wds.WebDataset is wds_torch.WebDataset, _shuffle is wds_torch.filters._shuffle,
+print(wds.__wds__, issubclass(wds.WebDataset, wds_torch.WebDataset), _shuffle is wds_torch.filters._shuffle,
       webdataset.tariterators is wds_torch.tariterators, len(caught))
 try:
     import webdataset.wids

@@ -1,8 +1,11 @@
-"""``webdataset.compat``: ``WebDataset``, ``FluidInterface``, ``FluidWrapper`` (wds's) and ``WebLoader``.
+"""``webdataset.compat``: ``WebDataset``, ``FluidInterface``, ``FluidWrapper`` and ``WebLoader``.
 
-``WebLoader`` wraps a PyTorch ``DataLoader`` and comes with ``wds_torch``;
-without a framework, :class:`wds_core.Loader` runs a pipeline in worker
-processes.
+The first three are wds's, batching as webdataset does: ``.batched(n)`` and
+``.listed(n)`` hand a full batch on once the item after it has come (see
+:class:`~wds_core.buffers.ReadAheadBatch`), where wds's own classes hand it on
+as soon as it is full.  ``WebLoader`` wraps a PyTorch ``DataLoader`` and comes
+with ``wds_torch``; without a framework, :class:`wds_core.Loader` runs a
+pipeline in worker processes.
 """
 
 from __future__ import annotations
@@ -10,12 +13,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..chaining import FluidInterface
+from .. import chaining, fluid
+from ..buffers import ReadAheadBatch
 from ..errors import EmptyDatasetError
-from ..fluid import FluidWrapper, WebDataset
 from ._refuse import refused_class
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset", "WebLoader", "check_empty"]
+
+
+class FluidInterface(chaining.FluidInterface):
+    """webdataset's ``FluidInterface``: wds's, batching as webdataset does."""
+
+    batch_stage = ReadAheadBatch
+
+
+class WebDataset(fluid.WebDataset, FluidInterface):
+    __doc__ = fluid.WebDataset.__doc__
+
+
+class FluidWrapper(fluid.FluidWrapper, FluidInterface):
+    __doc__ = fluid.FluidWrapper.__doc__
 
 
 def check_empty(source: Iterable[Any]) -> Iterator[Any]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..buffers import Slice
-from ..fluid import FluidWrapper
 from ..mock import MockDataset
 from ..pipeline import DataPipeline
+from .compat import FluidWrapper
 from .utils import repeatedly
 
 __all__ = ["MockDataset", "repeatedly", "with_epoch", "with_length"]

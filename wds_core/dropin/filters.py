@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from fnmatch import fnmatch
 from typing import Any
 
-from ..buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
+from ..buffers import DetShuffle, ReadAheadBatch, Shuffle, Slice, Unbatch
 from ..collate import collate_column, default_collation_fn
 from ..decode import XDECODE_DEFAULTS, XDecode, decode, decode_bin, decode_pickle, decode_text
 from ..fieldstages import Associate, ExtractKeys, RenameKeys
@@ -212,7 +212,7 @@ associate = Associate
 map_dict = MapDict
 to_tuple = ToTuple
 map_tuple = MapTuple
-batched = Batch
+batched = ReadAheadBatch  # webdataset's batching: a full batch waits for the item after it
 unbatched = Unbatch
 rsample = RandomSample
 slice = Slice
@@ -232,7 +232,7 @@ _associate = _on_iterator(Associate, "_associate")
 _map_dict = _on_iterator(MapDict, "_map_dict")
 _to_tuple = _on_iterator(ToTuple, "_to_tuple")
 _map_tuple = _on_iterator(MapTuple, "_map_tuple")
-_batched = _on_iterator(Batch, "_batched")
+_batched = _on_iterator(ReadAheadBatch, "_batched")
 _unlisted = _on_iterator(unlisted, "_unlisted")
 _unbatched = _on_iterator(Unbatch, "_unbatched")
 _rsample = _on_iterator(RandomSample, "_rsample")

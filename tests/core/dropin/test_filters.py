@@ -1,6 +1,7 @@
 """webdataset.filters over wds: same picks as webdataset for seeded shuffles, same outputs for its helpers."""
 
 import io
+import itertools
 import pickle
 import random
 
@@ -193,3 +194,72 @@ def test_a_buffer_under_two_keeps_the_order_in_every_form(bufsize):
             return filters._shuffle(src, bufsize, 0, random.Random(1))
 
     assert list(wds_core.DataPipeline(data, Stage())) == data
+
+
+def _counted(log, n):
+    for i in range(n):
+        log.append(i)
+        yield i
+
+
+def test_batched_reads_one_item_ahead_as_webdataset_does_in_every_form():
+    """Issue 44: webdataset hands a full batch on only once the next item has come, so after k batches its
+    upstream has made k*n + 1 items; code that stops after k batches and keeps a seeded generator alive across
+    epochs relies on that count.  Every batching form of the webdataset tree does the same; wds's own
+    ``batched`` hands the batch on at once (k*n)."""
+
+    def forms(mod, fil):
+        return {
+            "_batched": lambda up: fil._batched(up(), 4, collation_fn=None),
+            "stage": lambda up: iter(mod.DataPipeline(up, mod.batched(4, collation_fn=None))),
+            "stage, partial=False": lambda up: iter(mod.DataPipeline(up, mod.batched(4, None, partial=False))),
+            "fluid": lambda up: iter(mod.FluidWrapper(mod.DataPipeline(up)).batched(4, collation_fn=None)),
+            "listed": lambda up: iter(mod.FluidWrapper(mod.DataPipeline(up)).listed(4)),
+            "subclass": lambda up: iter(type("P", (mod.DataPipeline, mod.FluidInterface), {})(up).batched(4, None)),
+        }
+
+    theirs, ours = forms(webdataset, wf), forms(dropin, filters)
+    for name in theirs:
+        for total, taken in [(100, 5), (20, 5), (21, 5), (22, 6)]:
+            made: list[list[int]] = [[], []]
+            got = [
+                list(itertools.islice(form[name](lambda log=log, total=total: _counted(log, total)), taken))
+                for form, log in zip((theirs, ours), made)
+            ]
+            assert got[1] == got[0] and len(made[1]) == len(made[0]), (name, total, taken)
+            assert len(made[0]) == min(total, 4 * taken + 1)
+    native: list[int] = []
+    assert (
+        len(
+            list(
+                itertools.islice(
+                    wds_core.FluidWrapper(wds_core.DataPipeline(lambda: _counted(native, 100))).batched(4), 5
+                )
+            )
+        )
+        == 5
+    )
+    assert len(native) == 20  # wds's own batching asks for no item it does not hand on
+
+
+def test_a_generator_kept_across_epochs_draws_as_under_webdataset(tmp_path):
+    """Issue 44's report: five batches of four an epoch from a shuffle with a ``random.Random`` that lives on
+    across epochs; webdataset makes 21 draws an epoch, so epoch 2's order depends on the item read ahead."""
+    from tests.conftest import make_samples, write_shard
+
+    for s in range(3):
+        write_shard(tmp_path / f"e-{s}.tar", make_samples(f"s{s}-", 30))
+    spec = str(tmp_path / "e-{0..2}.tar")
+
+    def epochs(mod):
+        rng = random.Random(7)
+        dataset = (
+            mod.WebDataset(spec, shardshuffle=False)
+            .shuffle(10, initial=10, rng=rng)
+            .to_tuple("__key__")
+            .batched(4, collation_fn=None)
+            .with_epoch(5)
+        )
+        return [[key for batch in dataset for (key,) in batch] for _ in range(2)], rng.random()
+
+    assert epochs(dropin) == epochs(webdataset)

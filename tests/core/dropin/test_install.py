@@ -16,7 +16,7 @@ from webdataset.filters import _shuffle
 from webdataset.tariterators import url_opener, tar_file_expander
 from webdataset.shardlists import expand_urls
 from webdataset.utils import pytorch_worker_seed
-print(wds.__wds__, wds.__version__, wds.WebDataset is wds_core.WebDataset, wds.gopen is wds_core.gopen)
+print(wds.__wds__, wds.__version__, issubclass(wds.WebDataset, wds_core.WebDataset), wds.gopen is wds_core.gopen)
 print(sorted(m for m in ("torch", "jax", "tensorflow") if m in sys.modules))
 try:
     wds.WebLoader([])
