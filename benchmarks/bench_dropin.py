@@ -8,12 +8,13 @@ uint8 CHW tensor), ``to_tuple``, ``batched(64)``; ``WebLoader``).  It runs in a 
 ``python loader.py`` (the real webdataset) and ``python -m wds_torch.run loader.py`` (wds, no
 edit), with its own reader or ``wds.tarfile_to_samples()`` (the library's), and with the images
 decoded or left as bytes (the same loader without its decode and map_dict: what the data path
-costs besides JPEG decoding).  Also: ``shuffle(1000)`` alone on 200,000 small items, and the import time
+costs besides JPEG decoding).  Also: ``shuffle(1000)`` alone on 200,000 small items, batching (wds's, the
+drop-in's and webdataset's) after a shuffle on 80,000 small samples, and the import time
 of ``wds_torch`` against ``webdataset``.
 
 Data: 16 shards x 500 samples of a 256x256 JPEG (~17 KB) + caption, in /tmp/wds-bench-dropin.
 
-    python benchmarks/bench_dropin.py [--repeats 3] [--workers 0,2]
+    python benchmarks/bench_dropin.py [--repeats 3] [--workers 0,2] [--stages-only]
 """
 
 from __future__ import annotations
@@ -161,6 +162,50 @@ def shuffle_rates(repeats: int) -> tuple[float, float]:
     return ours, theirs
 
 
+def small_shards() -> str:
+    """4 shards x 20,000 samples of a few bytes (``txt``, ``cls``): what a pipeline's stages cost, not reading."""
+    root = ROOT + "-small"
+    spec = os.path.join(root, "small-{0..3}.tar")
+    if not os.path.exists(os.path.join(root, "small-3.tar")):
+        os.makedirs(root, exist_ok=True)
+        for s in range(4):
+            with wds_core.TarWriter(os.path.join(root, f"small-{s}.tar")) as sink:
+                for i in range(20_000):
+                    sink.write({"__key__": f"s{s}-{i:05d}", "txt": f"text {i}", "cls": i % 10})
+    return spec
+
+
+def batching_rates(repeats: int) -> dict[str, float]:
+    """``shuffle(1000).to_tuple("txt", "cls").batched(32)`` on 80,000 small samples: wds's own batching (a batch
+    handed on when full), the drop-in's (webdataset's: handed on once the next item has come; its checkpoint
+    needs a snapshot of the upstream's state every 1,024 items, or every 64, or every batch) and webdataset's."""
+    import webdataset
+
+    from wds_core import buffers, dropin
+
+    spec = small_shards()
+
+    def rate(module):
+        best = 0.0
+        for _ in range(repeats):
+            dataset = module.WebDataset(spec, shardshuffle=False).shuffle(1000).to_tuple("txt", "cls")
+            start = time.perf_counter()
+            count = sum(len(batch) for batch in dataset.batched(32, collation_fn=None))
+            best = max(best, count / (time.perf_counter() - start))
+        return best
+
+    rates = {"wds": rate(wds_core)}
+    default = buffers._READ_AHEAD_SNAPSHOT_EVERY
+    try:
+        for every in (default, 64, 1):
+            buffers._READ_AHEAD_SNAPSHOT_EVERY = every
+            rates[f"drop-in (a snapshot every {every})"] = rate(dropin)
+    finally:
+        buffers._READ_AHEAD_SNAPSHOT_EVERY = default
+    rates["webdataset"] = rate(webdataset)
+    return rates
+
+
 def import_seconds(module: str) -> float:
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     times = [
@@ -173,7 +218,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", default="0,2")
+    parser.add_argument("--stages-only", action="store_true", help="only the shuffle and batching figures")
     args = parser.parse_args()
+    for name, rate in batching_rates(args.repeats).items():
+        print(f"shuffle(1000).to_tuple().batched(32), 80,000 small samples, {name}: {rate:,.0f} samples/s")
+    ours, theirs = shuffle_rates(args.repeats)
+    print(f"shuffle(1000) on 200,000 ints: wds {ours:,.0f} items/s  webdataset {theirs:,.0f}  {ours / theirs:.2f}x")
+    if args.stages_only:
+        return
     spec = make_data()
     print(f"{SHARDS * PER_SHARD} samples; best of {args.repeats}")
     for images in ("decoded", "bytes"):
@@ -188,8 +240,6 @@ def main() -> None:
                     f"loader, images {images:7s}, {workers} workers, {reader:7s} reader: "
                     f"wds {rates['wds']:8,.0f} samples/s  webdataset {rates['webdataset']:8,.0f}  {ratio:.2f}x"
                 )
-    ours, theirs = shuffle_rates(args.repeats)
-    print(f"shuffle(1000) on 200,000 ints: wds {ours:,.0f} items/s  webdataset {theirs:,.0f}  {ours / theirs:.2f}x")
     print(f"import: wds_torch {import_seconds('wds_torch'):.2f} s, webdataset {import_seconds('webdataset'):.2f} s")
 
 

@@ -150,3 +150,12 @@ def test_record_streams_resume_at_every_step(tmp_path, fmt):
             for i in range(12):
                 sink.write({"__key__": f"{s}-{i}", "v": "x" * i})
     oracle(lambda: wds.DataPipeline(wds.SimpleShardList(paths, seed=5, shuffle=True), stage(), wds.shuffle(5), seed=5))
+
+
+def test_read_ahead_batching_resumes_from_any_of_its_snapshots(shards, monkeypatch):
+    """The drop-in's batching (issue 44) checkpoints the item it read ahead as its upstream's state at a snapshot
+    and the items to skip since; with a snapshot every 8 items, a run of a few hundred passes through many."""
+    monkeypatch.setattr(wds.buffers, "_READ_AHEAD_SNAPSHOT_EVERY", 8)
+    spec, _, _ = shards
+    oracle(lambda: wds.WebDataset(spec, seed=2).shuffle(6).to_tuple("__key__").compose(wds.buffers.ReadAheadBatch(3)))
+    oracle(lambda: dropin.WebDataset(spec, shardshuffle=False).to_tuple("__key__").batched(5, partial=False))
