@@ -130,15 +130,15 @@ def write_testdata(folder: str) -> None:
             _add(tar, f"{i:06d}.ten", tenbin.encode_buffer([rng.random((28, 28)), rng.random((28, 28))]))
 
 
-def fetch_tests(version: str, work: str) -> str:
-    """webdataset's source distribution unpacked under ``work``; returns its folder."""
+def fetch_tests(version: str, work: str, package: str = "webdataset") -> str:
+    """``package``'s source distribution unpacked under ``work``; returns its folder."""
     subprocess.run(
-        [sys.executable, *"-m pip download -q --no-deps --no-binary :all: -d".split(), work, f"webdataset=={version}"],
+        [sys.executable, *"-m pip download -q --no-deps --no-binary :all: -d".split(), work, f"{package}=={version}"],
         check=True,
     )
-    with tarfile.open(os.path.join(work, f"webdataset-{version}.tar.gz")) as sdist:
+    with tarfile.open(os.path.join(work, f"{package}-{version}.tar.gz")) as sdist:
         sdist.extractall(work, filter="data")
-    return os.path.join(work, f"webdataset-{version}")
+    return os.path.join(work, f"{package}-{version}")
 
 
 def run(folder: str, switch: bool, extra: list[str]) -> dict[str, str]:
@@ -173,15 +173,21 @@ def main() -> None:
     extra = ["-k", args.select] if args.select else []
     sides = {"webdataset": False, "wds": True}
     results = {name: run(folder, switch, extra) for name, switch in sides.items() if args.only in (None, name)}
+    print_results(results, folder, "offline tests")
+
+
+def print_results(results: dict[str, dict[str, str]], folder: str, what: str) -> None:
+    """The counts of each side's outcomes, then every test whose outcome differs (the real package first)."""
     for name, outcomes in results.items():
         counts = {kind: sum(1 for v in outcomes.values() if v == kind) for kind in sorted(set(outcomes.values()))}
-        print(f"{name:10s} {len(outcomes)} offline tests: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
-    if len(results) == 2:
-        real, ours = results["webdataset"], results["wds"]
+        print(f"{name:10s} {len(outcomes)} {what}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    names = list(results)
+    if len(names) == 2:
+        real, ours = results[names[0]], results[names[1]]
         for test in sorted(set(real) | set(ours)):
             if real.get(test) != ours.get(test):
-                print(f"  {test}: webdataset {real.get(test, '-')}, wds {ours.get(test, '-')}")
-    print(f"reports: {folder}/report-0.txt (webdataset), report-1.txt (wds)")
+                print(f"  {test}: {names[0]} {real.get(test, '-')}, {names[1]} {ours.get(test, '-')}")
+    print(f"reports: {folder}/report-0.txt ({names[0]}), report-1.txt ({names[-1]})")
 
 
 if __name__ == "__main__":

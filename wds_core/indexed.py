@@ -241,6 +241,20 @@ class ShardListDataset:
 
     def __getitem__(self, index: int) -> Any:
         number, within = self.shard_of(int(index))
+        url, rows = self.sample_rows(number, within)
+        sample = next(group_members(iter(rows), url, path=local_path(url)))
+        sample["__index__"] = index if index >= 0 else index + len(self)
+        sample["__shard__"] = url
+        sample["__shardindex__"] = number
+        if self.decoder is not None:
+            sample = self.decoder(sample)
+        for transform in self.transformations:
+            sample = transform(sample)
+        return sample
+
+    def sample_rows(self, number: int, within: int) -> tuple[str, list[tuple[str, Any, int]]]:
+        """``(url, [(member name, data, header offset), ...])`` of sample ``within`` of shard ``number``, read
+        whole (a member cut short is a :class:`TruncatedShardError`) and within the limits."""
         shard_index = self._index_of(number)
         shard = self._open_shard(number)
         members = shard_index.sample_members(within)
@@ -260,15 +274,7 @@ class ShardListDataset:
                     member=name,
                     offset=start + len(data),
                 )
-        sample = next(group_members(iter(rows), url, path=local_path(url)))
-        sample["__index__"] = index if index >= 0 else index + len(self)
-        sample["__shard__"] = url
-        sample["__shardindex__"] = number
-        if self.decoder is not None:
-            sample = self.decoder(sample)
-        for transform in self.transformations:
-            sample = transform(sample)
-        return sample
+        return url, rows
 
     def _check_limits(self, url: str, members: list[tuple[str, int, int, int]]) -> None:
         """Refuse a sample whose members are over the limits before reading any of it."""

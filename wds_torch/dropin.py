@@ -19,10 +19,11 @@ import torch
 import torch.utils.data
 
 from wds_core import dropin
+from wds_core.dropin import wids
 
 from . import codecs, datasets, indexed
 
-__all__ = ["MODULES", "NAMESPACE", "install_as_webdataset"]
+__all__ = ["MODULES", "NAMESPACE", "WIDS", "install_as_webdataset"]
 
 # what PyTorch changes in webdataset's modules, by name
 _TORCH: dict[str, Any] = {
@@ -47,12 +48,36 @@ def _with_torch(name: str, core: types.ModuleType) -> types.ModuleType:
     return module
 
 
+class WidsShardListDataset(wids.ShardListDataset, torch.utils.data.Dataset):
+    """wids's ``ShardListDataset`` (:mod:`wds_core.dropin.wids`) as a PyTorch ``Dataset``, as wids's is."""
+
+
+class WidsChunkedSampler(wids.ChunkedSampler, torch.utils.data.Sampler):
+    """wids's ``ChunkedSampler`` as a PyTorch ``Sampler``."""
+
+
+class WidsShardListSampler(wids.ShardListSampler, torch.utils.data.Sampler):
+    """wids's ``ShardListSampler`` (``ShardedSampler``) as a PyTorch ``Sampler``."""
+
+
+WIDS: dict[str, types.ModuleType] = wids.wids_modules(
+    "wds_torch",
+    {
+        "ShardListDataset": WidsShardListDataset,
+        "ChunkedSampler": WidsChunkedSampler,
+        "ShardListSampler": WidsShardListSampler,
+        "ShardedSampler": WidsShardListSampler,
+        "DistributedChunkedSampler": wids.distributed_chunked_sampler(WidsChunkedSampler),
+    },
+)
+
 MODULES: dict[str, types.ModuleType] = {name: _with_torch(name, core) for name, core in dropin.MODULES.items()}
 NAMESPACE: dict[str, Any] = dropin.top_level(MODULES)  # webdataset's top-level names, from these modules
 
 
 def install_as_webdataset(verbose: bool = True) -> types.ModuleType:
-    """Make ``import webdataset`` (and ``webdataset.filters``, ``.tariterators``...) give ``wds_torch``.
+    """Make ``import webdataset`` (and ``webdataset.filters``, ``.tariterators``...) give ``wds_torch``, and
+    ``import wids`` its wids (:mod:`wds_core.dropin.wids`, with PyTorch's ``Dataset`` and ``Sampler``).
 
     One line at the top of a training script, before anything imports
     webdataset, and the script's ``import webdataset as wds`` and ``from
@@ -67,4 +92,4 @@ def install_as_webdataset(verbose: bool = True) -> types.ModuleType:
 
     namespace = {name: getattr(wds_torch, name) for name in wds_torch.__all__}
     namespace.update(NAMESPACE)
-    return dropin.install(namespace, MODULES, "wds_torch", verbose)
+    return dropin.install(namespace, MODULES, "wds_torch", verbose, wids=WIDS)

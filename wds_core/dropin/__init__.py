@@ -240,14 +240,27 @@ def top_level(modules: dict[str, types.ModuleType]) -> dict[str, Any]:
     return names
 
 
+def _ours(name: str) -> bool:
+    """Whether ``name`` is a module the switch stands in for: webdataset's or wids's, or one inside them."""
+    return name in ("webdataset", "wids") or name.startswith(("webdataset.", "wids."))
+
+
 class _RefuseUnknownSubmodules(importlib.abc.MetaPathFinder):
-    """``import webdataset.<x>`` for a module the drop-in does not have: a clear ModuleNotFoundError."""
+    """``import webdataset.<x>`` (or ``wids.<x>``) for a module the drop-in does not have: a clear error."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if fullname.startswith("webdataset.") and _saved is not None and fullname not in sys.modules:
+        if _saved is None or fullname in sys.modules:
+            return None
+        if fullname.startswith("webdataset."):
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: `import webdataset` is wds's drop-in here, which has "
                 f"webdataset's modules {', '.join(sorted(MODULES))} (see 'Moving from webdataset' in the wds README)",
+                name=fullname,
+            )
+        if fullname.startswith("wids."):
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r}: `import wids` is wds's drop-in here, which has wids.wids and "
+                "wids.wids_decode (see 'Moving from webdataset' in the wds README)",
                 name=fullname,
             )
         return None
@@ -266,15 +279,22 @@ def _describe_real() -> str:
 
 
 def install(
-    namespace: dict[str, Any], modules: dict[str, types.ModuleType], flavour: str, verbose: bool = True
+    namespace: dict[str, Any],
+    modules: dict[str, types.ModuleType],
+    flavour: str,
+    verbose: bool = True,
+    wids: dict[str, types.ModuleType] | None = None,
 ) -> types.ModuleType:
-    """Make ``import webdataset`` and ``import webdataset.<module>`` give wds (see ``install_as_webdataset``).
+    """Make ``import webdataset`` and ``import webdataset.<module>`` give wds (see ``install_as_webdataset``),
+    and ``import wids`` too.
 
     ``namespace`` is the whole top-level namespace (the package's names with
     :func:`top_level`'s on top), ``modules`` webdataset's submodules,
-    ``flavour`` the package that provides them (``"wds_torch"``).  Says which
-    one is active (the ``wds`` logger, and one line on stderr in the main
-    process when ``verbose``).  Idempotent; :func:`uninstall` undoes it.
+    ``flavour`` the package that provides them (``"wds_torch"``), ``wids``
+    the modules that stand in for wids (:func:`.wids.wids_modules`, the
+    framework-free ones by default).  Says which one is active (the ``wds``
+    logger, and one line on stderr in the main process when ``verbose``).
+    Idempotent; :func:`uninstall` undoes it.
     """
     global _saved
     current = sys.modules.get("webdataset")
@@ -286,13 +306,9 @@ def install(
             "already keep using it; call install_as_webdataset() before importing them",
             stacklevel=3,
         )
-    if _saved is None:  # what to restore: the real webdataset's modules, if imported (not the run shim)
-        _saved = {
-            name: m
-            for name, m in sys.modules.items()
-            if (name == "webdataset" or name.startswith("webdataset.")) and getattr(m, "__wds__", None) is None
-        }
-    for name in [n for n in sys.modules if n == "webdataset" or n.startswith("webdataset.")]:
+    if _saved is None:  # what to restore: the real webdataset's and wids's modules, if imported (not the run shim)
+        _saved = {name: m for name, m in sys.modules.items() if _ours(name) and getattr(m, "__wds__", None) is None}
+    for name in [n for n in sys.modules if _ours(n)]:
         del sys.modules[name]
     from .. import __version__
 
@@ -307,9 +323,17 @@ def install(
     sys.modules["webdataset"] = top
     for name, module in modules.items():
         sys.modules[f"webdataset.{name}"] = module
+    if wids is None:
+        from .wids import wids_modules
+
+        wids = wids_modules(flavour)
+    sys.modules.update(wids)
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
-    message = f"import webdataset -> {flavour} (wds {__version__}, webdataset {API_VERSION} API); {_describe_real()}"
+    message = (
+        f"import webdataset -> {flavour} (wds {__version__}, webdataset {API_VERSION} API; import wids too); "
+        f"{_describe_real()}"
+    )
     log.info(message)
     if verbose and multiprocessing.parent_process() is None:
         print(f"wds: {message}", file=sys.stderr)
@@ -329,7 +353,7 @@ def uninstall() -> None:
     global _saved
     if _saved is None:
         return
-    for name in [n for n in sys.modules if n == "webdataset" or n.startswith("webdataset.")]:
+    for name in [n for n in sys.modules if _ours(n)]:
         del sys.modules[name]
     sys.modules.update(_saved)
     _saved = None

@@ -1,0 +1,711 @@
+"""``wids`` (webdataset's indexed-access package, 0.1.11) over wds's indexed engine, for ``import wids``.
+
+Code written for wids runs unchanged once the switch is on (``install_as_webdataset()``, or
+``python -m wds_torch.run``): ``import wids`` gives this module's names, with wids's shapes.
+
+* ``ShardListDataset(shards, cache_dir=, lru_size=, localname=, transformations="PIL", keep=, base=,
+  options=, dataset_name=, cache_size=)``: ``shards`` is a wids descriptor (a path or URL of its JSON,
+  or an open file) or a list of ``{"url", "nsamples"}`` entries.  A sample is wids's dict: each member
+  under its extension *with* the leading dot (``".jpg"``, ``".seg.png"``) as an ``io.BytesIO``, plus
+  ``__key__``, ``__dataset__``, ``__index__``, ``__shard__`` and ``__shardindex__`` (the sample's
+  position within its shard), then each transformation in turn; the default, ``"PIL"``, is wids's
+  :func:`default_decoder` (texts, class numbers, JSON, ``.npy``, msgpack; images as PIL images).
+* ``ChunkedSampler``, ``DistributedChunkedSampler``, ``ShardListSampler`` (``ShardedSampler``) give
+  the same indexes in the same order as wids's for the same arguments, seed and epoch.
+
+What wds does underneath, and where it differs on purpose: each shard is read through wds's offset
+index and memory map (a member cut short, a sample over the decode limits, or a descriptor whose
+``nsamples`` no longer matches is an error naming shard, member and offset); local shards are read in
+place instead of being copied into the cache; remote ones (any URL wds's storage reads) are
+downloaded once to ``localname(url)`` (``cache_dir/<basename>`` with ``cache_dir``, else wids's
+``$WIDS_CACHE`` or ``/tmp/_wids_cache`` layout); ``.pkl``/``.pickle`` fields are not unpickled unless
+pickles are allowed, and ``.pth`` loads with ``weights_only=True``; ``DistributedChunkedSampler``
+uses ``num_replicas``/``rank`` given explicitly even without a process group (wids falls back to one
+process).
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hashlib
+import io
+import math
+import os
+import random
+import sys
+import types
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+from urllib.parse import quote, urlparse
+
+import numpy as np
+
+from ..descriptor import resolve_descriptor
+from ..errors import ShardOpenError, SpecError
+from ..fieldcodecs.decoders import NULL, PICKLE_EXTENSIONS, basic_decoders
+from ..fieldcodecs.limits import bounded_gunzip
+from ..indexed import ShardListDataset as _Reader
+from ..io.secure import check_allowed
+from ..io.storage import Storage, local_path
+from ..io.urls import folder_of
+
+__all__ = [
+    "CacheLocalname",
+    "ChunkedSampler",
+    "DefaultLocalname",
+    "DistributedChunkedSampler",
+    "IndexedTarSamples",
+    "LRUShards",
+    "ShardListDataset",
+    "ShardListSampler",
+    "ShardedSampler",
+    "check_keys",
+    "decode_all_gz",
+    "decode_basic",
+    "decode_images_to_numpy",
+    "decode_images_to_pil",
+    "default_decoder",
+    "group_by_key",
+    "hash_localname",
+    "iterate_ranges",
+    "lengths_to_ranges",
+    "splitname",
+]
+
+WIDS_VERSION = "0.1.11"  # the wids release whose names and behaviour this follows
+
+# ---------------------------------------------------------------------------------------------- samples
+
+
+def splitname(fname: str) -> tuple[str, str]:
+    """``(key, extension)`` of a member name as wids splits it: at the first dot of the file name, the dot
+    going with the extension (``"a/b.seg.png"`` -> ``("a/b", ".seg.png")``)."""
+    folder, _, name = fname.rpartition("/")
+    if "." not in name:
+        raise ValueError(f"the member name {fname!r} has no extension")
+    stem, _, rest = name.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), "." + rest
+
+
+def group_by_key(names: list[str]) -> list[list[int]]:
+    """The positions of ``names`` grouped into samples: runs of consecutive names with one key (names
+    without an extension are left out, as wids does)."""
+    groups: list[list[int]] = []
+    last = None
+    for i, name in enumerate(names):
+        if "." not in name.rpartition("/")[2]:
+            continue
+        key = splitname(name)[0]
+        if key != last or not groups:
+            groups.append([])
+            last = key
+        groups[-1].append(i)
+    return groups
+
+
+class IndexedTarSamples:
+    """One shard's samples by position, as wids's dicts (``{".ext": io.BytesIO, "__key__": key}``).
+
+    ``path`` is a local tar file (``stream``, an open file of one, is taken for its name); ``md5sum`` is
+    checked first and ``expected_size`` (the number of samples) against the index.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        stream: Any = None,
+        md5sum: str | None = None,
+        expected_size: int | None = None,
+        use_mmap: bool = True,
+        index_file: Any = None,
+        url: str | None = None,
+    ) -> None:
+        if path is None:
+            path = getattr(stream, "name", None)
+            if not isinstance(path, str) or not os.path.isfile(path):
+                raise SpecError("IndexedTarSamples needs path= or a stream opened on a local file")
+        self.path, self.url = path, url or path
+        if md5sum is not None:
+            with open(path, "rb") as f:
+                got = hashlib.file_digest(f, "md5").hexdigest()
+            if got != md5sum:
+                raise ShardOpenError(f"MD5 sum mismatch: expected {md5sum}, got {got}", url=self.url)
+        self._reader = _Reader([{"url": path, "nsamples": expected_size}], max_open=1)
+        self.samples = len(self._reader)
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < self.samples:
+            raise IndexError(f"sample {index} of a shard of {self.samples} ({self.url})")
+        _, rows = self._reader.sample_rows(0, int(index))
+        sample: dict[str, Any] = {}
+        key = None
+        for name, data, _ in rows:
+            if "." not in name.rpartition("/")[2]:
+                continue
+            key, extension = splitname(name)
+            sample[extension] = io.BytesIO(bytes(data))
+        sample["__key__"] = key
+        return sample
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __repr__(self) -> str:
+        return f"<IndexedTarSamples {self.path} ({self.samples} samples)>"
+
+
+# ---------------------------------------------------------------------------------------------- local names
+
+
+class CacheLocalname:
+    """A remote shard's local name: its file name in ``cachedir``."""
+
+    def __init__(self, cachedir: str) -> None:
+        self._cachedir = cachedir
+
+    def __call__(self, shard: str) -> str:
+        return os.path.join(self._cachedir, os.path.basename(urlparse(shard).path))
+
+
+class DefaultLocalname:
+    """A remote shard's local name: its whole URL, quoted, in ``dldir``."""
+
+    def __init__(self, dldir: str = "/tmp/_wids_cache") -> None:
+        self._dldir = dldir
+
+    def __call__(self, shard: str) -> str:
+        return os.path.join(self._dldir, quote(shard, safe="+-"))
+
+
+def hash_localname(dldir: str = "/tmp/_wids_cache") -> Callable[[str], str]:
+    """Local names in ``dldir`` that keep shards of different folders (or ``pipe:`` commands) apart: a hash of
+    the folder (of the whole command) with the file name."""
+    os.makedirs(dldir, exist_ok=True)
+
+    def localname(shard: str) -> str:
+        if shard.startswith("pipe:"):
+            return os.path.join(dldir, "pipe__" + _dataset_name(shard) * 2)
+        parsed = urlparse(shard)
+        folder = parsed._replace(path=os.path.dirname(parsed.path)).geturl()
+        return os.path.join(dldir, f"data__{_dataset_name(folder)}__{os.path.basename(parsed.path)}")
+
+    return localname
+
+
+class _Capacity(OrderedDict):  # type: ignore[type-arg]
+    """The open shards, least recently used first, with wids's ``capacity`` attribute."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+
+
+class LRUShards:
+    """The ``lru_size`` shards last used, open; a remote shard is downloaded once to ``localname(url)``."""
+
+    def __init__(
+        self,
+        lru_size: int,
+        keep: bool = False,
+        localname: Callable[[str], str] | None = None,
+        storage: Storage | None = None,
+    ) -> None:
+        self.localname = localname or DefaultLocalname(os.environ.get("WIDS_CACHE", "/tmp/_wids_cache"))
+        self.keep = keep  # downloaded shards are kept (wids 0.1.11 keeps them too, whatever keep says)
+        self.storage = storage or Storage.of(None)
+        self.lru = _Capacity(max(1, int(lru_size)))
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        self.accesses = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self.lru)
+
+    def clear(self) -> None:
+        while self.lru:
+            _, shard = self.lru.popitem(last=False)
+            shard.close()
+
+    def get_shard(self, url: str, nsamples: int | None = None) -> IndexedTarSamples:
+        if not isinstance(url, str):
+            raise TypeError(f"a shard URL is a string, got {type(url).__name__}")
+        self.accesses += 1
+        shard = self.lru.get(url)
+        self.last_missed = shard is None
+        if shard is not None:
+            self.lru.move_to_end(url)
+            return shard  # type: ignore[no-any-return]
+        self.misses += 1
+        shard = IndexedTarSamples(path=self._local(url), expected_size=nsamples, url=url)
+        self.lru[url] = shard
+        while len(self.lru) > self.lru.capacity:
+            _, old = self.lru.popitem(last=False)
+            old.close()
+        return shard
+
+    def _local(self, url: str) -> str:
+        target = self.storage.rewrite(url)
+        path = local_path(target)
+        if path is not None:
+            check_allowed(target)
+            return path
+        local = self.localname(url)
+        if not os.path.exists(local):
+            check_allowed(target)
+            os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+            partial_name = f"{local}.{os.getpid()}.partial"
+            try:
+                with self.storage.open(target) as stream, open(partial_name, "wb") as sink:
+                    while chunk := stream.read(1 << 22):
+                        sink.write(chunk)
+                os.replace(partial_name, local)
+            finally:
+                if os.path.exists(partial_name):
+                    os.unlink(partial_name)
+        return local
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+
+
+def check_keys(sample: dict[str, Any]) -> None:
+    """Every field's key starts with a dot (``__key__`` and the like aside), as wids's decoders need."""
+    for key in sample:
+        if not key.startswith("__") and not key.startswith("."):
+            raise ValueError(f"Key {key} must start with a dot")
+
+
+def _readable(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if hasattr(value, "seek"):
+        value.seek(0)
+    return value.read()  # type: ignore[no-any-return]
+
+
+def decode_all_gz(sample: dict[str, Any], format: Any = True, update_key: bool = True) -> dict[str, Any]:
+    """Gunzip (bounded by the decode limits) every ``.<ext>.gz`` field; ``update_key`` drops the ``.gz``."""
+    check_keys(sample)
+    for key, value in list(sample.items()):
+        parts = key.split(".")
+        if len(parts) == 1 or parts[-1].lower() != "gz":
+            continue
+        if len(parts) == 2:
+            warnings.warn("Plain .gz extension in sample; not decompressed.", stacklevel=2)
+            continue
+        stream = io.BytesIO(bounded_gunzip(_readable(value)))
+        if update_key:
+            del sample[key]
+            sample[".".join(parts[:-1])] = stream
+        else:
+            sample[key] = stream
+    return sample
+
+
+_BASIC = {"txt", "text", "cls", "cls2", "json", "npy", "mp", "pt", "pth", "safetensors", *PICKLE_EXTENSIONS}
+_IMAGES = {"jpg", "png", "ppm", "pgm", "pbm", "pnm"}
+
+
+def _decode_basic_field(extension: str, data: bytes, allow_pickle: bool) -> Any:
+    if extension == "safetensors":
+        import safetensors.torch
+
+        return safetensors.torch.load(data)
+    value = basic_decoders(allow_pickle)("." + extension, data)  # pickles refused unless allowed
+    return None if value is NULL else value
+
+
+def decode_basic(sample: dict[str, Any], format: Any = True, allow_pickle: bool = False) -> dict[str, Any]:
+    """Decode wids's basic fields in place: ``.txt``/``.text`` (str), ``.cls``/``.cls2`` (int), ``.json``,
+    ``.npy``, ``.mp`` (msgpack), ``.pt``/``.pth`` (torch), ``.safetensors``; a ``.gz`` field by the extension
+    before it.  Other fields are left as they are."""
+    check_keys(sample)
+    for key, value in sample.items():
+        if key.startswith("__"):
+            continue
+        parts = key.split(".")
+        if len(parts) == 1:
+            continue
+        extension = parts[-1].lower()
+        if extension == "gz" and len(parts) >= 2:
+            extension = parts[-2].lower()
+        if extension not in _BASIC:
+            continue
+        data = _readable(value)
+        decoded = _decode_basic_field(extension, data, allow_pickle)
+        if decoded is not None or extension == "json":
+            sample[key] = decoded
+        elif extension in ("pt", "pth"):  # no PyTorch here to load it: the bytes stay as they came
+            sample[key] = io.BytesIO(data)
+    return sample
+
+
+def _images(sample: dict[str, Any], convert: Callable[[Any], Any]) -> dict[str, Any]:
+    import PIL.Image
+
+    check_keys(sample)
+    for key, value in sample.items():
+        if key.startswith("__"):
+            continue
+        parts = key.split(".")
+        if len(parts) > 1 and parts[-1].lower() in _IMAGES:
+            stream = io.BytesIO(value) if isinstance(value, (bytes, bytearray, memoryview)) else value
+            sample[key] = convert(PIL.Image.open(stream))
+    return sample
+
+
+def decode_images_to_pil(sample: dict[str, Any], format: Any = True) -> dict[str, Any]:
+    """``.jpg``, ``.png`` and the PNM fields as PIL images (opened lazily, as ``PIL.Image.open`` does)."""
+    return _images(sample, lambda image: image)
+
+
+def decode_images_to_numpy(sample: dict[str, Any], format: Any = True) -> dict[str, Any]:
+    """``.jpg``, ``.png`` and the PNM fields as numpy arrays."""
+    return _images(sample, np.asarray)
+
+
+def default_decoder(sample: dict[str, Any], format: Any = "PIL", gz_update_key: bool = False) -> dict[str, Any]:
+    """wids's decoding of a sample (a copy): ``.gz`` fields gunzipped (the key kept unless ``gz_update_key``),
+    the basic fields decoded, images as PIL images (``format="PIL"``) or numpy arrays (``"numpy"``)."""
+    result = dict(sample)
+    check_keys(result)
+    decode_all_gz(result, update_key=gz_update_key)
+    decode_basic(result)
+    kind = "pil" if format is True else str(format).lower()
+    if kind == "pil":
+        decode_images_to_pil(result)
+    elif kind == "numpy":
+        decode_images_to_numpy(result)
+    else:
+        raise ValueError(f"Unknown format: {format}")
+    return result
+
+
+def _transformations(given: Any) -> list[Callable[[dict[str, Any]], Any]]:
+    items = given if isinstance(given, list) else [given]
+    result = []
+    for item in items:
+        if isinstance(item, str) and item.lower() in ("pil", "numpy"):
+            warnings.warn(
+                "String specifications for transformations are deprecated. Use functions instead.", stacklevel=3
+            )
+            item = partial(default_decoder, format=item)
+        elif not callable(item):
+            raise SpecError(f"a transformation is a callable, 'PIL' or 'numpy', got {item!r}")
+        result.append(item)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- the dataset
+
+
+def _dataset_name(text: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())[:16].decode("ascii")
+
+
+class ShardListDataset:
+    """wids's ``ShardListDataset`` (see the module doc): ``len(ds)``, ``ds[i]``, ``add_transform(f)``."""
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return types.GenericAlias(cls, item)
+
+    def __init__(
+        self,
+        shards: Any,
+        *,
+        cache_size: int = int(1e12),
+        cache_dir: str | None = None,
+        lru_size: int = 10,
+        dataset_name: str | None = None,
+        localname: Callable[[str], str] | None = None,
+        transformations: Any = "PIL",
+        keep: bool = False,
+        base: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        options = dict(options or {})
+        storage = Storage.of(None)
+        if isinstance(shards, (str, os.PathLike)) or hasattr(shards, "read"):
+            if isinstance(shards, (str, os.PathLike)) and base is None:
+                base = folder_of(os.fspath(shards))
+            self.base = base
+            self.spec = self._descriptor(shards, options, base, storage)
+            self.shards = self.spec.get("shardlist", [])
+            self.dataset_name = self.spec.get("name") or _dataset_name(str(shards))
+        else:
+            self.base = None
+            self.spec = options
+            self.shards = [dict(s) if isinstance(s, dict) else {"url": os.fspath(s)} for s in shards]
+            self.dataset_name = dataset_name or _dataset_name(str(shards))
+        if not self.shards:
+            raise SpecError("ShardListDataset needs at least one shard")
+        self.cache_size = cache_size
+        if cache_dir is not None:  # remote shards go into that folder under their own names
+            self.cache_dir: str | None = cache_dir
+            self.localname = localname if localname is not None else CacheLocalname(cache_dir)
+        elif localname is not None:
+            self.cache_dir, self.localname = None, localname
+        else:
+            self.cache_dir = os.environ.get("WIDS_CACHE", "/tmp/_wids_cache")
+            self.localname = DefaultLocalname(self.cache_dir)
+        self.transformations = _transformations(transformations)
+        if lru_size > 200:
+            warnings.warn(
+                "LRU size is very large; consider reducing it to avoid running out of file descriptors", stacklevel=2
+            )
+        self.cache = LRUShards(lru_size, keep=keep, localname=self.localname, storage=storage)
+        for shard in self.shards:  # wids needs every count; wds counts a shard that has none by indexing it
+            if shard.get("nsamples") is None:
+                shard["nsamples"] = len(self.cache.get_shard(shard["url"]))
+        self.cache.reset_stats()
+        self.lengths = [int(shard["nsamples"]) for shard in self.shards]
+        self.cum_lengths = np.cumsum(self.lengths)
+        self.total_length = int(self.cum_lengths[-1])
+
+    @staticmethod
+    def _descriptor(source: Any, options: dict[str, Any], base: str | None, storage: Storage) -> dict[str, Any]:
+        """The descriptor resolved as wids resolves it: ``options`` laid over it, shard URLs against ``base``;
+        its own shards carry its ``name`` and no ``dataset``, a nested dataset's carry that one's name."""
+        import json
+
+        where = getattr(source, "name", None) if hasattr(source, "read") else os.fspath(source)
+        try:
+            body = json.loads(source.read() if hasattr(source, "read") else storage.read_bytes(os.fspath(source)))
+        except (OSError, ValueError) as exn:
+            raise SpecError(f"{where}: cannot read the dataset descriptor: {exn}") from None
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: a descriptor is a JSON object, got {type(body).__name__}")
+        body = dict(body, **options)
+        name = body.pop("name", None)
+        location = None if base is None else base.rstrip("/") + "/dataset.json"
+        resolved = resolve_descriptor(body, location, storage)
+        own = len(body.get("shardlist", []))
+        for shard in resolved["shardlist"][:own]:
+            shard.setdefault("name", name)
+        resolved["name"] = name
+        return resolved
+
+    def add_transform(self, transform: Callable[[dict[str, Any]], Any]) -> ShardListDataset:
+        """Add ``transform`` after the others; returns the dataset."""
+        self.transformations.append(transform)
+        return self
+
+    def __len__(self) -> int:
+        return self.total_length
+
+    def get_stats(self) -> tuple[int, int]:
+        """``(accesses, misses)`` of the open-shard cache."""
+        return self.cache.accesses, self.cache.misses
+
+    def check_cache_misses(self) -> None:
+        """Warn once when over 30% of more than 100 accesses opened a shard (a sampler without locality)."""
+        accesses, misses = self.get_stats()
+        if accesses > 100 and misses / accesses > 0.3:
+            self.check_cache_misses = lambda: None  # type: ignore[method-assign]
+            warnings.warn(f"ShardListDataset has a cache miss rate of {misses / accesses:.1%}", stacklevel=3)
+
+    def get_shard(self, index: int) -> tuple[IndexedTarSamples, int, dict[str, Any]]:
+        """``(shard, position within it, its shardlist entry)`` of global ``index``."""
+        index = int(index)
+        if not 0 <= index < self.total_length:
+            raise IndexError(f"sample index {index} out of range for {self.total_length} samples")
+        number = bisect.bisect_right(self.cum_lengths.tolist(), index)
+        within = index - (int(self.cum_lengths[number - 1]) if number else 0)
+        desc = self.shards[number]
+        return self.cache.get_shard(desc["url"], desc.get("nsamples")), within, desc
+
+    def __getitem__(self, index: int) -> Any:
+        shard, within, desc = self.get_shard(index)
+        sample: Any = shard[within]
+        self.check_cache_misses()
+        sample["__dataset__"] = desc.get("dataset")
+        sample["__index__"] = index
+        sample["__shard__"] = desc["url"]
+        sample["__shardindex__"] = within
+        for transform in self.transformations:
+            sample = transform(sample)
+        return sample
+
+    def close(self) -> None:
+        self.cache.clear()
+
+    def __getstate__(self) -> dict[str, Any]:  # DataLoader workers: each opens its own shards
+        state = self.__dict__.copy()
+        state["cache"] = LRUShards(self.cache.lru.capacity, self.cache.keep, self.localname, self.cache.storage)
+        return state
+
+    def __repr__(self) -> str:
+        return f"ShardListDataset({len(self.shards)} shards, {self.total_length} samples; wids)"
+
+
+# ---------------------------------------------------------------------------------------------- samplers
+
+_EPOCH_STEP = 1289738273  # wids seeds epoch e of seed s with random.Random(s + e * this): same orders
+
+
+def lengths_to_ranges(lengths: list[int]) -> list[tuple[int, int]]:
+    """Consecutive half-open ranges of the given lengths, from 0."""
+    ends = np.cumsum([0, *lengths]).tolist()
+    return list(zip(ends[:-1], ends[1:]))
+
+
+def iterate_ranges(
+    ranges: list[tuple[int, int]], rng: random.Random, indexshuffle: bool = True, shardshuffle: bool = True
+) -> Iterator[int]:
+    """The indexes of ``ranges``, the ranges in an order ``rng`` shuffles (``shardshuffle``), each range's
+    indexes shuffled by ``rng`` too (``indexshuffle``): both draws in wids's sequence."""
+    visit = list(range(len(ranges)))
+    if shardshuffle:
+        rng.shuffle(visit)
+    for number in visit:
+        lo, hi = ranges[number]
+        indexes = list(range(lo, hi))
+        if indexshuffle:
+            rng.shuffle(indexes)
+        yield from indexes
+
+
+class ShardListSampler:
+    """Shard by shard in a shuffled order, each shard's samples shuffled; the shard order is kept in the first
+    epoch unless ``shufflefirst``.  Each full pass moves on to the next epoch."""
+
+    def __init__(self, dataset: Any, *, lengths: list[int] | None = None, seed: int = 0, shufflefirst: bool = False):
+        self.ranges = lengths_to_ranges(list(dataset.lengths) if lengths is None else list(lengths))
+        self.seed, self.shufflefirst, self.epoch = seed, shufflefirst, 0
+
+    def __len__(self) -> int:
+        return self.ranges[-1][1] - self.ranges[0][0] if self.ranges else 0
+
+    def __iter__(self) -> Iterator[int]:
+        self.rng = random.Random(self.seed + _EPOCH_STEP * self.epoch)
+        yield from iterate_ranges(self.ranges, self.rng, shardshuffle=self.shufflefirst or self.epoch > 0)
+        self.epoch += 1
+
+
+ShardedSampler = ShardListSampler
+
+
+class ChunkedSampler:
+    """Indexes ``[lo, hi)`` (``num_samples``: ``None`` for the whole dataset, a count, or a pair) in chunks of
+    ``chunksize``, chunks and the indexes inside each shuffled as wids's are; ``set_epoch`` picks the epoch,
+    and a full pass moves on to the next."""
+
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        dslength_per_replica: int = -1,
+        num_samples: int | tuple[int, int] | None = None,
+        chunksize: int = 2000,
+        seed: int = 0,
+        shuffle: bool = True,
+        shufflefirst: bool = False,
+    ) -> None:
+        if chunksize < 1:
+            raise SpecError(f"chunksize must be >= 1, got {chunksize}")
+        if num_samples is None:
+            lo, hi = 0, len(dataset)
+        elif isinstance(num_samples, (int, np.integer)):
+            lo, hi = 0, int(num_samples)
+        else:
+            lo, hi = (int(x) for x in num_samples)
+        self.dslength_per_replica = dslength_per_replica if dslength_per_replica > 0 else hi - lo
+        self.ranges = [(start, min(start + chunksize, hi)) for start in range(lo, hi, chunksize)]
+        self.seed, self.shuffle, self.shufflefirst, self.epoch = seed, shuffle, shufflefirst, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        self.rng = random.Random(self.seed + _EPOCH_STEP * self.epoch)
+        shuffle_chunks = self.shuffle and (self.shufflefirst or self.epoch > 0)
+        yield from iterate_ranges(self.ranges, self.rng, indexshuffle=self.shuffle, shardshuffle=shuffle_chunks)
+        self.epoch += 1
+
+    def __len__(self) -> int:
+        return self.dslength_per_replica
+
+
+def distributed_chunked_sampler(chunked: type[ChunkedSampler]) -> Callable[..., ChunkedSampler]:
+    """wids's ``DistributedChunkedSampler`` function, making samplers of class ``chunked``."""
+
+    def DistributedChunkedSampler(  # noqa: N802 - wids's name
+        dataset: Any,
+        *,
+        num_replicas: int | None = None,
+        num_samples: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        shufflefirst: bool = False,
+        seed: int = 0,
+        drop_last: bool | None = None,
+        chunksize: int = 1000000,
+    ) -> ChunkedSampler:
+        """This rank's contiguous share of ``num_samples`` (all by default), as a :class:`ChunkedSampler`."""
+        if drop_last is not None:
+            warnings.warn("DistributedChunkedSampler does not support drop_last, thus it will be ignored", stacklevel=2)
+        torch = sys.modules.get("torch")
+        group = getattr(torch, "distributed", None) if torch is not None else None
+        if group is not None and group.is_available() and group.is_initialized():
+            num_replicas = num_replicas or group.get_world_size()
+            rank = group.get_rank() if rank is None else rank
+        elif num_replicas is None or rank is None:
+            warnings.warn(
+                "DistributedChunkedSampler is called without distributed initialized; assuming single process",
+                stacklevel=2,
+            )
+            num_replicas, rank = 1, 0
+        if not 0 <= rank < num_replicas:
+            raise SpecError(f"rank {rank} is not in range for {num_replicas} replicas")
+        total = len(dataset)
+        per_replica = math.ceil(total / num_replicas) if num_replicas > 1 else total
+        count = num_samples or total
+        share = -(-count // num_replicas)
+        start = rank * share
+        return chunked(
+            dataset,
+            dslength_per_replica=per_replica,
+            num_samples=(start, min(start + share, count)),
+            chunksize=chunksize,
+            seed=seed,
+            shuffle=shuffle,
+            shufflefirst=shufflefirst,
+        )
+
+    return DistributedChunkedSampler
+
+
+DistributedChunkedSampler = distributed_chunked_sampler(ChunkedSampler)
+
+
+# ---------------------------------------------------------------------------------------------- the modules
+
+_TOP = ("ChunkedSampler", "DistributedChunkedSampler", "ShardedSampler", "ShardListDataset")
+_DECODE = ("check_keys", "decode_all_gz", "decode_basic", "decode_images_to_numpy", "decode_images_to_pil")
+
+
+def wids_modules(flavour: str, classes: dict[str, Any] | None = None) -> dict[str, types.ModuleType]:
+    """``wids``, ``wids.wids`` and ``wids.wids_decode`` as modules of this one's names, with ``classes`` (an
+    adapter's: PyTorch ``Dataset`` and ``Sampler`` subclasses) in place of the framework-free ones."""
+    names = {name: globals()[name] for name in __all__}
+    names.update(classes or {})
+    top = types.ModuleType("wids", f"wds's stand-in for wids {WIDS_VERSION} ({flavour})")
+    top.__dict__.update({name: names[name] for name in _TOP})
+    top.__dict__.update(__path__=[], __version__=WIDS_VERSION, __wds__=flavour, __all__=sorted(_TOP))
+    inner = types.ModuleType("wids.wids", __doc__)
+    inner.__dict__.update(names, __wds__=flavour, __all__=sorted(names))
+    decoding = types.ModuleType("wids.wids_decode", "wids's sample decoding, over wds's field decoders")
+    decoding.__dict__.update({name: names[name] for name in (*_DECODE, "default_decoder")}, __wds__=flavour)
+    top.__dict__.update(wids=inner, wids_decode=decoding)
+    return {"wids": top, "wids.wids": inner, "wids.wids_decode": decoding}
