@@ -15,9 +15,11 @@ from PIL import Image
 
 import wds_core
 from wds_core.errors import SpecError, TruncatedShardError
-from wds_torch.dropin import WIDS
 
+pytest.importorskip("torch")
 real = pytest.importorskip("wids")
+from wds_torch.dropin import WIDS  # noqa: E402
+
 ours = WIDS["wids"]
 
 
