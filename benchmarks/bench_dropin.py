@@ -9,12 +9,13 @@ uint8 CHW tensor), ``to_tuple``, ``batched(64)``; ``WebLoader``).  It runs in a 
 edit), with its own reader or ``wds.tarfile_to_samples()`` (the library's), and with the images
 decoded or left as bytes (the same loader without its decode and map_dict: what the data path
 costs besides JPEG decoding).  Also: ``shuffle(1000)`` alone on 200,000 small items, batching (wds's, the
-drop-in's and webdataset's) after a shuffle on 80,000 small samples, and the import time
+drop-in's and webdataset's) after a shuffle on 80,000 small samples, ``wds_torch.WebLoader`` on torchdata's
+``StatefulDataLoader`` against a plain ``DataLoader``, and the import time
 of ``wds_torch`` against ``webdataset``.
 
 Data: 16 shards x 500 samples of a 256x256 JPEG (~17 KB) + caption, in /tmp/wds-bench-dropin.
 
-    python benchmarks/bench_dropin.py [--repeats 3] [--workers 0,2] [--stages-only]
+    python benchmarks/bench_dropin.py [--repeats 3] [--workers 0,2] [--stages-only | --webloader-only]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any
 
 import numpy as np
 
@@ -206,6 +208,36 @@ def batching_rates(repeats: int) -> dict[str, float]:
     return rates
 
 
+def webloader_rates(spec: str, repeats: int) -> dict[str, float]:
+    """wds_torch's own ``WebLoader`` (2 workers) over a checkpointable pipeline of the JPEG shards, images left
+    as bytes, batches of 64 made in the workers: on torchdata's ``StatefulDataLoader`` (what it uses, its
+    workers' states taken at every step) and on a plain ``DataLoader`` (what it used before issue 45)."""
+    import wds_torch
+    from wds_torch import datasets
+
+    def rate(**kw: Any) -> float:
+        best = 0.0
+        for _ in range(repeats):
+            dataset = wds_torch.WebDataset(spec, shardshuffle=True, seed=0).shuffle(1000).to_tuple("jpg", "txt")
+            loader = wds_torch.WebLoader(dataset.batched(64), batch_size=None, num_workers=2, **kw)
+            start = time.perf_counter()
+            count = sum(len(texts) for _, texts in loader)
+            best = max(best, count / (time.perf_counter() - start))
+        return best
+
+    stateful = datasets._Stateful
+    rates = {
+        "StatefulDataLoader, workers' states every 16 steps (WebLoader's default)": rate(),
+        "StatefulDataLoader, workers' states every step": rate(snapshot_every_n_steps=1),
+    }
+    try:
+        datasets._Stateful = None
+        rates["plain DataLoader"] = rate()
+    finally:
+        datasets._Stateful = stateful
+    return rates
+
+
 def import_seconds(module: str) -> float:
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     times = [
@@ -219,7 +251,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--stages-only", action="store_true", help="only the shuffle and batching figures")
+    parser.add_argument("--webloader-only", action="store_true", help="only wds_torch.WebLoader's figures")
     args = parser.parse_args()
+    if args.webloader_only:
+        for name, rate in webloader_rates(make_data(), args.repeats).items():
+            print(f"wds_torch.WebLoader, 2 workers, bytes, on a {name}: {rate:,.0f} samples/s")
+        return
     for name, rate in batching_rates(args.repeats).items():
         print(f"shuffle(1000).to_tuple().batched(32), 80,000 small samples, {name}: {rate:,.0f} samples/s")
     ours, theirs = shuffle_rates(args.repeats)
@@ -228,6 +265,8 @@ def main() -> None:
         return
     spec = make_data()
     print(f"{SHARDS * PER_SHARD} samples; best of {args.repeats}")
+    for name, rate in webloader_rates(spec, args.repeats).items():
+        print(f"wds_torch.WebLoader, 2 workers, bytes, on a {name}: {rate:,.0f} samples/s")
     for images in ("decoded", "bytes"):
         for workers in [int(w) for w in args.workers.split(",")]:
             for reader in ("pieces", "library"):

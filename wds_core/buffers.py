@@ -472,7 +472,7 @@ class _UnbatchIterator(StageIterator):
                 yield rows[i]
 
     def state_dict(self) -> dict[str, Any]:
-        if self._gen is None:
+        if self._gen is None or self.before is None:  # nothing taken from upstream yet (iter() alone)
             return {"parent": state_of(self.src), "taken": 0}
         if isinstance(self.before, CheckpointError):
             raise self.before

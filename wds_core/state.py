@@ -145,6 +145,12 @@ def stage_names(stages: list[Any]) -> list[str]:
 def state_of(it: Any) -> Any:
     """The state of an upstream iterator, or a clear error when it has none."""
     getter = getattr(it, "state_dict", None)
+    if getter is None and type(it).__name__.endswith("DataLoaderIter"):
+        raise CheckpointError(
+            f"a PyTorch DataLoader ({describe(it)}) keeps no position to checkpoint: iterate the dataset through "
+            "wds_torch.WebLoader (stages after it included), which checkpoints its workers with torchdata's "
+            "StatefulDataLoader (pip install torchdata; the torch extra has it), or use StatefulDataLoader itself"
+        )
     if getter is None:
         raise CheckpointError(
             f"the stage producing {describe(it)} cannot be checkpointed: it is a plain iterator "

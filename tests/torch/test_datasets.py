@@ -289,3 +289,69 @@ def test_webdatasets_batching_reads_one_item_ahead_through_a_persistent_worker(d
     theirs = epochs(webdataset)
     assert theirs[0] != theirs[1]
     assert epochs(types.SimpleNamespace(**NAMESPACE)) == theirs
+
+
+def _webloader(spec, workers, persistent=False, rebatch=True):
+    dataset = wds.WebDataset(spec, shardshuffle=True, seed=1).shuffle(10).to_tuple("__key__").batched(4)
+    loader = wds.WebLoader(dataset, num_workers=workers, batch_size=None, persistent_workers=persistent)
+    return loader.unbatched().shuffle(20, seed=3).batched(5) if rebatch else loader
+
+
+def _keys(batches):
+    return [key for (keys,) in batches for key in keys]
+
+
+@pytest.mark.parametrize("workers, persistent", [(0, False), (2, False), (2, True)])
+def test_a_webloader_with_workers_checkpoints_and_resumes_exactly(dataset_dir, workers, persistent):
+    """Issue 45: WebLoader's state_dict() raised CheckpointError with workers (a DataLoader iterator keeps no
+    position), rebatching after the loader (the README's recipe) included.  Now its loader is torchdata's
+    StatefulDataLoader: a state taken after k batches (through JSON) resumes the epoch exactly, and the epochs
+    after it follow as in an uninterrupted run; a state taken at the end of an epoch resumes its (empty) rest."""
+    import json
+
+    spec, _ = dataset_dir
+    uninterrupted = _webloader(spec, workers, persistent)
+    epochs = [_keys(uninterrupted) for _ in range(3)]
+    assert epochs[0] != epochs[1] and sorted(epochs[0]) == sorted(epochs[1])
+    for cut in (1, 9, 31):
+        loader = _webloader(spec, workers, persistent)
+        _keys(loader)  # epoch 0
+        running = iter(loader)
+        head = [next(running) for _ in range(cut)]
+        state = json.loads(json.dumps(loader.state_dict()))
+        del running
+        resumed = _webloader(spec, workers, persistent)
+        resumed.load_state_dict(state)
+        assert _keys(head) + _keys(resumed) == epochs[1] and _keys(resumed) == epochs[2], cut
+    loader = _webloader(spec, workers, persistent)
+    _keys(loader)
+    at_end = _webloader(spec, workers, persistent)
+    at_end.load_state_dict(json.loads(json.dumps(loader.state_dict())))
+    assert _keys(at_end) == [] and _keys(at_end) == epochs[1]
+
+
+def test_a_plain_dataloader_in_a_pipeline_says_what_checkpoints(dataset_dir):
+    spec, _ = dataset_dir
+    loader = torch.utils.data.DataLoader(wds.WebDataset(spec, shardshuffle=False), num_workers=1, batch_size=None)
+    pipeline = wds.DataPipeline(lambda: iter(loader), wds.shuffle(5))
+    items = iter(pipeline)
+    next(items)
+    with pytest.raises(wds.CheckpointError, match="keeps no position.*wds_torch.WebLoader.*StatefulDataLoader"):
+        pipeline.state_dict()
+
+
+def _passing(items):  # a plain generator stage: no checkpoint state
+    yield from items
+
+
+def test_a_webloader_over_a_plain_generator_stage_iterates_and_says_why_it_cannot_checkpoint(dataset_dir):
+    """StatefulDataLoader asks each worker for its pipeline's state at every step: a pipeline with a plain
+    generator among its stages still runs, and only asking for a checkpoint raises, naming the stage."""
+    spec, keys = dataset_dir
+    dataset = wds.WebDataset(spec, shardshuffle=False).compose(_passing).to_tuple("__key__")
+    loader = wds.WebLoader(dataset, num_workers=2, batch_size=None)
+    assert sorted(key for (key,) in loader) == sorted(keys)
+    running = iter(loader)
+    next(running)
+    with pytest.raises(wds.CheckpointError, match="worker's pipeline cannot be checkpointed.*_passing"):
+        loader.state_dict()
