@@ -133,3 +133,29 @@ def test_site_builds_with_warnings_as_errors(tmp_path):
     assert 'id="wds_core.fluid.WebDataset"' in api and 'id="wds_core.chaining.FluidInterface.batched"' in api
     guide = (site / "guides" / "streaming" / "index.html").read_text()
     assert "--8&lt;--" not in guide and "state_dict" in guide  # the README section was included
+
+
+def _extras() -> set[str]:
+    import tomllib
+
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
+def test_every_install_line_installs_this_repository_with_extras_it_has():
+    """Issue 45: the docs said `pip install "wds[torch]"`, which fails (wds is not on PyPI) while the README said
+    `pip install -e .`.  One story everywhere, the README, the docs and the install hints of errors: the clone
+    itself, with extras pyproject.toml defines."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    sources = sorted(p for d in ("wds_core", "wds_torch", "wds_jax", "wds_tf") for p in (ROOT / d).rglob("*.py"))
+    extras, found = _extras(), 0
+    for path in pages + sources:
+        text = path.read_text()
+        assert not re.search(r"\bwds\[[a-z]", text), f"{path}: installs wds[...] from PyPI, where it is not"
+        for line in re.findall(r"pip install[^\n`]*", text):
+            for named in re.findall(r'-e\s+"?\.\[([a-z0-9,]+)\]', line):
+                found += 1
+                assert set(named.split(",")) <= extras, f"{path}: {line!r} names an extra pyproject.toml lacks"
+    assert found >= 10
+    from wds_core.errors import install_hint
+
+    assert install_hint("s3fs", "s3") == 'pip install s3fs (or pip install -e ".[s3]" in your clone of wds)'

@@ -41,6 +41,7 @@ import tarfile
 from typing import Any, TypeVar
 
 __all__ = [
+    "install_hint",
     "CheckpointError",
     "DecodingError",
     "EmptyDatasetError",
@@ -258,3 +259,9 @@ class DecodingError(FieldError):
 
 class EncodingError(FieldError):
     """A field that cannot be encoded, or a sample that cannot be written as it is."""
+
+
+def install_hint(packages: str, extra: str) -> str:
+    """How to install what a feature needs: the packages themselves, and wds's extra that brings them (wds is
+    installed from a clone of its repository, not from PyPI)."""
+    return f'pip install {packages} (or pip install -e ".[{extra}]" in your clone of wds)'

@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DecodingError, SpecError
+from .errors import DecodingError, SpecError, install_hint
 from .fieldcodecs.images import image_spec
 from .fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduction, scaled_size
 from .fieldcodecs.limits import check_pixels
@@ -222,7 +222,7 @@ class ImageCrop:
         if self.interpolation != "pillow":
             opencv = _opencv()  # imported now, not on the first image (a DataLoader worker forked later has it)
             if opencv is None and self.interpolation == "opencv":
-                raise SpecError("interpolation='opencv' needs OpenCV: pip install 'wds[cv]'")
+                raise SpecError(f"interpolation='opencv' needs OpenCV: {install_hint('opencv-python-headless', 'cv')}")
         if self.policy not in _POLICIES:
             raise SpecError(f"crop policy must be one of {', '.join(_POLICIES)}, got {self.policy!r}")
         if self.layout not in ("hwc", "chw"):

@@ -42,7 +42,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SpecError
+from .errors import SpecError, install_hint
 from .io.urls import expand_urls
 
 __all__ = ["JobLog", "ShardJobSummary", "dask_client", "map_shards", "output_names", "run_jobs"]
@@ -367,7 +367,7 @@ def dask_client(
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
-        raise SpecError("engine='dask' needs dask.distributed: pip install 'wds[dask]'") from None
+        raise SpecError(f"engine='dask' needs dask.distributed: {install_hint('dask[distributed]', 'dask')}") from None
     cluster = None
     if scheduler:
         client = Client(scheduler)

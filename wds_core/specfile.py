@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SampleError, SpecError
+from .errors import SampleError, SpecError, install_hint
 from .grouping import is_meta
 from .handlers import Handler, reraise_exception
 from .io.storage import read_bytes
@@ -87,7 +87,7 @@ def _parse(text: bytes, where: str) -> Any:
     try:
         import yaml
     except ImportError:
-        raise SpecError(f"reading {where} needs PyYAML: pip install 'wds[yaml]'") from None
+        raise SpecError(f"reading {where} needs PyYAML: {install_hint('pyyaml', 'yaml')}") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exn:

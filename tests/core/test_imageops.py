@@ -173,7 +173,7 @@ def test_interpolation_is_checked_when_the_stage_is_made(monkeypatch):
     with pytest.raises(SpecError, match="interpolation must be one of"):
         image_crop(32, interpolation="bicubic")
     monkeypatch.setattr(imageops, "_opencv", lambda: None)
-    with pytest.raises(SpecError, match=r"pip install 'wds\[cv\]'"):
+    with pytest.raises(SpecError, match=r'pip install opencv-python-headless \(or pip install -e "\.\[cv\]"'):
         image_crop(32, interpolation="opencv")
     array = photo(4, 120, 160)  # "auto" without OpenCV: Pillow's pixels
     assert np.array_equal(image_crop(32, "center").cut(array, Uniform(0)),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import SpecError, install_hint
 from .jpeg import decode_jpeg
 from .limits import charge, check_pixels
 from .plugins import load_provider
@@ -104,7 +104,7 @@ def image_spec(name: str) -> ImageSpec:
     claimed, why = load_provider("spec", key)
     hint = ""
     if key.startswith("torch") and (why or not claimed):
-        hint = "; torch* specs come with the PyTorch adapter: pip install 'wds[torch]'"
+        hint = f"; torch* specs come with the PyTorch adapter: {install_hint('torch', 'torch')}"
     if claimed and why and key not in IMAGE_SPECS:
         raise SpecError(f"image spec {name!r} comes with a package that does not load here ({why}){hint}")
     if key not in IMAGE_SPECS:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import SpecError, install_hint
 from .limits import check_pixels
 
 __all__ = [
@@ -81,7 +81,7 @@ def set_jpeg_decoder(name: str) -> None:
     if name not in _CHOICES:
         raise SpecError(f"JPEG decoder must be one of {', '.join(_CHOICES)}, got {name!r}")
     if name == "simplejpeg" and _simplejpeg() is None:
-        raise SpecError("the simplejpeg decoder is not installed: pip install 'wds[jpeg]'")
+        raise SpecError(f"the simplejpeg decoder is not installed: {install_hint('simplejpeg', 'jpeg')}")
     _choice[:] = [name]
 
 

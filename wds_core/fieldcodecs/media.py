@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import SpecError, install_hint
 from .limits import charge, check_pixels, current_limits
 
 __all__ = ["AUDIO_EXTENSIONS", "VIDEO_EXTENSIONS", "AudioHandler", "VideoHandler", "decode_audio", "decode_video"]
@@ -37,11 +37,14 @@ AUDIO_EXTENSIONS = frozenset("wav flac mp3 ogg oga aiff aif au".split())
 VIDEO_EXTENSIONS = frozenset("mp4 webm mkv mov avi ogv m4v".split())
 
 
+_PACKAGES = {"av": "av", "soundfile": "soundfile"}  # the PyPI name of each module
+
+
 def _require(module: str, extra: str, what: str) -> Any:
     try:
         return __import__(module)
     except ImportError:
-        raise SpecError(f"{what} fields need {module}: pip install 'wds[{extra}]'") from None
+        raise SpecError(f"{what} fields need {module}: {install_hint(_PACKAGES.get(module, module), extra)}") from None
 
 
 def _extensions(given: str | Iterable[str] | None, default: frozenset[str]) -> frozenset[str]:

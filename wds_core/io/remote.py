@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from typing import Any, BinaryIO
 
-from ..errors import ShardOpenError, redact_url
+from ..errors import ShardOpenError, install_hint, redact_url
 from .direct import FsspecSource, RangeSource, http_source
 from .readahead import READ_AHEAD, Allowance, RangeWindow, ReadAhead
 from .retries import (
@@ -38,8 +38,9 @@ __all__ = ["RangeStream", "connect", "direct_source", "open_remote", "range_sour
 # retries.py's names, where they were before it was split out
 __all__ += ["DEFAULT_RETRY", "RetryPolicy", "describe_error", "is_transient", "retry_stats", "with_retries"]
 
-_INSTALL_HINTS = {"s3": "wds[s3]", "s3a": "wds[s3]", "gs": "wds[gcs]", "gcs": "wds[gcs]", "http": "wds[http]"}
-_INSTALL_HINTS["https"] = "wds[http]"
+# the packages a scheme's fsspec backend needs, and the extra that brings them
+_INSTALL_HINTS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
+_INSTALL_HINTS.update(http=("aiohttp", "http"), https=("aiohttp", "http"))
 
 
 def filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
@@ -51,7 +52,7 @@ def filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
         fsspec.get_filesystem_class(protocol)
     except (ValueError, ImportError) as exn:
         hint = _INSTALL_HINTS.get(protocol)
-        extra = f'; install it with pip install "{hint}"' if hint else ""
+        extra = f"; install it with {install_hint(*hint)}" if hint else ""
         raise ShardOpenError(f"no storage backend for {protocol}:// URLs ({exn}){extra}", url=url) from None
     try:
         return fsspec.core.url_to_fs(url, **options)

@@ -95,12 +95,12 @@ def _make_client(options: dict[str, Any]) -> Any:
 
 
 def s3_object(url: str, options: dict[str, Any]) -> tuple[dict[str, Any], str, str] | None:
-    """The options this module honours, the bucket and the key of ``url``; ``None`` when wds[s3] is not
+    """The options this module honours, the bucket and the key of ``url``; ``None`` when the s3 extra is not
     installed or an option is one only s3fs knows."""
     known = {name: value for name, value in options.items() if name not in _IGNORED}
     if set(known) - _KNOWN or set(known.get("client_kwargs") or {}) - _CLIENT_KEYS:
         return None
-    if not _installed("s3fs") or not _installed("botocore"):  # without wds[s3], the error names the extra
+    if not _installed("s3fs") or not _installed("botocore"):  # without the s3 extra, the error names it
         return None
     bucket, _, key = url.split("://", 1)[1].partition("/")
     if not bucket or not key:
@@ -117,7 +117,7 @@ def s3_source(
     url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_RETRY
 ) -> SignedS3Source | S3Source | None:
     """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``, its responses held to ``retry``'s least rate;
-    ``None`` when wds[s3] is not installed or an option is one only s3fs knows."""
+    ``None`` when the s3 extra is not installed or an option is one only s3fs knows."""
     found = s3_object(url, options)
     if found is None:
         return None

@@ -454,7 +454,11 @@ def test_a_larger_shard_learns_its_size_while_reading():
 
 
 @pytest.mark.parametrize(
-    "url, hint", [("s3://b/x.tar", 'pip install "wds[s3]"'), ("gs://b/x.tar", 'pip install "wds[gcs]"')]
+    "url, hint",
+    [
+        ("s3://b/x.tar", 'pip install s3fs (or pip install -e ".[s3]"'),
+        ("gs://b/x.tar", 'pip install gcsfs (or pip install -e ".[gcs]"'),
+    ],
 )
 def test_a_missing_backend_names_its_install_command(url, hint):
     import subprocess
