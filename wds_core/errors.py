@@ -71,9 +71,11 @@ _WORDS = "|".join(SECRET_WORDS)
 _USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]*@")
 _ASSIGNED = re.compile(rf"((?:^|[?&;:\s'\"])[-\w.]*(?:{_WORDS})[-\w.]*=)[^&;\s'\"]*", re.IGNORECASE)
 _FLAG = re.compile(rf"((?:^|\s)--?[-\w]*(?:{_WORDS})[-\w]*\s+['\"]?)[^\s'\"]+", re.IGNORECASE)
+# (a name that ends in Error, Exception or Warning is an exception's type before its message, not a header:
+# "NoCredentialsError: Unable to locate credentials" keeps what it says)
 _HEADER = re.compile(
     r"((?:authorization|proxy-authorization|cookie|[-\w]*(?:token|secret|password|api-?key|credential|signature)"
-    r"[-\w]*)\s*:\s*)[^'\"\n]+",
+    r"[-\w]*)(?<!error)(?<!exception)(?<!warning)\s*:\s*)[^'\"\n]+",
     re.IGNORECASE,
 )
 

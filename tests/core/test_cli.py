@@ -267,3 +267,36 @@ def test_verify_clean_removes_what_killed_writers_left(data, tmp_path):
     done = wds_cli("verify", spec, "--clean")
     assert f"REMOVED {stale}".encode() in done.stdout and b"1 temporary file of killed writers" in done.stderr
     assert not stale.exists() and live.exists()
+
+
+def _no_aws_environment(tmp_path):
+    """An environment with no AWS credentials to find (nor an instance metadata service to ask)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "WDS_CONFIG"))}
+    env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"))
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
+    return env
+
+
+def test_storage_options_and_endpoint_on_the_command_line(data, tmp_path, s3):
+    """Issue 45: credentials and an endpoint without a configuration file, on every subcommand; a missing
+    credential says so (it read as `NoCredentialsError: ***`) and how to give one."""
+    spec, keys = data
+    options = s3["team-a"].client_options("team-a")
+    endpoint = options["client_kwargs"]["endpoint_url"]
+    creds = json.dumps(
+        {"key": options["key"], "secret": options["secret"], "client_kwargs": {"region_name": "eu-west-1"}}
+    )
+    env = _no_aws_environment(tmp_path)
+    wds_cli("cp", spec, "s3://team-a/cli/", "--storage-options", creds, "--endpoint-url", endpoint, env=env)
+    by_prefix = json.dumps({"s3://team-a/": options})
+    listed = wds_cli("ls", "s3://team-a/cli/d-1.tar", "--storage-options", by_prefix, env=env).stdout.decode()
+    assert keys[len(keys) // 3] in listed
+    wds_cli("index", "create", "s3://team-a/cli/d-{0..2}.tar", "--storage-options", by_prefix, "-o",
+            tmp_path / "ds.json", env=env)  # fmt: skip
+    assert json.loads((tmp_path / "ds.json").read_text())["shardlist"][0]["nsamples"] > 0
+    refused = wds_cli("ls", "s3://team-a/cli/d-1.tar", "--endpoint-url", endpoint, env=env, check=False)
+    said = refused.stderr.decode()
+    assert refused.returncode == 1 and "Unable to locate credentials" in said, said
+    assert "***" not in said and "--storage-options" in said and "AWS_ENDPOINT_URL" in said
+    bad = wds_cli("ls", spec, "--storage-options", "{oops", check=False)
+    assert bad.returncode == 1 and b"--storage-options is not JSON" in bad.stderr

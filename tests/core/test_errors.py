@@ -64,3 +64,25 @@ def test_one_redaction_for_urls_commands_and_messages(text, hidden, kept):
     assert all(part in shown for part in kept), shown
     assert redact_url(text) == shown
     assert all(secret not in str(wds.PipeError("failed", url=text)) for secret in hidden)
+
+
+def test_an_exception_named_for_credentials_keeps_its_message():
+    """Issue 45: `NoCredentialsError: Unable to locate credentials` read as `NoCredentialsError: ***` (the type's
+    name looked like a header); secrets in headers, URLs and assignments are still hidden."""
+    from wds_core.errors import redact
+    from wds_core.io.retries import describe_error
+
+    kept = "NoCredentialsError: Unable to locate credentials"
+    assert redact(kept) == kept
+    assert redact("PartialCredentialsError: Partial credentials found in env") == (
+        "PartialCredentialsError: Partial credentials found in env"
+    )
+    assert redact("x-amz-security-token: abc Authorization: Bearer xyz") == "x-amz-security-token: ***"
+    assert redact("aws_secret_access_key=abc") == "aws_secret_access_key=***"
+
+    class NoCredentialsError(Exception):
+        pass
+
+    said = describe_error(NoCredentialsError("Unable to locate credentials"))
+    assert said.startswith(kept) and "storage_options=" in said and "AWS_ENDPOINT_URL" in said
+    assert describe_error(ConnectionResetError("reset")) == "ConnectionResetError: reset"

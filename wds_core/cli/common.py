@@ -41,3 +41,51 @@ def byte_size(text: str) -> int:
         return int(float(number) * _UNITS[unit])
     except (KeyError, ValueError):
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4GB, 512MiB)") from None
+
+
+STORAGE_HELP = (
+    'options for remote shards, as JSON: {"s3://bucket/": {"endpoint_url": ..., "key": ..., "secret": ...}} '
+    "by URL prefix, or one object of options for every remote URL (the same as storage_options= in Python; "
+    "WDS_CONFIG and the AWS_* variables, AWS_ENDPOINT_URL and AWS_PROFILE included, work too)"
+)
+_REMOTE_PREFIXES = ("s3://", "gs://", "gcs://", "http://", "https://")
+
+
+def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--storage-options JSON`` and ``--endpoint-url URL`` on every subcommand (on each verb of one that has
+    verbs): how the command line gives credentials and endpoints without a configuration file."""
+    verbs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if verbs:
+        for child in verbs[0].choices.values():
+            add_storage_arguments(child)
+        return
+    group = parser.add_argument_group("storage")
+    group.add_argument("--storage-options", metavar="JSON", help=STORAGE_HELP)
+    group.add_argument("--endpoint-url", metavar="URL", help="the endpoint of an S3-compatible store (s3:// URLs)")
+
+
+def apply_storage_arguments(args: argparse.Namespace) -> None:
+    """Register what ``--storage-options`` and ``--endpoint-url`` give, for every URL the command reads or writes."""
+    import json
+
+    from ..errors import SpecError
+    from ..io.storage_config import register_storage
+
+    by_prefix: dict[str, dict[str, Any]] = {}
+    text = getattr(args, "storage_options", None)
+    if text:
+        try:
+            given = json.loads(text)
+        except ValueError as exn:
+            raise SpecError(f"--storage-options is not JSON: {exn}") from None
+        if not isinstance(given, dict):
+            raise SpecError(f"--storage-options is a JSON object, got {type(given).__name__}")
+        if given and all(isinstance(v, dict) and "://" in k for k, v in given.items()):
+            by_prefix = {prefix: dict(options) for prefix, options in given.items()}
+        else:
+            by_prefix = {prefix: dict(given) for prefix in _REMOTE_PREFIXES}
+    endpoint = getattr(args, "endpoint_url", None)
+    if endpoint:
+        by_prefix.setdefault("s3://", {})["endpoint_url"] = endpoint
+    for prefix, options in by_prefix.items():
+        register_storage(prefix, **options)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from . import demo, index, inspect_shards, profile, reshape, shardfiles
+from .common import add_storage_arguments, apply_storage_arguments
 
 __all__ = ["main"]
 
@@ -19,8 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     index.add_parser(commands)
     demo.add_parser(commands)
     profile.add_parser(commands)
+    for command in commands.choices.values():
+        add_storage_arguments(command)
     args = parser.parse_args(argv)
     try:
+        apply_storage_arguments(args)
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ reading stage, and logged at most every few seconds.
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import threading
 import time
@@ -241,9 +242,23 @@ class ShortRead(Exception):
     """A response with fewer bytes than it should have had (retried)."""
 
 
+_DENIED = re.compile(
+    r"credential|accessdenied|access denied|invalidaccesskeyid|signaturedoesnotmatch|expiredtoken|"
+    r"forbidden|unauthori[sz]ed",
+    re.IGNORECASE,
+)
+CREDENTIALS_HINT = (
+    "to give credentials or an endpoint: storage_options={'s3://bucket/': {'key': ..., 'secret': ..., "
+    "'endpoint_url': ...}} by URL prefix, a WDS_CONFIG file, or AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+    "AWS_PROFILE and AWS_ENDPOINT_URL (GCS: GOOGLE_APPLICATION_CREDENTIALS); wds commands take --storage-options "
+    "JSON and --endpoint-url"
+)
+
+
 def describe_error(exn: BaseException) -> str:
-    """``exn``'s type and message, with credentials hidden."""
-    return redact(f"{type(exn).__name__}: {exn}")
+    """``exn``'s type and message, with credentials hidden; a refused or missing credential says how to give one."""
+    text = redact(f"{type(exn).__name__}: {exn}")
+    return f"{text} ({CREDENTIALS_HINT})" if _DENIED.search(text) else text
 
 
 RETRIES: Counter[str] = Counter()  # in this process: "retries" made, requests "recovered", "gave_up"
