@@ -165,6 +165,21 @@ def _check(block: str, ns: dict, root: Path) -> None:
         assert len(rest) + len(ns["taken"]) == 1300 and not set(rest) & set(ns["taken"])
     if "install_as_webdataset" in block:
         assert sys.modules["webdataset"].__wds__ == "wds_torch"
+    _training_ready(block, ns)
+
+
+def _training_ready(block: str, ns: dict) -> None:
+    """A pipeline a block makes that ends in ``to_tuple`` gives training-ready values: no field left as bytes
+    (issue 45: the README's crop_images example gave the label as b'0', which torch.as_tensor refuses)."""
+    for name, value in ns.items():
+        pipeline = value if isinstance(value, wds_core.DataPipeline) else None
+        if pipeline is None or not pipeline.pipeline or f"{name} = " not in block:
+            continue
+        if type(pipeline.pipeline[-1]).__name__ != "ToTuple":
+            continue
+        first = next(iter(pipeline))
+        kinds = [type(field).__name__ for field in first]
+        assert not any(isinstance(field, (bytes, bytearray, memoryview)) for field in first), (name, kinds)
 
 
 @pytest.mark.parametrize("page,index,block", BLOCKS, ids=[f"{page}-block{i}" for page, i, _ in BLOCKS])
