@@ -149,6 +149,8 @@ class WebDataset(DataPipeline, FluidInterface):
                 self.append(nodesplitter)
             if workersplitter is not None:
                 self.append(workersplitter)
+        if isinstance(shards, SimpleShardList) and handler is reraise_exception:
+            shards.check_local, shards.check_local_options = True, storage_options
         self.nshards = len(shards.urls)
         self.append(
             TarfileToSamples.from_options(reading) if interleave is None else InterleaveShards(interleave, reading)

@@ -61,6 +61,12 @@ class SimpleShardList(Recipe):
         # the last epoch's order of a long list
         self._permuted: tuple[tuple[int, int, int], PermutedNames] | None = None
 
+    #: Whether each epoch starts by checking that its local shards exist (``WebDataset`` with the default handler
+    #: sets it: a missing one is then an error before any is read, not after the others were), and the storage
+    #: options that may rewrite their URLs.
+    check_local = False
+    check_local_options: Any = None
+
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_permuted": None}  # workers compute it (the same) when they need it
 
@@ -99,6 +105,33 @@ class SimpleShardList(Recipe):
         return self._permuted[1]
 
 
+def _check_local_shards(urls: list[str], storage_options: Any) -> None:
+    """A :class:`ShardNotFoundError` naming the local shards of ``urls`` that do not exist (a ``stat`` each)."""
+    from .errors import ShardNotFoundError
+    from .io.local import local_path
+    from .io.openers import registered_scheme
+    from .io.secure import check_allowed
+    from .io.storage import Storage
+
+    storage = Storage.of(storage_options)
+    missing = []
+    for url in urls:
+        if registered_scheme(url) is not None:
+            continue
+        target = storage.rewrite(url)
+        check_allowed(target)  # secure mode's refusal comes first, as when the shard is opened
+        path = local_path(target)
+        if path is not None and not os.path.exists(path):
+            missing.append(url)
+    if missing:
+        named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ShardNotFoundError(
+            f"{len(missing)} of the {len(urls)} shards of this epoch do not exist (checked before reading any): "
+            f"{named}",
+            url=missing[0],
+        )
+
+
 class ShardListIterator(StageIterator):
     passes_order = False  # a shard source
 
@@ -110,6 +143,8 @@ class ShardListIterator(StageIterator):
 
     def _run(self) -> Iterator[dict[str, str]]:
         urls = self.recipe.order(self.epoch)
+        if self.index == 0 and self.recipe.check_local and isinstance(urls, list):
+            _check_local_shards(urls, self.recipe.check_local_options)
         while self.index < len(urls):  # self.index is read anew each time: skip() moves it
             self.index += 1
             yield {"url": urls[self.index - 1]}

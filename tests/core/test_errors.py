@@ -86,3 +86,39 @@ def test_an_exception_named_for_credentials_keeps_its_message():
     said = describe_error(NoCredentialsError("Unable to locate credentials"))
     assert said.startswith(kept) and "storage_options=" in said and "AWS_ENDPOINT_URL" in said
     assert describe_error(ConnectionResetError("reset")) == "ConnectionResetError: reset"
+
+
+def test_brace_patterns_that_do_not_expand_say_where(tmp_path):
+    """Issue 45: `{000000...000005}` (three dots) was read as a shard of that name ("shard not found"), and a
+    missing `}` raised braceexpand's own error; both are SpecErrors (WdsErrors) naming the group and where."""
+    import wds_core as wds
+    from wds_core.errors import SpecError, WdsError
+
+    with pytest.raises(SpecError, match=r"brace group \{000000\.\.\.000005\} at 13 .* does not expand.*two dots"):
+        wds.WebDataset("shards/train-{000000...000005}.tar")
+    with pytest.raises(WdsError, match=r"a '\{' \(at 2\) that is never closed"):
+        wds.expand_urls("a-{00..03.tar")
+    with pytest.raises(SpecError, match=r"'\}' without its '\{'"):
+        wds.ShardListDataset("a-00..03}.tar")
+    assert wds.expand_urls("x-{a,b{1..2}}.tar::d-{a..b}-{0..4..2}.tar")[-1] == "d-b-4.tar"
+    assert wds.expand_urls("pipe:awk '{print}' f") == ["pipe:awk '{print}' f"]  # a command's braces are its own
+
+
+def test_a_missing_local_shard_is_found_before_any_is_read(tmp_path):
+    """Issue 45: a range one past the end failed only after the other shards were read; the epoch now starts by
+    checking its local shards (with the default handler; a handler that goes on still reads the others)."""
+    import wds_core as wds
+    from tests.conftest import make_samples, write_shard
+    from wds_core.errors import ShardNotFoundError
+
+    for s in range(4):
+        write_shard(tmp_path / f"p-{s}.tar", make_samples(f"s{s}-", 5))
+    spec = str(tmp_path / "p-{0..4}.tar")
+    got = []
+    with pytest.raises(ShardNotFoundError, match=r"1 of the 5 shards of this epoch do not exist .*p-4\.tar"):
+        for sample in wds.WebDataset(spec, shardshuffle=False):
+            got.append(sample)
+    assert got == []
+    with pytest.warns(UserWarning):
+        kept = list(wds.WebDataset(spec, shardshuffle=False, handler=wds.warn_and_continue))
+    assert len(kept) == 20

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 import braceexpand
 
-from ..errors import EmptyDatasetError, SpecError
+from ..errors import EmptyDatasetError, SpecError, redact
 
 __all__ = ["expand_env", "expand_urls", "folder_of", "join_url", "no_urls", "spec_parts"]
 
@@ -64,8 +64,58 @@ def spec_parts(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[st
         if not isinstance(part, str):
             raise SpecError(f"shard URLs must be strings, got {type(part).__name__}: {part!r}")
         if part != "":
-            parts.append(expand_env(part))
+            part = expand_env(part)
+            check_braces(part)
+            parts.append(part)
     return parts
+
+
+# what braceexpand expands: a group with a comma at its top level, or an integer or letter sequence
+_SEQUENCE = re.compile(r"-?\d+\.\.-?\d+(?:\.\.-?\d+)?|[a-zA-Z]\.\.[a-zA-Z](?:\.\.-?\d+)?")
+
+
+def _expands(group: str) -> bool:
+    depth, i = 0, 0
+    while i < len(group):
+        c = group[i]
+        if c == "\\":
+            i += 2
+            continue
+        depth += (c == "{") - (c == "}")
+        if c == "," and depth == 0:
+            return True
+        i += 1
+    return _SEQUENCE.fullmatch(group) is not None
+
+
+def check_braces(part: str) -> None:
+    """A :class:`SpecError` saying where, when a brace pattern of ``part`` is unbalanced or would not expand
+    (braceexpand keeps such a group as it is, and the shard named ``...{000...009}...`` is then "not found");
+    a ``pipe:`` command's braces are its own."""
+    if part.startswith("pipe:") or ("{" not in part and "}" not in part):
+        return
+    opened: list[int] = []
+    i = 0
+    while i < len(part):
+        c = part[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            opened.append(i)
+        elif c == "}":
+            if not opened:
+                raise SpecError(f"the shard spec {redact(part)!r} has a '}}' without its '{{' (at {i})")
+            start = opened.pop()
+            group = part[start + 1 : i]
+            if not _expands(group):
+                raise SpecError(
+                    f"the brace group {{{group}}} at {start} of the shard spec {redact(part)!r} does not expand: a "
+                    "range is written {000..009} (two dots; {0..99..2} with a step), a list {a,b,c}"
+                )
+        i += 1
+    if opened:
+        raise SpecError(f"the shard spec {redact(part)!r} has a '{{' (at {opened[-1]}) that is never closed")
 
 
 def no_urls(spec: object) -> EmptyDatasetError:
