@@ -300,3 +300,19 @@ def test_storage_options_and_endpoint_on_the_command_line(data, tmp_path, s3):
     assert "***" not in said and "--storage-options" in said and "AWS_ENDPOINT_URL" in said
     bad = wds_cli("ls", spec, "--storage-options", "{oops", check=False)
     assert bad.returncode == 1 and b"--storage-options is not JSON" in bad.stderr
+
+
+def test_a_closed_pipe_ends_quietly_and_help_has_no_markup(data, tmp_path):
+    """Issue 45: `wds ls x.tar | head -1` ended in a BrokenPipeError traceback with exit 1; --help showed
+    ``code`` and :class:`~a.b.C` markup."""
+    spec, _ = data
+    shards = [spec.replace("{0..2}", str(s)) for s in range(3)] * 200  # far more than a pipe buffer holds
+    listing = subprocess.Popen(["wds", "ls", *shards], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert listing.stdout.readline()
+    listing.stdout.close()  # as head does after its line
+    _, err = listing.communicate(timeout=120)
+    assert listing.returncode == 141 and b"Traceback" not in err and b"BrokenPipe" not in err, err
+    for command in (["--help"], ["ls", "--help"], ["profile", "--help"], ["index", "create", "--help"]):
+        text = wds_cli(*command).stdout.decode()
+        assert "``" not in text and ":class:" not in text and ":func:" not in text, command
+    assert "Profile and prints each stage" in wds_cli("profile", "--help").stdout.decode()

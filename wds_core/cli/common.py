@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 from typing import Any
 
 __all__ = ["md5_of", "subcommand"]
@@ -89,3 +90,27 @@ def apply_storage_arguments(args: argparse.Namespace) -> None:
         by_prefix.setdefault("s3://", {})["endpoint_url"] = endpoint
     for prefix, options in by_prefix.items():
         register_storage(prefix, **options)
+
+
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)(?:\s*<[^>]*>)?`")  # :class:`~a.b.C` -> C, :func:`f <target>` -> f
+
+
+def plain_text(text: str | None) -> str | None:
+    """Docstring markup as a terminal shows it: ``code`` as code, :role:`~a.b.Name` as Name."""
+    if not text:
+        return text
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return text.replace("``", "")
+
+
+def tidy_help(parser: argparse.ArgumentParser) -> None:
+    """Every description and argument help of ``parser`` and its subcommands in :func:`plain_text`."""
+    parser.description = plain_text(parser.description)
+    parser.epilog = plain_text(parser.epilog)
+    for action in parser._actions:
+        action.help = plain_text(action.help) if isinstance(action.help, str) else action.help
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                tidy_help(child)
+            for choice in action._choices_actions:
+                choice.help = plain_text(choice.help)

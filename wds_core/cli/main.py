@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 from . import demo, index, inspect_shards, profile, reshape, shardfiles
-from .common import add_storage_arguments, apply_storage_arguments
+from .common import add_storage_arguments, apply_storage_arguments, tidy_help
 
 __all__ = ["main"]
 
@@ -22,12 +24,17 @@ def main(argv: list[str] | None = None) -> int:
     profile.add_parser(commands)
     for command in commands.choices.values():
         add_storage_arguments(command)
+    tidy_help(parser)
     args = parser.parse_args(argv)
     try:
         apply_storage_arguments(args)
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `wds ls x.tar | head -1`: the reader has gone; end quietly, as ls does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush at exit
+        return 128 + signal.SIGPIPE
     except Exception as exn:  # noqa: BLE001 - the CLI reports every failure the same way
         print(f"wds {args.command}: {type(exn).__name__}: {exn}", file=sys.stderr)
         return 1
