@@ -26,7 +26,7 @@ from .io.readahead import Allowance, ReadAhead
 from .io.remote import RetryPolicy
 from .io.storage import remote_url, url_of
 from .shardreading import ShardReading, ShardReadOptions
-from .state import BalancedPart, RunContext, StageIterator, implements
+from .state import BalancedPart, RunContext, StageIterator, implements, upstream_of
 from .tar.resume import skip_to
 from .tar.source import CHUNK
 from .tar.tario import iter_members
@@ -40,6 +40,16 @@ __all__ = [
 ]
 
 _END = object()
+
+
+def _check_shard_list(it: Any) -> None:
+    """Let the shard list upstream (through splitters and balanced parts) check its local shards exist."""
+    while it is not None:
+        check = getattr(it, "check_local_shards", None)
+        if callable(check):
+            check()
+            return
+        it = upstream_of(it)
 
 
 class TarfileToSamples(ShardReading):
@@ -221,6 +231,7 @@ class ShardReader(StageIterator):
                 if not (yield from self._shard(self.url, self.offset)):
                     self.ended_by_handler = True
                     return
+            _check_shard_list(self.src)
             source = iter(self.src)
             while True:
                 item = self.queued.pop(0) if self.queued else None

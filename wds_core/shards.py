@@ -61,9 +61,9 @@ class SimpleShardList(Recipe):
         # the last epoch's order of a long list
         self._permuted: tuple[tuple[int, int, int], PermutedNames] | None = None
 
-    #: Whether each epoch starts by checking that its local shards exist (``WebDataset`` with the default handler
-    #: sets it: a missing one is then an error before any is read, not after the others were), and the storage
-    #: options that may rewrite their URLs.
+    #: Whether the reader starts each epoch by checking that its local shards exist (``WebDataset`` with the
+    #: default handler sets it: a missing one is then an error before any is read, not after the others were), and
+    #: the storage options that may rewrite their URLs.
     check_local = False
     check_local_options: Any = None
 
@@ -140,14 +140,22 @@ class ShardListIterator(StageIterator):
         self.recipe = recipe
         self.epoch = epoch
         self.index = 0
+        self.checked = False  # check_local_shards ran
 
     def _run(self) -> Iterator[dict[str, str]]:
         urls = self.recipe.order(self.epoch)
-        if self.index == 0 and self.recipe.check_local and isinstance(urls, list):
-            _check_local_shards(urls, self.recipe.check_local_options)
         while self.index < len(urls):  # self.index is read anew each time: skip() moves it
             self.index += 1
             yield {"url": urls[self.index - 1]}
+
+    def check_local_shards(self) -> None:
+        """When the list asks for it (:attr:`SimpleShardList.check_local`), a :class:`ShardNotFoundError` naming
+        the local shards of this epoch that do not exist; a reader calls it before reading its first shard."""
+        if self.recipe.check_local and not self.checked:
+            self.checked = True
+            urls = self.recipe.order(self.epoch)
+            if isinstance(urls, list):  # not a lazy list of millions of names
+                _check_local_shards(urls, self.recipe.check_local_options)
 
     def rest(self) -> list[str]:
         """The URLs of the shards not yielded yet, as if they all were now (one list, named in bulk)."""

@@ -122,3 +122,8 @@ def test_a_missing_local_shard_is_found_before_any_is_read(tmp_path):
     with pytest.warns(UserWarning):
         kept = list(wds.WebDataset(spec, shardshuffle=False, handler=wds.warn_and_continue))
     assert len(kept) == 20
+    # the check is the reader's: the shard list alone (webdataset's test_shuffle_seed cuts the pipeline there)
+    # names shards that need not exist
+    listed = wds.WebDataset(str(tmp_path / "none-{0..3}.tar"), shardshuffle=True, seed=0)
+    del listed.pipeline[1:]
+    assert len(list(listed)) == 4
