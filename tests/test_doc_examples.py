@@ -83,6 +83,10 @@ def folder(tmp_path_factory) -> Path:
         for d in range(6):
             sink.write(wds_core.interleaved_sample(f"d{d}", ["a sentence.", _images(d), "another one."]))
     array_shards(root, "arrays", 4, 8, (4,), 3)
+    for c, name in enumerate(("cat", "dog", "eel")):  # an ImageNet-style class-folder tree
+        (root / "train" / name).mkdir(parents=True)
+        for i in range(4):
+            (root / "train" / name / f"{name}{i}.jpg").write_bytes(b"JPEG %d %d" % (c, i))
     (root / "mix.yaml").write_text(
         "dataset:\n  - shards: data/train-{000000..000009}.tar\n    weight: 2\n  - shards: pairs.tar\n"
     )
@@ -165,6 +169,10 @@ def _check(block: str, ns: dict, root: Path) -> None:
         assert len(rest) + len(ns["taken"]) == 1300 and not set(rest) & set(ns["taken"])
     if "install_as_webdataset" in block:
         assert sys.modules["webdataset"].__wds__ == "wds_torch"
+    if "classes = sorted(os.listdir" in block:  # the class-folder tree: labels by the folder's sorted number
+        shard = wds_core.WebDataset(str(root / "train-000000.tar"), shardshuffle=False)
+        labels = {s["__key__"]: int(s["cls"]) for s in shard}
+        assert len(labels) == 12 and labels["cat/cat0"] == 0 and labels["eel/eel3"] == 2
     _training_ready(block, ns)
 
 

@@ -316,3 +316,23 @@ def test_a_closed_pipe_ends_quietly_and_help_has_no_markup(data, tmp_path):
         text = wds_cli(*command).stdout.decode()
         assert "``" not in text and ":class:" not in text and ":func:" not in text, command
     assert "Profile and prints each stage" in wds_cli("profile", "--help").stdout.decode()
+
+
+def test_create_labels_from_class_folders(tmp_path):
+    """Issue 45: `wds create train/` over train/<class>/<n>.jpg gave keys like cat/0 with only a jpg field."""
+    for name in ("zebra", "ant", "mole"):
+        (tmp_path / "train" / name).mkdir(parents=True)
+        for i in range(3):
+            (tmp_path / "train" / name / f"{i}.jpg").write_bytes(b"JPEG " + name.encode())
+    (tmp_path / "out").mkdir()
+    made = wds_cli("create", tmp_path / "train", "-o", tmp_path / "out" / "t-%03d.tar", "--label-from-dir")
+    assert b"3 classes" in made.stderr
+    classes = json.loads((tmp_path / "out" / "classes.json").read_text())
+    assert classes == ["ant", "mole", "zebra"]
+    samples = list(wds.WebDataset(str(tmp_path / "out" / "t-000.tar"), shardshuffle=False).decode())
+    assert len(samples) == 9
+    assert all(classes[s["cls"]] == s["__key__"].split("/")[0] for s in samples)
+    (tmp_path / "train" / "stray.jpg").write_bytes(b"x")
+    refused = wds_cli("create", tmp_path / "train", "-o", tmp_path / "out" / "u-%03d.tar", "--label-from-dir",
+                      check=False)  # fmt: skip
+    assert refused.returncode == 1 and b"'stray' is not in one" in refused.stderr

@@ -1,6 +1,7 @@
 """``wds create | ls | cat | extract | cp``: make, look into, unpack and copy shards.
 
 wds create photos/ -o "photos-%06d.tar" --maxcount 1000
+wds create train/ -o "train-%06d.tar" --label-from-dir   # train/<class>/*.jpg: a cls field, classes.json
 wds ls s3://bucket/shard-000000.tar
 wds cat shard.tar --key img017 --field jpg > img017.jpg
 wds extract shard.tar -C unpacked/
@@ -44,10 +45,24 @@ def files_by_sample(root: str) -> list[tuple[str, dict[str, str]]]:
     return sorted(samples.items())
 
 
+def class_folders(samples: list[tuple[str, dict[str, str]]], root: str) -> list[str]:
+    """The class names of an ImageNet-style tree (``root/<class>/<file>``): its first-level folders, sorted; a
+    file outside one is an error."""
+    outside = [key for key, _ in samples if "/" not in key]
+    if outside:
+        raise SpecError(
+            f"--label-from-dir takes each label from a folder under {root}; {outside[0]!r} is not in one "
+            f"({len(outside)} such samples)"
+        )
+    return sorted({key.split("/", 1)[0] for key, _ in samples})
+
+
 def run_create(args: argparse.Namespace) -> int:
     samples = files_by_sample(args.source)
     if not samples:
         raise SpecError(f"no files below {args.source}")
+    classes = class_folders(samples, args.source) if args.label_from_dir else []
+    number_of = {name: i for i, name in enumerate(classes)}
     progress = Progress(len(samples), "samples")
     nbytes = 0
     with ShardWriter(args.output, maxcount=args.maxcount, maxsize=args.maxsize, encoder=False) as sink:
@@ -57,10 +72,25 @@ def run_create(args: argparse.Namespace) -> int:
                 with open(path, "rb") as stream:
                     sample[field] = stream.read()
                 nbytes += len(sample[field])
+            if classes:
+                if "cls" in sample:
+                    raise SpecError(f"--label-from-dir adds a cls field, and {key!r} has a .cls file already")
+                sample["cls"] = b"%d" % number_of[key.split("/", 1)[0]]
             sink.write(sample)
             progress.update(number + 1, number + 1, nbytes)
     progress.update(len(samples), len(samples), nbytes, final=True)
-    print(f"{len(samples)} samples, {human_bytes(nbytes)} in {len(sink.shards)} shards", file=sys.stderr)
+    said = f"{len(samples)} samples, {human_bytes(nbytes)} in {len(sink.shards)} shards"
+    if classes:
+        names = os.path.join(os.path.dirname(args.output), "classes.json")
+        out = create_shard(names)
+        try:
+            out.write(json.dumps(classes, indent=1).encode())
+            out.commit()
+        except BaseException:
+            out.abort()
+            raise
+        said += f"; {len(classes)} classes, cls = their number in {names}"
+    print(said, file=sys.stderr)
     return 0
 
 
@@ -164,6 +194,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     create.add_argument("-o", "--output", required=True, help="shard name pattern, e.g. 'out-%%06d.tar'")
     create.add_argument("--maxcount", type=int, default=100000, help="samples per shard at most")
     create.add_argument("--maxsize", type=float, default=3e9, help="bytes per shard at most")
+    create.add_argument(
+        "--label-from-dir", action="store_true",
+        help="class folders (SOURCE/<class>/<files>, ImageNet-style): each sample gets a cls field, the number of "
+        "its folder in sorted order, and classes.json (the names, in that order) is written beside the shards",
+    )  # fmt: skip
     ls = command("ls", "list the members of shards with their offsets and sizes", run_ls)
     ls.add_argument("urls", nargs="+")
     ls.add_argument("--json", action="store_true", help="one JSON object per shard")
