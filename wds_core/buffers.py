@@ -20,10 +20,10 @@ import numpy as np
 
 from .collate import default_collation_fn
 from .dist import stream_seed
-from .elastic import WindowProgress, find_balanced, reader_progress
+from .elastic import WindowProgress, reader_progress
 from .errors import CheckpointError, NotElastic, SpecError
 from .rng import Rng
-from .state import Recipe, RunContext, StageIterator, load_state, state_of
+from .state import Recipe, RunContext, StageIterator, load_state, state_of, state_or_error
 
 __all__ = ["Batch", "DetShuffle", "ReadAheadBatch", "Shuffle", "Slice", "Unbatch"]
 
@@ -334,25 +334,12 @@ class _ReadAheadBatchIterator(StageIterator):
         self.snapshot: Any = None  # the upstream's state at the last snapshot (an error if it has none)
         self.since = 0  # items read since that snapshot
         self.holding = False  # whether an item read ahead is held
-        self.balanced: bool | None = None
+        self.progress = WindowProgress("batched", keeps_positions=True)
         self.held_progress: Any = None  # in a balanced epoch: the reader's positions delivered before it
 
     def _take_snapshot(self) -> None:
-        try:
-            self.snapshot = state_of(self.src)
-        except CheckpointError as exn:
-            self.snapshot = exn
+        self.snapshot = state_or_error(self.src)
         self.since = 0
-
-    def _progress(self) -> Any:
-        if self.balanced is None:
-            self.balanced = find_balanced(self.src) is not None
-        if not self.balanced:
-            return None
-        try:
-            return reader_progress(self.src)
-        except NotElastic as exn:
-            return exn
 
     def _run(self) -> Iterator[Any]:
         size, collate = self.recipe.batchsize, self.recipe.collation_fn
@@ -368,7 +355,7 @@ class _ReadAheadBatchIterator(StageIterator):
             if full:
                 if batches % every == 0:
                     self._take_snapshot()
-                progress = self._progress()
+                progress = self.progress.at_snapshot(self.src)
             try:
                 item = next(src)
             except StopIteration:
@@ -397,8 +384,8 @@ class _ReadAheadBatchIterator(StageIterator):
 
     def delivered_positions(self) -> tuple[int, Any]:
         if self._gen is None and self.skip:  # restored, not started: the items to skip were delivered
-            progress = WindowProgress("batched")
-            return progress.since(self.src, progress.at_snapshot(self.src), self.skip, (), check=False)
+            at = self.progress.at_snapshot(self.src)
+            return self.progress.since(self.src, at, self.skip, (), check=False)
         if not self.holding:
             return reader_progress(self.src)
         if isinstance(self.held_progress, NotElastic):
@@ -457,10 +444,7 @@ class _UnbatchIterator(StageIterator):
     def _run(self) -> Iterator[Any]:
         src = iter(self.src)
         while True:
-            try:
-                self.before = state_of(self.src)
-            except CheckpointError as exn:
-                self.before = exn
+            self.before = state_or_error(self.src)
             try:
                 batch = next(src)
             except StopIteration:

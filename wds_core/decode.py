@@ -40,7 +40,7 @@ from .handlers import Handler, reraise_exception
 from .imageops import ImageCrop, image_crop
 from .io.secure import refuse_pickle
 from .per_sample import PerSample
-from .state import RunContext, StageIterator, state_of
+from .state import RunContext, StageIterator, state_of, state_or_error
 
 __all__ = ["Decode", "Decoder", "XDecode", "decode"]
 
@@ -222,12 +222,6 @@ class _ThreadedDecode(StageIterator):
     def _load_own_state(self, state: dict[str, Any]) -> None:
         self._skip = int(state.get("skip", 0))
 
-    def _snapshot(self) -> Any:
-        try:
-            return state_of(self.src)
-        except CheckpointError as exn:
-            return exn  # raised only if someone asks for a checkpoint
-
     def _run(self) -> Iterator[dict[str, Any]]:
         src = iter(self.src)
         for _ in range(self._skip):
@@ -250,7 +244,7 @@ class _ThreadedDecode(StageIterator):
                     chunk: list[Any] = []
                     while len(chunk) < CHUNK:
                         if pulled % window == 0:
-                            snapshots.append((pulled, self._snapshot(), self._progress.at_snapshot(self.src)))
+                            snapshots.append((pulled, state_or_error(self.src), self._progress.at_snapshot(self.src)))
                         try:
                             chunk.append(next(src))
                         except StopIteration:

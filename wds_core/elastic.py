@@ -74,8 +74,11 @@ def reader_progress(it: Any) -> tuple[int, Any]:
 class WindowProgress:
     """Reader progress at the snapshots of a stage that holds a window of items (shuffle, threaded decode)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, keeps_positions: bool = False) -> None:
         self.name = name
+        # a stage that keeps the positions its upstream reports at each snapshot (not a count of items since)
+        # may read from another that holds samples back
+        self.keeps_positions = keeps_positions
         self.balanced: bool | None = None
         self.nested: NotElastic | None = None
 
@@ -84,7 +87,7 @@ class WindowProgress:
         if self.balanced is None:
             self.balanced = find_balanced(src) is not None
             it = src
-            while self.balanced and it is not None and not implements(it, BalancedPart):
+            while self.balanced and not self.keeps_positions and it is not None and not implements(it, BalancedPart):
                 if implements(it, ReportsDelivered) and not it.in_order:
                     self.nested = NotElastic(
                         f"{self.name} reads from {describe(it)}, which also holds samples back; "

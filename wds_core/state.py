@@ -57,6 +57,7 @@ __all__ = [
     "load_state",
     "stage_names",
     "state_of",
+    "state_or_error",
     "upstream_of",
 ]
 
@@ -157,6 +158,15 @@ def state_of(it: Any) -> Any:
             "without state_dict(); use the built-in stages (map, select, ...) around your function"
         )
     return getter()
+
+
+def state_or_error(it: Any) -> Any:
+    """:func:`state_of` ``it``, or the :class:`CheckpointError` saying why it has none: what a stage snapshots
+    while it runs, to raise only if someone asks it for a checkpoint."""
+    try:
+        return state_of(it)
+    except CheckpointError as exn:
+        return exn
 
 
 def load_state(it: Any, state: Any) -> None:
