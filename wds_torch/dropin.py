@@ -20,6 +20,7 @@ import torch.utils.data
 
 from wds_core import dropin
 from wds_core.dropin import wids
+from wds_core.dropin.widssamplers import distributed_chunked_sampler
 
 from . import codecs, datasets, indexed
 
@@ -67,7 +68,7 @@ WIDS: dict[str, types.ModuleType] = wids.wids_modules(
         "ChunkedSampler": WidsChunkedSampler,
         "ShardListSampler": WidsShardListSampler,
         "ShardedSampler": WidsShardListSampler,
-        "DistributedChunkedSampler": wids.distributed_chunked_sampler(WidsChunkedSampler),
+        "DistributedChunkedSampler": distributed_chunked_sampler(WidsChunkedSampler),
     },
 )
 

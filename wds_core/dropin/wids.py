@@ -1,5 +1,6 @@
 """``wids`` (webdataset's indexed-access package, 0.1.11) over wds's indexed engine, for ``import wids``.
 
+This module has the dataset and the shard cache; ``widsdecode`` the decoding, ``widssamplers`` the samplers.
 Code written for wids runs unchanged once the switch is on (``install_as_webdataset()``, or
 ``python -m wds_torch.run``): ``import wids`` gives this module's names, with wids's shapes.
 
@@ -30,14 +31,11 @@ import base64
 import bisect
 import hashlib
 import io
-import math
 import os
-import random
-import sys
 import types
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from urllib.parse import quote, urlparse
@@ -46,12 +44,26 @@ import numpy as np
 
 from ..descriptor import resolve_descriptor
 from ..errors import ShardOpenError, SpecError
-from ..fieldcodecs.decoders import NULL, PICKLE_EXTENSIONS, basic_decoders
-from ..fieldcodecs.limits import bounded_gunzip
 from ..indexed import ShardListDataset as _Reader
 from ..io.secure import check_allowed
 from ..io.storage import Storage, local_path
 from ..io.urls import folder_of
+from .widsdecode import (
+    check_keys,
+    decode_all_gz,
+    decode_basic,
+    decode_images_to_numpy,
+    decode_images_to_pil,
+    default_decoder,
+)
+from .widssamplers import (
+    ChunkedSampler,
+    DistributedChunkedSampler,
+    ShardedSampler,
+    ShardListSampler,
+    iterate_ranges,
+    lengths_to_ranges,
+)
 
 __all__ = [
     "CacheLocalname",
@@ -275,122 +287,6 @@ class LRUShards:
         return local
 
 
-# ---------------------------------------------------------------------------------------------- decoding
-
-
-def check_keys(sample: dict[str, Any]) -> None:
-    """Every field's key starts with a dot (``__key__`` and the like aside), as wids's decoders need."""
-    for key in sample:
-        if not key.startswith("__") and not key.startswith("."):
-            raise ValueError(f"Key {key} must start with a dot")
-
-
-def _readable(value: Any) -> bytes:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if hasattr(value, "seek"):
-        value.seek(0)
-    return value.read()  # type: ignore[no-any-return]
-
-
-def decode_all_gz(sample: dict[str, Any], format: Any = True, update_key: bool = True) -> dict[str, Any]:
-    """Gunzip (bounded by the decode limits) every ``.<ext>.gz`` field; ``update_key`` drops the ``.gz``."""
-    check_keys(sample)
-    for key, value in list(sample.items()):
-        parts = key.split(".")
-        if len(parts) == 1 or parts[-1].lower() != "gz":
-            continue
-        if len(parts) == 2:
-            warnings.warn("Plain .gz extension in sample; not decompressed.", stacklevel=2)
-            continue
-        stream = io.BytesIO(bounded_gunzip(_readable(value)))
-        if update_key:
-            del sample[key]
-            sample[".".join(parts[:-1])] = stream
-        else:
-            sample[key] = stream
-    return sample
-
-
-_BASIC = {"txt", "text", "cls", "cls2", "json", "npy", "mp", "pt", "pth", "safetensors", *PICKLE_EXTENSIONS}
-_IMAGES = {"jpg", "png", "ppm", "pgm", "pbm", "pnm"}
-
-
-def _decode_basic_field(extension: str, data: bytes, allow_pickle: bool) -> Any:
-    if extension == "safetensors":
-        import safetensors.torch
-
-        return safetensors.torch.load(data)
-    value = basic_decoders(allow_pickle)("." + extension, data)  # pickles refused unless allowed
-    return None if value is NULL else value
-
-
-def decode_basic(sample: dict[str, Any], format: Any = True, allow_pickle: bool = False) -> dict[str, Any]:
-    """Decode wids's basic fields in place: ``.txt``/``.text`` (str), ``.cls``/``.cls2`` (int), ``.json``,
-    ``.npy``, ``.mp`` (msgpack), ``.pt``/``.pth`` (torch), ``.safetensors``; a ``.gz`` field by the extension
-    before it.  Other fields are left as they are."""
-    check_keys(sample)
-    for key, value in sample.items():
-        if key.startswith("__"):
-            continue
-        parts = key.split(".")
-        if len(parts) == 1:
-            continue
-        extension = parts[-1].lower()
-        if extension == "gz" and len(parts) >= 2:
-            extension = parts[-2].lower()
-        if extension not in _BASIC:
-            continue
-        data = _readable(value)
-        decoded = _decode_basic_field(extension, data, allow_pickle)
-        if decoded is not None or extension == "json":
-            sample[key] = decoded
-        elif extension in ("pt", "pth"):  # no PyTorch here to load it: the bytes stay as they came
-            sample[key] = io.BytesIO(data)
-    return sample
-
-
-def _images(sample: dict[str, Any], convert: Callable[[Any], Any]) -> dict[str, Any]:
-    import PIL.Image
-
-    check_keys(sample)
-    for key, value in sample.items():
-        if key.startswith("__"):
-            continue
-        parts = key.split(".")
-        if len(parts) > 1 and parts[-1].lower() in _IMAGES:
-            stream = io.BytesIO(value) if isinstance(value, (bytes, bytearray, memoryview)) else value
-            sample[key] = convert(PIL.Image.open(stream))
-    return sample
-
-
-def decode_images_to_pil(sample: dict[str, Any], format: Any = True) -> dict[str, Any]:
-    """``.jpg``, ``.png`` and the PNM fields as PIL images (opened lazily, as ``PIL.Image.open`` does)."""
-    return _images(sample, lambda image: image)
-
-
-def decode_images_to_numpy(sample: dict[str, Any], format: Any = True) -> dict[str, Any]:
-    """``.jpg``, ``.png`` and the PNM fields as numpy arrays."""
-    return _images(sample, np.asarray)
-
-
-def default_decoder(sample: dict[str, Any], format: Any = "PIL", gz_update_key: bool = False) -> dict[str, Any]:
-    """wids's decoding of a sample (a copy): ``.gz`` fields gunzipped (the key kept unless ``gz_update_key``),
-    the basic fields decoded, images as PIL images (``format="PIL"``) or numpy arrays (``"numpy"``)."""
-    result = dict(sample)
-    check_keys(result)
-    decode_all_gz(result, update_key=gz_update_key)
-    decode_basic(result)
-    kind = "pil" if format is True else str(format).lower()
-    if kind == "pil":
-        decode_images_to_pil(result)
-    elif kind == "numpy":
-        decode_images_to_numpy(result)
-    else:
-        raise ValueError(f"Unknown format: {format}")
-    return result
-
-
 def _transformations(given: Any) -> list[Callable[[dict[str, Any]], Any]]:
     items = given if isinstance(given, list) else [given]
     result = []
@@ -547,146 +443,6 @@ class ShardListDataset:
 
     def __repr__(self) -> str:
         return f"ShardListDataset({len(self.shards)} shards, {self.total_length} samples; wids)"
-
-
-# ---------------------------------------------------------------------------------------------- samplers
-
-_EPOCH_STEP = 1289738273  # wids seeds epoch e of seed s with random.Random(s + e * this): same orders
-
-
-def lengths_to_ranges(lengths: list[int]) -> list[tuple[int, int]]:
-    """Consecutive half-open ranges of the given lengths, from 0."""
-    ends = np.cumsum([0, *lengths]).tolist()
-    return list(zip(ends[:-1], ends[1:]))
-
-
-def iterate_ranges(
-    ranges: list[tuple[int, int]], rng: random.Random, indexshuffle: bool = True, shardshuffle: bool = True
-) -> Iterator[int]:
-    """The indexes of ``ranges``, the ranges in an order ``rng`` shuffles (``shardshuffle``), each range's
-    indexes shuffled by ``rng`` too (``indexshuffle``): both draws in wids's sequence."""
-    visit = list(range(len(ranges)))
-    if shardshuffle:
-        rng.shuffle(visit)
-    for number in visit:
-        lo, hi = ranges[number]
-        indexes = list(range(lo, hi))
-        if indexshuffle:
-            rng.shuffle(indexes)
-        yield from indexes
-
-
-class ShardListSampler:
-    """Shard by shard in a shuffled order, each shard's samples shuffled; the shard order is kept in the first
-    epoch unless ``shufflefirst``.  Each full pass moves on to the next epoch."""
-
-    def __init__(self, dataset: Any, *, lengths: list[int] | None = None, seed: int = 0, shufflefirst: bool = False):
-        self.ranges = lengths_to_ranges(list(dataset.lengths) if lengths is None else list(lengths))
-        self.seed, self.shufflefirst, self.epoch = seed, shufflefirst, 0
-
-    def __len__(self) -> int:
-        return self.ranges[-1][1] - self.ranges[0][0] if self.ranges else 0
-
-    def __iter__(self) -> Iterator[int]:
-        self.rng = random.Random(self.seed + _EPOCH_STEP * self.epoch)
-        yield from iterate_ranges(self.ranges, self.rng, shardshuffle=self.shufflefirst or self.epoch > 0)
-        self.epoch += 1
-
-
-ShardedSampler = ShardListSampler
-
-
-class ChunkedSampler:
-    """Indexes ``[lo, hi)`` (``num_samples``: ``None`` for the whole dataset, a count, or a pair) in chunks of
-    ``chunksize``, chunks and the indexes inside each shuffled as wids's are; ``set_epoch`` picks the epoch,
-    and a full pass moves on to the next."""
-
-    def __init__(
-        self,
-        dataset: Any,
-        *,
-        dslength_per_replica: int = -1,
-        num_samples: int | tuple[int, int] | None = None,
-        chunksize: int = 2000,
-        seed: int = 0,
-        shuffle: bool = True,
-        shufflefirst: bool = False,
-    ) -> None:
-        if chunksize < 1:
-            raise SpecError(f"chunksize must be >= 1, got {chunksize}")
-        if num_samples is None:
-            lo, hi = 0, len(dataset)
-        elif isinstance(num_samples, (int, np.integer)):
-            lo, hi = 0, int(num_samples)
-        else:
-            lo, hi = (int(x) for x in num_samples)
-        self.dslength_per_replica = dslength_per_replica if dslength_per_replica > 0 else hi - lo
-        self.ranges = [(start, min(start + chunksize, hi)) for start in range(lo, hi, chunksize)]
-        self.seed, self.shuffle, self.shufflefirst, self.epoch = seed, shuffle, shufflefirst, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[int]:
-        self.rng = random.Random(self.seed + _EPOCH_STEP * self.epoch)
-        shuffle_chunks = self.shuffle and (self.shufflefirst or self.epoch > 0)
-        yield from iterate_ranges(self.ranges, self.rng, indexshuffle=self.shuffle, shardshuffle=shuffle_chunks)
-        self.epoch += 1
-
-    def __len__(self) -> int:
-        return self.dslength_per_replica
-
-
-def distributed_chunked_sampler(chunked: type[ChunkedSampler]) -> Callable[..., ChunkedSampler]:
-    """wids's ``DistributedChunkedSampler`` function, making samplers of class ``chunked``."""
-
-    def DistributedChunkedSampler(  # noqa: N802 - wids's name
-        dataset: Any,
-        *,
-        num_replicas: int | None = None,
-        num_samples: int | None = None,
-        rank: int | None = None,
-        shuffle: bool = True,
-        shufflefirst: bool = False,
-        seed: int = 0,
-        drop_last: bool | None = None,
-        chunksize: int = 1000000,
-    ) -> ChunkedSampler:
-        """This rank's contiguous share of ``num_samples`` (all by default), as a :class:`ChunkedSampler`."""
-        if drop_last is not None:
-            warnings.warn("DistributedChunkedSampler does not support drop_last, thus it will be ignored", stacklevel=2)
-        torch = sys.modules.get("torch")
-        group = getattr(torch, "distributed", None) if torch is not None else None
-        if group is not None and group.is_available() and group.is_initialized():
-            num_replicas = num_replicas or group.get_world_size()
-            rank = group.get_rank() if rank is None else rank
-        elif num_replicas is None or rank is None:
-            warnings.warn(
-                "DistributedChunkedSampler is called without distributed initialized; assuming single process",
-                stacklevel=2,
-            )
-            num_replicas, rank = 1, 0
-        if not 0 <= rank < num_replicas:
-            raise SpecError(f"rank {rank} is not in range for {num_replicas} replicas")
-        total = len(dataset)
-        per_replica = math.ceil(total / num_replicas) if num_replicas > 1 else total
-        count = num_samples or total
-        share = -(-count // num_replicas)
-        start = rank * share
-        return chunked(
-            dataset,
-            dslength_per_replica=per_replica,
-            num_samples=(start, min(start + share, count)),
-            chunksize=chunksize,
-            seed=seed,
-            shuffle=shuffle,
-            shufflefirst=shufflefirst,
-        )
-
-    return DistributedChunkedSampler
-
-
-DistributedChunkedSampler = distributed_chunked_sampler(ChunkedSampler)
 
 
 # ---------------------------------------------------------------------------------------------- the modules
