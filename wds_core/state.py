@@ -43,6 +43,7 @@ from .errors import CheckpointError
 __all__ = [
     "EPOCH_TRACKERS",
     "RUN_HOOKS",
+    "SOURCE_CLOSERS",
     "BalancedPart",
     "EpochTracker",
     "Recipe",
@@ -89,6 +90,14 @@ class RunContext:
 #: What wraps the items of each pipeline run: ``hook(pipeline, items) -> items``, in order, when a run starts
 #: (:mod:`wds_core.metrics` adds the one that profiles runs when ``WDS_PROFILE`` is set).
 RUN_HOOKS: list[Callable[[Any, Iterator[Any]], Iterator[Any]]] = []
+
+#: What ends the source of a run when the run is closed (finished, dropped or ``close()``d): ``closer(source)``
+#: for the object its first stage gave, in order; each leaves alone what it does not know.  A run's iterators
+#: hold themselves in cycles, so what only they hold is freed by the cycle collector, at a time nobody chooses:
+#: :mod:`wds_torch` adds the closer that stops the workers of a DataLoader iterator the run was reading, which
+#: would otherwise be collected in whatever process collects first (a worker forked for the next epoch, whose
+#: copy then tries to stop workers that are not its own).
+SOURCE_CLOSERS: list[Callable[[Any], None]] = []
 
 
 class EpochTracker(Protocol):
@@ -177,13 +186,18 @@ def load_state(it: Any, state: Any) -> None:
 
 
 def close_chain(it: Any) -> None:
-    """Close a chain of iterators from its end up to its source: generators run their ``finally`` blocks."""
+    """Close a chain of iterators from its end up to its source: generators run their ``finally`` blocks, and
+    the :data:`SOURCE_CLOSERS` end the source."""
     while it is not None:
         gen = it._gen if isinstance(it, StageIterator) else it
         closer = getattr(gen, "close", None)
         if callable(closer) and hasattr(gen, "gi_frame"):
             closer()
-        it = getattr(it, "src", None) if isinstance(it, StageIterator) else None
+        if not isinstance(it, StageIterator):
+            for end in SOURCE_CLOSERS:
+                end(it)
+            return
+        it = it.src
 
 
 class StageIterator:

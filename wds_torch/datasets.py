@@ -21,9 +21,11 @@ non-persistent workers, call ``dataset.set_epoch(epoch)`` yourself, as with a
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch.utils.data
+from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import wds_core
 from wds_core import dropin
@@ -45,6 +47,25 @@ __all__ = [
     "WebDataset",
     "WebLoader",
 ]
+
+
+def _stop_workers(source: Any) -> None:
+    """What ends a pipeline run's DataLoader source (a :data:`wds_core.state.SOURCE_CLOSERS` entry): the workers
+    of the iterator the run read, unless they are persistent.
+
+    Left to the cycle collector (a run's iterators hold themselves), the iterator was collected wherever a
+    collection came first, often in a worker forked for the next epoch, which holds a copy of it: its
+    ``__del__`` there tried to stop workers that were not that process's children and printed ``Exception
+    ignored in ... _MultiProcessingDataLoaderIter.__del__ ... AssertionError: can only test a child process``.
+    Stopped here, in the process that started them, every copy of it has nothing left to stop."""
+    if isinstance(source, torch.utils.data.DataLoader):  # torchdata's keeps its iterator; torch's, when persistent
+        source = None if source.persistent_workers else getattr(source, "_iterator", None)
+    shutdown = getattr(source, "_shutdown_workers", None)  # torch's and torchdata's iterators with workers
+    if isinstance(source, _BaseDataLoaderIter) and callable(shutdown) and not source._persistent_workers:
+        shutdown()
+
+
+wds_core.state.SOURCE_CLOSERS.append(_stop_workers)
 
 
 UNAVAILABLE = "wds_state_unavailable"  # a worker's pipeline state that could not be taken: why
@@ -197,7 +218,9 @@ if _Stateful is not None:
         before ``iter()`` continues there.  What :class:`WebLoader` uses."""
 
         def __init__(self, *args: Any, **kw: Any) -> None:
-            super().__init__(*args, **kw)
+            with warnings.catch_warnings():  # torchdata 0.11 calls torch.set_vital, deprecated in torch 2.13:
+                warnings.filterwarnings("ignore", "'set_vital' is deprecated", UserWarning)  # nothing to act on
+                super().__init__(*args, **kw)
             self._finished = False  # restored at the end of an epoch: the next iter() is its (empty) rest
             self._at_end = False  # ... and until the iter() after that, the state says so again
 
