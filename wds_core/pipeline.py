@@ -19,6 +19,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from .buffers import Batch
+from .collate import default_collation_fn
 from .errors import CheckpointError, SpecError
 from .pipelinerun import (
     STATE_FORMAT,
@@ -132,6 +134,28 @@ class DataPipeline:
         self.repetitions = sys.maxsize
         self.nsamples = max(nsamples, nbatches)
         return self
+
+    def items_per_epoch(self) -> int | None:
+        """The items each ``iter()`` yields when ``with_epoch(n)`` fixes them (``n``, per pipeline copy, that is
+        per reader; fewer only if a pass over the data yields nothing), else ``None``."""
+        if self.repetitions == sys.maxsize and self.nsamples > 0:
+            return self.nsamples
+        return None
+
+    def batched_epoch(self, batch_size: int, collation_fn: Any = default_collation_fn, partial: bool = True) -> Any:
+        """``batched(...)`` for an adapter that batches what this pipeline yields (``TFSource(batch_size=)``,
+        JAX's ``Loader`` with workers): a ``with_epoch(n)`` epoch stays ``n`` of this pipeline's items rather than
+        ``n`` batches, in ``ceil(n / batch_size)`` whole batches (``floor`` with ``partial=False``)."""
+        batched = self.compose(Batch(batch_size, collation_fn, partial))
+        n = self.items_per_epoch()
+        if n is not None:
+            batches = -(-n // batch_size) if partial else n // batch_size
+            if batches == 0:
+                raise SpecError(
+                    f"with_epoch({n}) is less than one batch of {batch_size}, and partial batches are dropped"
+                )
+            batched.nsamples = batches
+        return batched
 
     def repeat(self, nepochs: int = -1, nbatches: int = -1) -> DataPipeline:
         """Run the stages ``nepochs`` times per ``iter()`` (forever when not positive)."""

@@ -88,7 +88,8 @@ class BatchIterator:
         if num_workers > 0:
             rank, world = self.node or _process()
             if self.worker_batches:
-                dataset = dataset.batched(batch_size, collation_fn=collate, partial=remainder != "drop")
+                batch = getattr(dataset, "batched_epoch", dataset.batched)  # with_epoch(n) counts samples
+                dataset = batch(batch_size, collation_fn=collate, partial=remainder != "drop")
             self.source = Loader(
                 dataset, num_workers, rank=rank, world_size=world, persistent_workers=persistent_workers
             )

@@ -32,6 +32,18 @@
   ahead of the training step, so save it next to ``tf.train.Checkpoint`` and
   expect the resumed stream to start after the elements TensorFlow had
   prefetched (exact when the input pipeline has no ``prefetch``).
+* Cardinality: Keras needs the number of elements of an epoch, or it warns
+  ``Your input ran out of data; interrupting training`` at the end of each one
+  and takes the first epoch's length for all.  Where the pipeline fixes it,
+  ``dataset()`` asserts it (``dataset.cardinality()``):
+  ``with_epoch(n)`` gives ``n`` samples from each copy of the pipeline (each of
+  ``num_workers`` or ``num_parallel_calls``; with ``batch_size``, ``ceil(n /
+  batch_size)`` whole batches from each, ``floor`` with ``drop_remainder``);
+  ``with_length(n)`` says there are ``n`` samples in all (an epoch with
+  another count is then an error that says so; with ``batch_size`` and several
+  copies, whose last batches are short, the count of batches is not known).
+  Otherwise, or for the first pass after ``load_state_dict()`` (the rest of an
+  epoch), give ``model.fit(..., steps_per_epoch=...)``.
 * ``autotune=False`` (the default) sets ``options.autotune.enabled = False``
   on the dataset, which tf.data applies to the whole pipeline built on it.
   With its autotuning model on, tf.data waits out the model thread's current
@@ -158,19 +170,38 @@ class TFSource:
                 )
             if not hasattr(pipeline, "batched"):
                 raise SpecError("batch_size needs a wds pipeline (it batches with .batched()); batch it yourself")
-            self._source_pipeline = pipeline.map(self.format.check).batched(
+            self._source_pipeline = pipeline.map(self.format.check).batched_epoch(
                 batch_size, collation_fn=self.format.collate, partial=not drop_remainder
             )
             rows = batch_size if drop_remainder else None
             self.element_signature = tf.nest.map_structure(
                 lambda spec: tf.TensorSpec((rows, *spec.shape), spec.dtype), self.signature
             )
+        self.drop_remainder = drop_remainder
+        self.copies = num_workers or num_parallel_calls or 1
+        self.cardinality = self._cardinality(pipeline)
         self.loader = None
         if num_workers:
             self.loader = Loader(self._source_pipeline, num_workers, persistent_workers=persistent_workers)
         self._pending: Any = None
         self._worker_epochs: dict[int, int] = {}
         self._lock = threading.Lock()
+
+    def _cardinality(self, pipeline: Any) -> int | None:
+        """The elements of each pass when the pipeline fixes them, else ``None`` (see the module doc)."""
+        per_copy = getattr(pipeline, "items_per_epoch", lambda: None)()
+        if per_copy is not None:  # with_epoch(n): n samples from each copy of the pipeline
+            return self.copies * (self._batches(per_copy) if self.batch_size else per_copy)
+        length = getattr(pipeline, "size", None)  # with_length(n): n samples in all
+        if length is None:
+            return None
+        if not self.batch_size:
+            return int(length)
+        return self._batches(length) if self.copies == 1 else None  # each copy's last batch is its own
+
+    def _batches(self, samples: int) -> int:
+        assert self.batch_size is not None
+        return samples // self.batch_size if self.drop_remainder else -(-samples // self.batch_size)
 
     @property
     def _source(self) -> Any:
@@ -188,17 +219,22 @@ class TFSource:
 
     def dataset(self) -> tf.data.Dataset:
         """A fresh ``tf.data.Dataset``; each pass over it is one epoch of the pipeline (tf.data's autotuning
-        model off unless ``autotune=True``: see the module doc)."""
-        dataset = self._bridged()
+        model off unless ``autotune=True``; its cardinality when the pipeline fixes it: see the module doc)."""
+        expected = self.cardinality if self._pending is None else None  # a resumed first pass is the rest
+        dataset = self._bridged(expected)
+        if expected is not None:
+            dataset = dataset.apply(tf.data.experimental.assert_cardinality(expected))
         if self.autotune:
             return dataset
         options = tf.data.Options()
         options.autotune.enabled = False
         return dataset.with_options(options)
 
-    def _bridged(self) -> tf.data.Dataset:
+    def _bridged(self, expected: int | None) -> tf.data.Dataset:
         if not self.num_parallel_calls:
-            return tf.data.Dataset.from_generator(self._elements, output_signature=self.element_signature)
+            return tf.data.Dataset.from_generator(
+                lambda: self._elements(expected), output_signature=self.element_signature
+            )
         n = self.num_parallel_calls
         return tf.data.Dataset.range(n).interleave(
             lambda w: tf.data.Dataset.from_generator(
@@ -210,19 +246,35 @@ class TFSource:
             deterministic=True,
         )
 
-    def _elements(self) -> Iterator[Any]:
+    def _elements(self, expected: int | None = None) -> Iterator[Any]:
         source = self._source
         pending, self._pending = self._pending, None
         if pending is not None:
             source.load_state_dict(pending["source"])
         items = iter(source)
+        handed = 0
         while True:
             with self._lock:  # state_dict() runs in another thread: it must see the source between items
                 try:
                     sample = next(items)
                 except StopIteration:
-                    return
+                    break
+            handed += 1
             yield self._handed(without_views(sample))
+        if expected is not None and handed != expected and pending is None:
+            raise SampleError(self._miscounted(handed))
+
+    def _miscounted(self, handed: int) -> str:
+        if getattr(self.pipeline, "items_per_epoch", lambda: None)() is not None:
+            said = f"with_epoch({self.pipeline.nsamples}) fixes"
+        else:
+            said = f"with_length({self.pipeline.size}) says"
+        what = "batches" if self.batch_size else "samples"
+        return (
+            f"the pipeline's {said} {self.cardinality} {what} an epoch, the dataset's cardinality for Keras, but "
+            f"this epoch gave {handed}: give with_length() the true count, or leave it out and pass "
+            "steps_per_epoch to model.fit()"
+        )
 
     def _worker_elements(self, worker: Any) -> Iterator[Any]:
         w = int(worker)

@@ -133,3 +133,12 @@ def test_starvation_of_the_batch_iterator(spec):
 
     watched = wds_jax.Starvation(wds_jax.BatchIterator(make(spec).map(slow), 8))
     assert len(list(watched)) == 102 // 8 and watched.report()["share"] > 0.8
+
+
+@pytest.mark.slow
+def test_with_epoch_counts_samples_with_or_without_workers(spec):
+    """with_epoch(n) counts the pipeline's samples; batched in the workers, it counted each worker's batches."""
+    resampled = wds_jax.WebDataset(spec, resampled=True, seed=2).decode().to_tuple("npy", "cls").with_epoch(20)
+    assert [len(b[1]) for b in wds_jax.BatchIterator(resampled, 8, remainder="partial")] == [8, 8, 4]
+    in_workers = [len(b[1]) for b in wds_jax.BatchIterator(resampled, 8, remainder="drop", num_workers=2)]
+    assert in_workers == [8] * 4  # 20 samples from each worker: 2 whole batches each (10 batches each before)

@@ -220,3 +220,67 @@ def test_starvation_of_a_tf_dataset(spec):
 
     watched = wds_tf.Starvation(wds_tf.TFSource(make(spec).map(slow)).dataset())
     assert sum(1 for _ in watched) == 48 and watched.report()["share"] > 0.8
+
+
+def _fit(dataset, **kw):
+    keras = pytest.importorskip("keras")
+    import warnings
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    steps = []
+    counter = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: steps.append(batch))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(dataset, epochs=3, verbose=0, callbacks=[counter], **kw)
+    return len(steps), [str(w.message) for w in caught if "ran out of data" in str(w.message)]
+
+
+def test_keras_knows_the_epoch_where_the_pipeline_fixes_it(spec):
+    """Issue 45.10: Keras warned ``Your input ran out of data; interrupting training`` on every TFSource (its
+    cardinality unknown).  with_epoch(n) and with_length(n) now give the dataset its cardinality; without
+    either, steps_per_epoch does (the documented way)."""
+    resampled = wds_tf.WebDataset(spec, resampled=True, seed=1).decode().to_tuple("npy", "cls")
+    by_epoch = wds_tf.TFSource(resampled.with_epoch(20), batch_size=8)
+    assert int(by_epoch.dataset().cardinality()) == 3  # 20 samples: ceil(20 / 8) whole batches
+    assert _fit(by_epoch.dataset()) == (9, [])
+    by_length = wds_tf.TFSource(make(spec).with_length(48, silent=True), batch_size=8)
+    assert int(by_length.dataset().cardinality()) == 6 and _fit(by_length.dataset()) == (18, [])
+    unbatched = wds_tf.TFSource(make(spec).with_length(48, silent=True))
+    assert int(unbatched.dataset().cardinality()) == 48
+    unknown = wds_tf.TFSource(make(spec), batch_size=8)
+    assert int(unknown.dataset().cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    steps, warned = _fit(unknown.dataset())
+    assert steps == 18 and len(warned) == 3  # what the issue saw (each epoch), and what steps_per_epoch avoids:
+    assert _fit(unknown.dataset().repeat(), steps_per_epoch=6) == (18, [])
+
+
+def test_a_with_length_that_is_wrong_says_so(spec):
+    source = wds_tf.TFSource(make(spec).with_length(50, silent=True), batch_size=8)
+    with pytest.raises(Exception, match=r"with_length\(50\) says 7 batches an epoch.*gave 6.*steps_per_epoch"):
+        list(source.dataset().as_numpy_iterator())
+
+
+@pytest.mark.slow
+def test_cardinality_with_copies_of_the_pipeline(spec):
+    resampled = wds_tf.WebDataset(spec, resampled=True, seed=1).decode().to_tuple("npy", "cls").with_epoch(10)
+    for kw, expected in [
+        ({"num_workers": 2}, 20), ({"num_parallel_calls": 2}, 20), ({"num_workers": 2, "batch_size": 4}, 6),
+        ({"num_workers": 2, "batch_size": 4, "drop_remainder": True}, 4),
+    ]:  # fmt: skip
+        dataset = wds_tf.TFSource(resampled, **kw).dataset()
+        assert int(dataset.cardinality()) == expected and len(list(dataset.as_numpy_iterator())) == expected, kw
+    assert int(wds_tf.TFSource(make(spec).with_length(48, silent=True), batch_size=8, num_workers=2).dataset()
+               .cardinality()) == tf.data.UNKNOWN_CARDINALITY  # fmt: skip
+
+
+def test_a_resumed_first_pass_is_the_rest_of_the_epoch(spec):
+    source = wds_tf.TFSource(make(spec).with_length(48, silent=True), batch_size=8)
+    stream = source.dataset().as_numpy_iterator()
+    next(stream), next(stream)
+    state = source.state_dict()
+    resumed = wds_tf.TFSource(make(spec).with_length(48, silent=True), batch_size=8)
+    resumed.load_state_dict(state)
+    dataset = resumed.dataset()
+    assert int(dataset.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    assert len(list(dataset.as_numpy_iterator())) == 4 and len(list(dataset.as_numpy_iterator())) == 6
