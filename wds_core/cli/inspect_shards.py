@@ -3,6 +3,7 @@
     wds stats "data/shard-{000..099}.tar" [--json]
     wds stats "data/shard-{000..099}.tar" --shuffle --buffer 1000 --batch-size 256   # how well an epoch mixes
     wds stats "data/shard-{000..099}.tar" --shuffle --interleave 100 --buffer 900    # ... reading 100 shards at once
+    wds stats "data/shard-{000..099}.tar" --shuffle --label cls --svg shuffle.svg      # ... a label's mix, drawn
     wds verify data/dataset.json            # exit status 0: intact; 1: problems (each listed)
     wds bench "s3://bucket/shard-{000..099}.tar" --seconds 30
 
@@ -57,15 +58,22 @@ def _percentile(sorted_values: list[int], q: float) -> int:
 
 
 def run_stats(args: argparse.Namespace) -> int:
+    if (args.label or args.svg) and not args.shuffle:
+        raise WdsError("--label and --svg describe the epoch that --shuffle measures: add --shuffle")
     urls, _ = shard_list(args.spec)
     sizes: dict[str, list[int]] = {}
     samples = nbytes = 0
     stored: list[list[tuple[str, str]]] = []  # each shard's samples, in order: the storage order
+    label_fields = [args.label] if args.label else LABEL_FIELDS
+    labels: dict[str, dict[tuple[str, str], Any]] = {name: {} for name in label_fields} if args.shuffle else {}
     progress = Progress(len(urls), "shards")
     for number, url in enumerate(urls):
         stored.append([])
         for sample in _samples(url):
             stored[-1].append((url, sample["__key__"]))
+            for name, by_sample in labels.items():
+                if name in sample:
+                    by_sample[stored[-1][-1]] = bytes(sample[name])[:MAX_LABEL]
             samples += 1
             for field, value in sample.items():
                 if not is_meta(field):
@@ -87,7 +95,11 @@ def run_stats(args: argparse.Namespace) -> int:
         }
     report: dict[str, Any] = {"shards": len(urls), "samples": samples, "bytes": nbytes, "fields": fields}
     if args.shuffle:
-        report["shuffle"] = _shuffle_report(urls, stored, args)
+        label = next((name for name in label_fields if labels[name]), None)
+        if args.label and label is None:
+            raise WdsError(f"no sample has a {args.label!r} field, whose mix --label asks for; the fields: "
+                           f"{', '.join(fields) or 'none'}")  # fmt: skip
+        report["shuffle"] = _shuffle_report(urls, stored, args, label, labels.get(label or "", {}))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -97,34 +109,92 @@ def run_stats(args: argparse.Namespace) -> int:
         cells = [human_bytes(row[k]) for k in ("bytes", "min", "median", "p95", "max")]
         print(f"{field:<16}{row['count']:>10,}{row['missing']:>9,}" + "".join(f"{c:>10}" for c in cells))
     if args.shuffle:
-        shuffled = report["shuffle"]
-        print(f"an epoch of {shuffled['pipeline']}, batches of {shuffled['batch_size']}: "
-              f"{shuffled['distinct_per_batch']:.1f} distinct shards a batch against "
-              f"{shuffled['global_distinct_per_batch']:.1f} for a global shuffle "
-              f"(diversity {shuffled['diversity_ratio']:.2f}); displacement {shuffled['displacement']:.3f} "
-              f"against {shuffled['global_displacement']:.3f}; {shuffled['samples_held']:,} samples held")  # fmt: skip
-        if args.interleave is None and shuffled["diversity_ratio"] < 0.8:
-            lanes = min(len(urls), max(args.buffer // 5, 1))
-            print(f"to mix more shards with as many samples held, read {lanes} shards at once: --interleave {lanes} "
-                  f"--buffer {max(args.buffer - lanes, 1)} (WebDataset(..., interleave={lanes}))")  # fmt: skip
+        for line in shuffle_lines(report["shuffle"], len(urls), args):
+            print(line)
     return 0
 
 
-def _shuffle_report(urls: list[str], stored: list[list[tuple[str, str]]], args: argparse.Namespace) -> dict:
-    """How well an epoch of the common shuffled pipeline mixes the storage order (:mod:`wds_core.shufflestats`)."""
+LABEL_FIELDS = ("cls", "class", "label")  # what --shuffle measures the mix of, the first present, unless --label
+MAX_LABEL = 256  # bytes of a label value kept (a label is short; a long field is compared by its start)
+
+
+def shuffle_lines(shuffled: dict[str, Any], shards: int, args: argparse.Namespace) -> list[str]:
+    """What ``wds stats --shuffle`` says: the measures, then advice on what the user cares about (a label's
+    mix when there is one; the shards a batch holds otherwise, which says little of shards already shuffled)."""
+    lines = [f"an epoch of {shuffled['pipeline']}, batches of {shuffled['batch_size']}: "
+             f"{shuffled['distinct_per_batch']:.1f} distinct shards a batch against "
+             f"{shuffled['global_distinct_per_batch']:.1f} for a global shuffle "
+             f"(diversity {shuffled['diversity_ratio']:.2f}); displacement {shuffled['displacement']:.3f} "
+             f"against {shuffled['global_displacement']:.3f}; {shuffled['samples_held']:,} samples held"]  # fmt: skip
+    lanes = min(shards, max(args.buffer // 5, 1))
+    interleave = (f"read {lanes} shards at once with as many samples held: --interleave {lanes} "
+                  f"--buffer {max(args.buffer - lanes, 1)} (WebDataset(..., interleave={lanes}))")  # fmt: skip
+    mixing = shuffled.get("labels")
+    if mixing is not None and mixing["labels"] < 2:
+        lines.append(f"{mixing['field']} has one value in every sample: there is no label mix to measure")
+        mixing = None
+    elif mixing is not None and 2 * mixing["labels"] > shuffled["samples"]:
+        lines.append(f"{mixing['field']} has {mixing['labels']:,} values in {shuffled['samples']:,} samples: not a "
+                     "label whose mix says anything")  # fmt: skip
+        mixing = None
+    if mixing is None:
+        if args.interleave is None and shuffled["diversity_ratio"] < 0.8:
+            lines.append(f"to mix more shards into a batch, {interleave}.  This counts shards, not what they hold: "
+                         "shards already shuffled as a whole (wds reshard --shuffle) need no more mixing; "
+                         "--label FIELD measures the mix of a label")  # fmt: skip
+        return lines
+    lines.append(f"labels ({mixing['field']}, {mixing['labels']:,} values): {mixing['effective_per_batch']:.1f} "
+                 f"effective labels a batch against {mixing['global_effective_per_batch']:.1f} for a global shuffle "
+                 f"(mixing {mixing['ratio']:.2f}); read in storage order, {mixing['storage_effective_per_batch']:.1f}"
+                 f" (mixing {mixing['storage_ratio']:.2f})")  # fmt: skip
+    if mixing["storage_ratio"] >= 0.9:
+        lines.append(f"the shards are already shuffled: read in storage order a batch holds as mixed a set of "
+                     f"{mixing['field']} values as a global shuffle gives, so the few shards a batch holds cost "
+                     "nothing; no need for more interleave or buffer")  # fmt: skip
+    elif mixing["ratio"] < 0.9 and args.interleave is None:
+        lines.append(f"to mix {mixing['field']} more, {interleave}")
+    elif mixing["ratio"] < 0.9:
+        lines.append(f"to mix {mixing['field']} more, read more shards at once (--interleave) or hold more samples "
+                     "(--buffer)")  # fmt: skip
+    else:
+        lines.append(f"{mixing['field']} mixes as in a global shuffle")
+    return lines
+
+
+def _shuffle_report(
+    urls: list[str],
+    stored: list[list[tuple[str, str]]],
+    args: argparse.Namespace,
+    label: str | None,
+    labels: dict[tuple[str, str], Any],
+) -> dict:
+    """How well an epoch of the common shuffled pipeline mixes the storage order and the ``label`` field
+    (:mod:`wds_core.shufflestats`); ``labels``: the field's value by sample."""
     from ..fluid import WebDataset
-    from ..shufflestats import shuffle_quality, storage_order
+    from ..shufflestats import label_mixing, shuffle_quality, storage_order
 
     lanes = args.interleave
     dataset = WebDataset(urls, shardshuffle=True, seed=args.seed, interleave=lanes).shuffle(args.buffer)
-    order = ((sample["__url__"], sample["__key__"]) for sample in dataset)
+    order = [(sample["__url__"], sample["__key__"]) for sample in dataset]
     quality = shuffle_quality(order, storage_order(stored), batch_size=args.batch_size)
     reading = "" if lanes is None else f", interleave={lanes}"
-    return {
+    report = {
         "pipeline": f"WebDataset(..., shardshuffle=True{reading}).shuffle({args.buffer})",
         "samples_held": args.buffer + (lanes or 0),
         **quality.as_dict(),
     }
+    mixing = None
+    if label is not None:
+        in_storage = [labels.get(sample) for shard in stored for sample in shard]
+        mixing = label_mixing(label, [labels.get(sample) for sample in order], in_storage, args.batch_size,
+                              seed=args.seed)  # fmt: skip
+        report["labels"] = mixing.as_dict()
+    if args.svg:
+        from .shufflechart import shuffle_svg
+
+        with open(args.svg, "w", encoding="utf-8") as out:
+            out.write(shuffle_svg(report, quality.distinct_by_batch, mixing))
+    return report
 
 
 def _next_header(stream: Any, offset: int) -> int | None:
@@ -252,6 +322,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
                        "from one of them at random")  # fmt: skip
     stats.add_argument("--batch-size", type=int, default=256, help="the batch the diversity is counted in (256)")
     stats.add_argument("--seed", type=int, default=0, help="the shuffles' seed (default 0)")
+    stats.add_argument("--label", default="", metavar="FIELD",
+                       help="with --shuffle, the label field whose mix in a batch is measured (default: the first "
+                       f"of {', '.join(LABEL_FIELDS)} the samples have): what the advice is about")  # fmt: skip
+    stats.add_argument("--svg", default="", metavar="FILE",
+                       help="with --shuffle, draw the shards (and labels) of each batch of the epoch, against a "
+                       "global shuffle's, into this SVG file")  # fmt: skip
     verify = command(
         "verify", "read every shard; report corrupt members (URL, offset), wrong counts and md5sums", run_verify
     )

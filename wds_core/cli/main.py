@@ -12,9 +12,20 @@ from .common import add_storage_arguments, apply_storage_arguments, tidy_help
 
 __all__ = ["main"]
 
+EPILOG = """charts:
+  wds profile SPEC --svg FILE           where a pipeline's time goes, stage by stage
+  wds stats SPEC --shuffle --svg FILE   how an epoch mixes shards and labels, batch by batch, against a global shuffle
+  docs/benchmarks.md                    wds against webdataset and the other loaders (charts in docs/images/;
+                                        the figures and the commands that measured them in benchmarks/README.md)
+
+"wds COMMAND --help" gives a command's options and examples."""
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="wds", description="Work with WebDataset shards.")
+    parser = argparse.ArgumentParser(
+        prog="wds", description="Work with WebDataset shards.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True)
     shardfiles.add_parsers(commands)
     inspect_shards.add_parsers(commands)
