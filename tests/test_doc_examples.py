@@ -5,9 +5,8 @@ Each block is executed as written, in a folder holding small shards under the na
 block takes from its context (``urls``, ``model``, ``loader``...) defined by the setup below.
 ``s3://bucket/`` is rewritten to a local folder. A block that needs a framework (or dask-jobqueue) is skipped when the
 framework is not installed. A block whose first line is ``# NAME.py`` is a module the next blocks
-import: it is written to the folder instead of run. The documentation pages that include README
-sections (``--8<--``) are covered by the README's own blocks. A new block needs no setup unless it
-uses a name no block defines.
+import: it is written to the folder instead of run. A new block needs no setup unless it uses a name
+no block defines. The first-hour tutorial is run end to end by ``tests/torch/test_first_hour.py``.
 """
 
 from __future__ import annotations
@@ -158,7 +157,7 @@ def _prepare(block: str, ns: dict, root: Path) -> list:
 
 def _check(block: str, ns: dict, root: Path) -> None:
     """What a block must have done, beyond running."""
-    if "ShardWriter" in block:
+    if "ShardWriter" in block and "out/train" in block:
         assert json.loads((root / "out" / "train.json").read_text())["shardlist"][0]["nsamples"] == 30
     if "map_shards(fix_caption" in block:  # the guide's function dropped the samples without a caption
         clean = wds_core.WebDataset(str(root / "clean" / "pairs-{000..003}.tar"), shardshuffle=False)
@@ -226,7 +225,7 @@ def test_spec_file_examples_parse(page, index, block):
 
 def test_every_block_was_found():
     readme = [block for page, _, block in BLOCKS if page == "README.md"]
-    assert len(readme) >= 13 and len(BLOCKS) > len(readme) and all(block.strip() for _, _, block in BLOCKS)
+    assert len(readme) >= 1 and len(BLOCKS) >= 29 and all(block.strip() for _, _, block in BLOCKS)
 
 
 def test_spec_file_docstring_example_parses():

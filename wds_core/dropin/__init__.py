@@ -254,13 +254,13 @@ class _RefuseUnknownSubmodules(importlib.abc.MetaPathFinder):
         if fullname.startswith("webdataset."):
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: `import webdataset` is wds's drop-in here, which has "
-                f"webdataset's modules {', '.join(sorted(MODULES))} (see 'Moving from webdataset' in the wds README)",
+                f"webdataset's modules {', '.join(sorted(MODULES))} (see wds's docs/guides/moving-from-webdataset.md)",
                 name=fullname,
             )
         if fullname.startswith("wids."):
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: `import wids` is wds's drop-in here, which has wids.wids and "
-                "wids.wids_decode (see 'Moving from webdataset' in the wds README)",
+                "wids.wids_decode (see wds's docs/guides/moving-from-webdataset.md)",
                 name=fullname,
             )
         return None

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 __all__ = ["refuse_missing", "refused_class", "refused_function"]
 
-_GUIDE = "see 'Moving from webdataset' in the wds README"
+_GUIDE = "see wds's docs/guides/moving-from-webdataset.md"
 
 
 def _public(module: str) -> str:
