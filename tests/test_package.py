@@ -45,7 +45,8 @@ PUBLIC = [
 ]  # fmt: skip
 EXPERT = {
     "wds_core.io": ["open_shard", "options_for", "register_opener", "rewrite_url"],
-    "wds_core.tar": ["ShardIndex", "group_members", "iter_members", "split_key"],
+    "wds_core.tar": ["ShardIndex", "iter_members", "split_key"],
+    "wds_core.grouping": ["group_members"],  # members to samples: above tar/, which imports nothing from above
     "wds_core.fieldcodecs": ["register_decoder", "register_encoder", "register_image_spec"],
 }
 

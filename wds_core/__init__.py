@@ -164,9 +164,8 @@ from .specfile import load_spec
 from .tar.tarindex import ShardIndex as ShardIndex
 from .tar.tario import iter_members as iter_members
 from .tracing import Info, LogKeys
+from .version import __version__
 from .writer import ShardWriter, TarWriter, write_descriptor
-
-__version__ = "0.1.0"
 
 Pipeline = DataPipeline
 

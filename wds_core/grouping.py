@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
-from .fieldcodecs.limits import DecodeLimits
+from .limits import DecodeLimits
+from .tar.keys import is_meta, split_key
 
 __all__ = ["group_members", "is_meta", "split_key"]
 
@@ -41,35 +41,12 @@ def _grouper() -> Any:
 
 
 GROUPER = _grouper()  # read at each grouping: tests set it to None for the Python loop alone
-_KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
-_META_RE = re.compile(r"__[^/]*__($|/)")
-
-
-def split_key(name: str) -> tuple[str, str] | tuple[None, None]:
-    """``(key, field)`` of a member name, or ``(None, None)`` when it has none.
-
-    >>> split_key("dir.v2/abc.seg.JPG")
-    ('dir.v2/abc', 'seg.JPG')
-    """
-    slash = name.rfind("/")
-    dot = name.find(".", slash + 1)
-    if dot > slash + 1 and "\n" not in name:
-        return name[:dot], name[dot + 1 :]
-    match = _KEY_RE.match(name)
-    if match is None:
-        return None, None
-    return match.group(1), match.group(2)
 
 
 def _starts_another(member: str | None, key: str | None, rename: Callable[[str], str] | None) -> bool:
     if member is None:
         return False
     return split_key(rename(member) if rename is not None else member)[0] not in (None, key)
-
-
-def is_meta(name: str) -> bool:
-    """Top-level ``__name__`` members (and anything under a ``__dir__/``) are metadata."""
-    return name.startswith("__") and _META_RE.match(name) is not None
 
 
 def _refused_key(name: str | None, rename: Callable[[str], str] | None) -> str | None:

@@ -43,7 +43,6 @@ from typing import Any
 from .decode import Decoder
 from .descriptor import load_descriptor
 from .errors import ShardOpenError, SpecError, TruncatedShardError
-from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members
 from .io.cache import ShardCache
 from .io.decompress import is_compressed
@@ -51,6 +50,7 @@ from .io.retries import DEFAULT_RETRY, RetryPolicy
 from .io.secure import check_allowed
 from .io.storage import RandomAccess, Storage, local_path, local_random_access
 from .io.urls import expand_urls
+from .limits import DecodeLimits
 from .tar.tarindex import ShardIndex, index_shard
 from .tar.tario import open_decompressed
 

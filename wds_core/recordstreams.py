@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
 from .errors import OverLimitError, TarFormatError, TruncatedShardError
-from .fieldcodecs.limits import DecodeLimits
 from .fieldcodecs.structured import WORST_RATIO, EndsEarly, cbor_extent, msgpack_extent
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.remote import RetryPolicy
 from .io.sinks import CommitOnExit
 from .io.storage import create_shard
+from .limits import DecodeLimits
 from .shardreader import ShardReader
 from .shardreading import ShardReading
 from .state import RunContext

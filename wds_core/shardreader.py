@@ -17,7 +17,6 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from .errors import NotElastic, OverLimitError, TruncatedShardError, WdsError
-from .fieldcodecs.limits import DecodeLimits
 from .grouping import group_members, is_meta
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
@@ -25,6 +24,7 @@ from .io.local import file_descriptor, map_whole
 from .io.readahead import Allowance, ReadAhead
 from .io.remote import RetryPolicy
 from .io.storage import remote_url, url_of
+from .limits import DecodeLimits
 from .shardreading import ShardReading, ShardReadOptions
 from .state import BalancedPart, RunContext, StageIterator, implements, upstream_of
 from .tar.resume import skip_to

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .fieldcodecs.limits import DecodeLimits
 from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.readahead import READ_AHEAD, ReadAhead
 from .io.retries import DEFAULT_RETRY, RetryPolicy
 from .io.storage import Storage
 from .io.storage_config import StorageOptions
+from .limits import DecodeLimits
 from .state import Recipe
 
 __all__ = ["ShardReadOptions", "ShardReading"]

@@ -34,7 +34,6 @@ from .datasets import RoundRobin as RoundRobin
 from .datasets import SimpleShardList as SimpleShardList
 from .datasets import WebDataset as WebDataset
 from .datasets import WebLoader as WebLoader
-from .dropin import install_as_webdataset as install_as_webdataset
 from .indexed import ChunkedSampler as ChunkedSampler
 from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
 from .indexed import ShardListDataset as ShardListDataset
@@ -57,3 +56,19 @@ __all__ = sorted(set(_core_all) | set(_TORCH_NAMES))
 
 def __getattr__(name: str) -> Any:
     return core_attribute(__name__, name)  # open_shard, iter_members...: wds_core names outside __all__
+
+
+def install_as_webdataset(verbose: bool = True) -> Any:  # type: ignore[no-redef]  # noqa: F811 - the torch one
+    """Make ``import webdataset`` (and ``webdataset.filters``, ``.tariterators``...) give ``wds_torch``, and
+    ``import wids`` its wids (:mod:`wds_core.dropin.wids`, with PyTorch's ``Dataset`` and ``Sampler``).
+
+    One line at the top of a training script, before anything imports
+    webdataset, and the script's ``import webdataset as wds`` and ``from
+    webdataset.filters import _shuffle`` use wds; ``python -m wds_torch.run
+    train.py ARGS`` does it without editing the script (DataLoader workers
+    too).  Safe when the real webdataset is installed: it is simply not used
+    (a warning if it was already imported).  Says which package is active
+    (``webdataset.__wds__``, the ``wds`` logger, one stderr line when
+    ``verbose``); ``wds_core.dropin.uninstall()`` undoes it.
+    """
+    return _dropin.install({name: globals()[name] for name in __all__}, verbose)

@@ -5,7 +5,7 @@ adapter defines for PyTorch put in place of the core's (``DataPipeline``,
 ``WebDataset``, ``WebLoader`` and the shard lists as ``IterableDataset``s, the
 ``torch_*`` codecs, ``pytorch.DataLoader``...).  The modules are registered as
 ``wds_torch.<name>`` in ``sys.modules``, so ``from wds_torch.filters import
-_shuffle`` works, and :func:`install_as_webdataset` makes them
+_shuffle`` works, and :func:`wds_torch.install_as_webdataset` makes them
 ``webdataset.<name>``.
 """
 
@@ -24,7 +24,7 @@ from wds_core.dropin.widssamplers import distributed_chunked_sampler
 
 from . import codecs, datasets, indexed
 
-__all__ = ["MODULES", "NAMESPACE", "WIDS", "install_as_webdataset"]
+__all__ = ["MODULES", "NAMESPACE", "WIDS", "install"]
 
 # what PyTorch changes in webdataset's modules, by name
 _TORCH: dict[str, Any] = {
@@ -76,21 +76,9 @@ MODULES: dict[str, types.ModuleType] = {name: _with_torch(name, core) for name, 
 NAMESPACE: dict[str, Any] = dropin.top_level(MODULES)  # webdataset's top-level names, from these modules
 
 
-def install_as_webdataset(verbose: bool = True) -> types.ModuleType:
-    """Make ``import webdataset`` (and ``webdataset.filters``, ``.tariterators``...) give ``wds_torch``, and
-    ``import wids`` its wids (:mod:`wds_core.dropin.wids`, with PyTorch's ``Dataset`` and ``Sampler``).
-
-    One line at the top of a training script, before anything imports
-    webdataset, and the script's ``import webdataset as wds`` and ``from
-    webdataset.filters import _shuffle`` use wds; ``python -m wds_torch.run
-    train.py ARGS`` does it without editing the script (DataLoader workers
-    too).  Safe when the real webdataset is installed: it is simply not used
-    (a warning if it was already imported).  Says which package is active
-    (``webdataset.__wds__``, the ``wds`` logger, one stderr line when
-    ``verbose``); ``wds_core.dropin.uninstall()`` undoes it.
-    """
-    import wds_torch
-
-    namespace = {name: getattr(wds_torch, name) for name in wds_torch.__all__}
+def install(facade: dict[str, Any], verbose: bool = True) -> types.ModuleType:
+    """:func:`wds_torch.install_as_webdataset` with ``facade``, the names of ``wds_torch`` (given by the package,
+    which this module does not import: it lies below it)."""
+    namespace = dict(facade)
     namespace.update(NAMESPACE)
     return dropin.install(namespace, MODULES, "wds_torch", verbose, wids=WIDS)

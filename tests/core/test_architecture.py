@@ -25,10 +25,15 @@ def module_name(path: Path) -> str:
 
 
 def sources(*packages: str) -> dict[str, tuple[Path, ast.Module]]:
+    """Every module of ``packages``: parsed sources, and the compiled helpers (named by their ``.pyi`` stubs,
+    imports of nothing), so that ``from .tarscan import scan`` is an import of ``tar.tarscan``."""
     found = {}
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             found[module_name(path)] = (path, ast.parse(path.read_text(), str(path)))
+        for stub in sorted((ROOT / package).rglob("*.pyi")):
+            if not stub.with_suffix(".py").exists():
+                found[module_name(stub)] = (stub, ast.Module(body=[], type_ignores=[]))
     return found
 
 
@@ -74,14 +79,18 @@ def imports(module: str) -> list[tuple[str, str | None]]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {module: set() for module in CORE}
-    for module in CORE:
-        for target, _ in imports(module):
+def import_graph(modules: dict[str, tuple[Path, ast.Module]] = CORE) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for module in modules:
+        for target, name in imports(module):
             dest = owner(target)
-            # importing a submodule runs its parents' __init__ first: that is not an edge of the design
-            if dest in CORE and dest != module and not module.startswith(dest + "."):
-                graph[module].add(dest)
+            if dest not in modules or dest == module:
+                continue
+            # importing a submodule runs its parents' __init__ first: that is not an edge of the design; a name
+            # taken from a parent package (``from .. import __version__``) is: it needs the parent's __init__ run
+            if module.startswith(dest + ".") and name is None:
+                continue
+            graph[module].add(dest)
     return graph
 
 
@@ -110,6 +119,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_core_import_graph_has_no_cycle():
     graph = import_graph()
     assert sum(map(len, graph.values())) > 200  # the walk sees the imports (a broken walk passes nothing)
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_no_adapter_import_graph_has_a_cycle(adapter):
+    """wds_torch's drop-in imported the wds_torch package (for its names) inside install_as_webdataset."""
+    graph = import_graph({name: tree for name, tree in ALL.items() if name.split(".")[0] == adapter})
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
@@ -187,6 +203,39 @@ def test_the_private_check_sees_each_way_of_reaching_in(source, expected):
         assert [use[1:] for use in private_uses("wds_core.dropin.fake")] == [expected]
     finally:
         del CORE["wds_core.dropin.fake"], ALL["wds_core.dropin.fake"]
+
+
+def test_a_name_taken_from_a_parent_package_is_an_edge_and_a_compiled_helper_a_module():
+    """What the graph missed: ``wds_core.dropin`` took ``__version__`` from ``wds_core`` (whose ``__init__``
+    imports the drop-in: a cycle), while ``from .mapcopy import copy`` (a compiled helper) is no edge to
+    ``wds_core.io``."""
+    tree = ast.parse("def f():\n    from .. import __version__\n    from ..io.mapcopy import copy\n")
+    CORE["wds_core.dropin.fake"] = ALL["wds_core.dropin.fake"] = (ROOT / "wds_core/dropin/fake.py", tree)
+    try:
+        assert import_graph()["wds_core.dropin.fake"] == {"wds_core", "wds_core.io.mapcopy"}
+    finally:
+        del CORE["wds_core.dropin.fake"], ALL["wds_core.dropin.fake"]
+
+
+LOWER = {  # each layer, and what lies below it: all it may import
+    "wds_core.io": {"wds_core.errors"},
+    "wds_core.limits": {"wds_core.errors", "wds_core.io"},
+    "wds_core.tar": {"wds_core.errors", "wds_core.io", "wds_core.limits"},
+}
+
+
+def _in(module: str, layer: str) -> bool:
+    return module == layer or module.startswith(layer + ".")
+
+
+@pytest.mark.parametrize("layer", sorted(LOWER))
+def test_the_lower_layers_import_nothing_from_above(layer):
+    """Issue 46: tar/ took the key rules from grouping and the limits from fieldcodecs, which lie above it."""
+    graph = import_graph()
+    allowed = LOWER[layer] | {layer}
+    for module in (m for m in CORE if _in(m, layer)):
+        upward = sorted(t for t in graph[module] if not any(_in(t, below) for below in allowed))
+        assert not upward, f"{module} imports {upward}, above {layer}"
 
 
 def test_the_io_layer_imports_only_errors_and_itself():

@@ -310,7 +310,7 @@ def install(
         _saved = {name: m for name, m in sys.modules.items() if _ours(name) and getattr(m, "__wds__", None) is None}
     for name in [n for n in sys.modules if _ours(n)]:
         del sys.modules[name]
-    from .. import __version__
+    from ..version import __version__
 
     top = types.ModuleType("webdataset", f"wds {__version__} standing in for webdataset ({flavour})")
     top.__dict__.update(namespace)

@@ -8,16 +8,19 @@
   the optional C walk of plain members (``tarscan.c``);
 * :mod:`.tarindex` -- offset indexes of shards (``.idx`` sidecars), built by
   walking headers with ranged reads: :func:`index_shard`;
-* :mod:`.tarwrite` -- members packed into tar bytes for the writers.
+* :mod:`.tarwrite` -- members packed into tar bytes for the writers;
+* :mod:`.keys` -- webdataset's key rules (:func:`split_key`, :func:`is_meta`):
+  which sample and field a member's name stands for.
 
-Members become samples with webdataset's key rules in
-:mod:`wds_core.grouping` (:func:`group_members`, :func:`split_key`), also
-offered here.  These are the expert interface: ``WebDataset`` and the writers
-use them for you.
+This package reads and writes members and imports nothing from the layers
+above it (errors, limits and storage lie below).  Members become samples in
+:mod:`wds_core.grouping` (:func:`~wds_core.grouping.group_members`, also
+``wds_core.group_members``).  These are the expert interface: ``WebDataset``
+and the writers use them for you.
 """
 
-from ..grouping import group_members, is_meta, split_key
 from .headers import BLOCK
+from .keys import is_meta, split_key
 from .tarindex import INDEX_FORMAT, ShardIndex, index_shard, stored_index, walk_headers
 from .tario import compiled_walk, iter_members, open_decompressed
 from .tarwrite import encode_member, end_of_archive
@@ -29,7 +32,6 @@ __all__ = [
     "compiled_walk",
     "encode_member",
     "end_of_archive",
-    "group_members",
     "index_shard",
     "is_meta",
     "iter_members",

@@ -30,11 +30,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
-from ..fieldcodecs.limits import DecodeLimits
-from ..grouping import is_meta, split_key
 from ..io.decompress import is_compressed
 from ..io.remote import RetryPolicy
 from ..io.storage import RandomAccess, Storage, create_shard, local_path, open_random_access, read_bytes
+from ..limits import DecodeLimits
 from .headers import (
     BLOCK,
     EMPTY,
@@ -54,6 +53,7 @@ from .headers import (
     pax_number,
     ustar_name,
 )
+from .keys import is_meta, split_key
 
 __all__ = ["INDEX_FORMAT", "ShardIndex", "index_shard", "stored_index", "walk_headers"]
 

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from ..errors import OverLimitError, TarFormatError, WdsError
-from ..fieldcodecs.limits import DecodeLimits
 from ..io.decompress import open_decompressed
+from ..limits import DecodeLimits
 from . import compiled
 from .compiled import compiled_walk, file_size, mapped_file, walk_file
 from .headers import (
