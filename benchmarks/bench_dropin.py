@@ -183,7 +183,8 @@ def batching_rates(repeats: int) -> dict[str, float]:
     needs a snapshot of the upstream's state every 1,024 items, or every 64, or every batch) and webdataset's."""
     import webdataset
 
-    from wds_core import buffers, dropin
+    from wds_core import dropin
+    from wds_core.stages import buffering as buffers
 
     spec = small_shards()
 

@@ -34,7 +34,7 @@ errors = []
 handler = lambda exn: errors.append(f"{type(exn).__name__}: {str(exn)[:160]}") or True
 if which == "wds":
     import wds_core as wds
-    from wds_core.recordstreams import cbors_to_samples
+    from wds_core.sources.recordstreams import cbors_to_samples
     from wds_core.io.remote import RetryPolicy
 else:
     import webdataset as wds

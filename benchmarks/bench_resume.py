@@ -28,8 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_indexed  # noqa: E402
 
 import wds_core  # noqa: E402
-import wds_core.balanced  # noqa: E402
 import wds_core.dist  # noqa: E402
+import wds_core.sources.balanced  # noqa: E402
 
 
 def pipeline(path):
@@ -97,7 +97,7 @@ def elastic(big):
     print(f"elastic: merge_states() of 4 readers: {(time.perf_counter() - start) * 1e3:.2f} ms")
     for reader in range(2):
         as_reader(reader, 2)
-        wds_core.balanced._INDEXES.clear()  # as in a restarted process: the shard's index is read again
+        wds_core.sources.balanced._INDEXES.clear()  # as in a restarted process: the shard's index is read again
         start = time.perf_counter()
         fresh = balanced(big)
         fresh.load_state_dict(merged)

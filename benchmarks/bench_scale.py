@@ -77,7 +77,7 @@ def simulate(nshards, readers=(0, 137, 300, 511), without_up_to=2_000):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import wds_core
     from tests import synthstore
-    from wds_core import balanced
+    from wds_core.sources import balanced
 
     store = synthstore.install(nshards)
     spec = f"synth://bucket/shard-{{000000..{nshards - 1:06d}}}.tar"
@@ -111,7 +111,7 @@ def states(nshards, readers):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import wds_core
     from tests import synthstore
-    from wds_core import balanced
+    from wds_core.sources import balanced
 
     synthstore.install(nshards, filesizes=True, sidecars=True)
     width = max(6, len(str(nshards - 1)))

@@ -1,7 +1,7 @@
 """How well an epoch is shuffled at a given memory, and what reading many shards at once costs.
 
 **Quality.**  200 shards of 100 samples, stored in order (a class, a source, a crawl date per shard), one epoch
-of each shuffle measured by ``wds_core.shufflestats`` against a global shuffle: the distinct shards in a batch
+of each shuffle measured by ``wds_core.observe.shufflestats`` against a global shuffle: the distinct shards in a batch
 of 256 (a global shuffle's exact expectation is 145.0) and displacement (a global shuffle's: 0.333).  Each row
 holds about 1,000 samples (or a window of 1,000 sample indices), except the references:
 
@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 import wds_core as wds  # noqa: E402
 from wds_core.dist import set_worker_info_provider  # noqa: E402
-from wds_core.shufflestats import shuffle_quality, storage_order  # noqa: E402
+from wds_core.observe.shufflestats import shuffle_quality, storage_order  # noqa: E402
 from wds_core.tar.tarwrite import encode_member, end_of_archive  # noqa: E402
 
 SHARDS, PER_SHARD, BATCH, HELD = 200, 100, 256, 1000

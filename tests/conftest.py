@@ -35,7 +35,7 @@ collect_ignore = ["torch/loaders"]
 
 
 def _shm_slots() -> set[str]:
-    from wds_core.shmring import SHM_FOLDER
+    from wds_core.loader.shm import SHM_FOLDER
 
     try:
         return {name for name in os.listdir(SHM_FOLDER) if name.startswith("wds_")}
@@ -62,7 +62,7 @@ class _SlotWatch(threading.Thread):
             self.scan()
 
     def scan(self) -> None:
-        from wds_core.shmring import slot_owner
+        from wds_core.loader.shm import slot_owner
 
         for name in _shm_slots() - self.seen:
             self.seen.add(name)
@@ -101,7 +101,7 @@ def pytest_sessionfinish(session, exitstatus):
     import gc
 
     from wds_core.dist import process_running
-    from wds_core.shmring import slot_owner
+    from wds_core.loader.shm import slot_owner
 
     before = session.config.stash.get(_SHM_BEFORE, None)
     watch = session.config.stash.get(_SHM_WATCH, None)

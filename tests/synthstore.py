@@ -3,7 +3,7 @@
 ``synth://bucket/shard-000123.tar`` is a tar of ``SAMPLES`` samples (``txt`` + ``cls``) whose bytes
 are a function of the name; ``synth://bucket/dataset.json`` is a wids descriptor listing
 ``SynthStore.nshards`` such shards with their counts (and sizes, with ``filesizes``), and
-``synth://bucket/dataset.counts.npz`` the same as a counts file (:mod:`wds_core.counts`); with
+``synth://bucket/dataset.counts.npz`` the same as a counts file (:mod:`wds_core.sources.counts`); with
 ``sidecars``, each shard has its ``.idx`` offset index beside it, as ``wds index create`` writes.
 Anything else does not exist.  ``SynthStore.requests`` counts ``(method, path)`` for ``info`` and ``cat_file``, the two
 calls wds makes of a remote store.
@@ -20,8 +20,8 @@ import fsspec
 import numpy as np
 from fsspec.spec import AbstractFileSystem
 
-from wds_core.counts import counts_bytes
 from wds_core.io.shardnames import shard_names
+from wds_core.sources.counts import counts_bytes
 from wds_core.tar.tarindex import ShardIndex
 from wds_core.tar.tarwrite import encode_member, end_of_archive
 

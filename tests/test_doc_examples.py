@@ -217,7 +217,7 @@ def test_spec_file_examples_parse(page, index, block):
     yaml = pytest.importorskip("yaml")
     spec = yaml.safe_load(block)
     if isinstance(spec, dict) and ("dataset" in spec or "datasets" in spec):
-        from wds_core.specfile import load_spec
+        from wds_core.sources.specfile import load_spec
 
         sources, options = load_spec(spec)
         assert sources and all(source.urls for source in sources) and "longest" in options
@@ -229,10 +229,10 @@ def test_every_block_was_found():
 
 
 def test_spec_file_docstring_example_parses():
-    """The example in ``wds_core.specfile``'s docstring, which the API reference shows."""
+    """The example in ``wds_core.sources.specfile``'s docstring, which the API reference shows."""
     yaml = pytest.importorskip("yaml")
-    from wds_core import specfile
-    from wds_core.specfile import load_spec
+    from wds_core.sources import specfile
+    from wds_core.sources.specfile import load_spec
 
     text = specfile.__doc__.split("::\n", 1)[1].split("\nPer source:", 1)[0]
     sources, _ = load_spec(yaml.safe_load(text))

@@ -134,7 +134,7 @@ def test_site_builds_with_warnings_as_errors(tmp_path):
     site = tmp_path / "site"
     assert (site / "images" / "benchmarks.svg").is_file() and (site / "images" / "dataflow.svg").is_file()
     api = (site / "api" / "pipelines" / "index.html").read_text()
-    assert 'id="wds_core.fluid.WebDataset"' in api and 'id="wds_core.chaining.FluidInterface.batched"' in api
+    assert 'id="wds_core.dataset.WebDataset"' in api and 'id="wds_core.pipeline.fluid.FluidInterface.batched"' in api
     guide = (site / "guides" / "streaming" / "index.html").read_text()
     assert "--8&lt;--" not in guide and "state_dict" in guide
 

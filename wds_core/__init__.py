@@ -20,13 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import metrics  # noqa: F401 - adds the run hook that profiles runs when WDS_PROFILE is set
-from .buffers import Batch, DetShuffle, Shuffle, Slice, Unbatch
-from .buffers import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
-from .chaining import FluidInterface
-from .collate import default_collation_fn
-from .decode import CropImages, Decode, Decoder, XDecode, crop_images, decode
-from .descriptor import load_descriptor
+from .dataset import FluidWrapper, WebDataset
 from .dropin import (
     Cached,
     LRUCleanup,
@@ -105,8 +99,6 @@ from .fieldcodecs import (
 from .fieldcodecs import (
     register_image_spec as register_image_spec,
 )
-from .fieldstages import Associate, ExtractKeys, RenameKeys
-from .fluid import FluidWrapper, WebDataset
 from .grouping import group_members as group_members
 from .grouping import split_key as split_key
 from .handlers import (
@@ -116,9 +108,8 @@ from .handlers import (
     warn_and_continue,
     warn_and_stop,
 )
-from .index_samplers import ChunkedSampler, DistributedChunkedSampler
-from .indexed import ShardListDataset
-from .interleaved import Interleaved, LazyImage, interleaved_sample
+from .indexed.dataset import ShardListDataset
+from .indexed.samplers import ChunkedSampler, DistributedChunkedSampler
 from .io.cache import ShardCache
 from .io.remote import RetryPolicy
 from .io.storage import open_shard as open_shard
@@ -137,20 +128,20 @@ from .io.storage_config import (
     rewrite_url as rewrite_url,
 )
 from .io.urls import expand_urls
-from .loader import Loader
-from .memo import MemoryCache
-from .mixing import RandomMix, RoundRobin
+from .loader.main import Loader
 from .mock import MockDataset
-from .pairs import ImageTextPairs
-from .parallel import map_shards
-from .per_sample import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
-from .pipeline import DataPipeline, PipelineStage
-from .profiling import Profile, Starvation
-from .recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
-from .sampling import RandomSample, Resample
-from .shardinterleave import InterleaveShards
-from .shardreader import TarfileToSamples, tarfile_to_samples
-from .shards import (
+from .observe import metrics  # noqa: F401 - adds the run hook that profiles runs when WDS_PROFILE is set
+from .observe.profiling import Profile, Starvation
+from .pipeline.datapipeline import DataPipeline, PipelineStage
+from .pipeline.fluid import FluidInterface
+from .pipeline.mixing import RandomMix, RoundRobin
+from .sources.descriptor import load_descriptor
+from .sources.dirshards import DirectoryShardList, MultiShardSample
+from .sources.interleave import InterleaveShards
+from .sources.reader import TarfileToSamples, tarfile_to_samples
+from .sources.recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
+from .sources.sampling import RandomSample, Resample
+from .sources.shardlists import (
     ResampledShards,
     SimpleShardList,
     SplitByNode,
@@ -159,11 +150,20 @@ from .shards import (
     split_by_node,
     split_by_worker,
 )
-from .shardsources import DirectoryShardList, MultiShardSample
-from .specfile import load_spec
+from .sources.specfile import load_spec
+from .stages.buffering import Batch, DetShuffle, Shuffle, Slice, Unbatch
+from .stages.buffering import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
+from .stages.cache import MemoryCache
+from .stages.collate import default_collation_fn
+from .stages.decode import CropImages, Decode, Decoder, XDecode, crop_images, decode
+from .stages.documents import Interleaved, LazyImage, interleaved_sample
+from .stages.fieldkeys import Associate, ExtractKeys, RenameKeys
+from .stages.imagetext import ImageTextPairs
+from .stages.mapping import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
+from .stages.tracing import Info, LogKeys
 from .tar.tarindex import ShardIndex as ShardIndex
 from .tar.tario import iter_members as iter_members
-from .tracing import Info, LogKeys
+from .tools.parallel import map_shards
 from .version import __version__
 from .writer import ShardWriter, TarWriter, write_descriptor
 

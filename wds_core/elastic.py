@@ -1,6 +1,6 @@
 """Elastic resume: continue a balanced epoch on a different number of ranks or workers.
 
-In a balanced epoch (:mod:`wds_core.balanced`) every sample of the epoch has a
+In a balanced epoch (:mod:`wds_core.sources.balanced`) every sample of the epoch has a
 *global position* ``0 <= p < N`` in the epoch's shard order, and each reader
 (one rank's worker) reads a known part of those positions.  The state of a
 balanced pipeline therefore carries, besides its ordinary nested state, a

@@ -1,6 +1,6 @@
 """Sets of sample positions as sorted, disjoint, half-open intervals ``[a, b)``, and their compact encoding.
 
-Balanced epochs (:mod:`wds_core.balanced`) plan each reader's part with them and
+Balanced epochs (:mod:`wds_core.sources.balanced`) plan each reader's part with them and
 elastic resume (:mod:`wds_core.elastic`) records what was delivered with them.
 
 >>> normalize([(5, 8), (0, 2), (1, 3)])

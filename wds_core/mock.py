@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .chaining import FluidInterface
-from .pipeline import DataPipeline
+from .pipeline.datapipeline import DataPipeline
+from .pipeline.fluid import FluidInterface
 from .state import Recipe, RunContext, StageIterator
 
 __all__ = ["MockDataset"]

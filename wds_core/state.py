@@ -88,7 +88,7 @@ class RunContext:
 
 
 #: What wraps the items of each pipeline run: ``hook(pipeline, items) -> items``, in order, when a run starts
-#: (:mod:`wds_core.metrics` adds the one that profiles runs when ``WDS_PROFILE`` is set).
+#: (:mod:`wds_core.observe.metrics` adds the one that profiles runs when ``WDS_PROFILE`` is set).
 RUN_HOOKS: list[Callable[[Any, Iterator[Any]], Iterator[Any]]] = []
 
 #: What ends the source of a run when the run is closed (finished, dropped or ``close()``d): ``closer(source)``
@@ -227,7 +227,7 @@ class StageIterator:
         return self._counted or self._gen
 
     def report(self) -> dict[str, Any]:
-        """What this stage did so far, for :mod:`wds_core.profiling`: ``items`` it handed downstream (``None``
+        """What this stage did so far, for :mod:`wds_core.observe.profiling`: ``items`` it handed downstream (``None``
         unless it was started while :func:`count_items` was on); stages add their own (``bytes``)."""
         counter = self._counter
         return {"items": int(repr(counter)[6:-1]) - 1 if counter is not None else None}

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from wds_core import Loader
-from wds_core.collate import default_collation_fn
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SpecError
+from wds_core.stages.collate import default_collation_fn
 
 __all__ = ["BatchIterator"]
 

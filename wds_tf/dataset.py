@@ -71,7 +71,7 @@ import tensorflow as tf
 from wds_core import Loader, dist
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SampleError, SpecError
-from wds_core.shmring import without_views
+from wds_core.loader.shm import without_views
 
 from .signature import SampleFormat
 

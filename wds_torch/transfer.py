@@ -31,7 +31,7 @@ next batch) or is gone; tensors still viewing it keep their pages until freed.
 A worker killed between creating a slot and the main process seeing it leaves
 a name behind: the main process removes those of its workers when it finds one
 gone and when it exits, and a new worker removes any that are a minute old and
-whose process is gone (``wds_core.shmring.sweep_dead_slots``); a worker
+whose process is gone (``wds_core.loader.shm.sweep_dead_slots``); a worker
 unlinks unseen slots itself when it exits normally.
 """
 
@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from wds_core.dist import process_running
-from wds_core.shmring import (
+from wds_core.loader.shm import (
     HAVE_SLOTS,
     HEADER,
     Lease,

@@ -164,7 +164,7 @@ def private_uses(module: str) -> list[tuple[str, str, str]]:
         dest = owner(f"{target}.{name}" if name else target)
         if name and name.startswith("_") and not name.startswith("__") and dest and dest != module:
             uses.append((module, dest, name))
-    for node in ast.walk(tree):  # `from . import stages` / `import wds_core.per_sample as st`, then st._private
+    for node in ast.walk(tree):  # `from . import stages` / `import wds_core.stages.mapping as st`, then st._private
         if isinstance(node, ast.ImportFrom):
             base = resolve(module, path.name == "__init__.py", node.level, node.module) if node.level else node.module
             for alias in node.names:
@@ -192,7 +192,7 @@ def test_no_module_takes_another_modules_private_names():
 @pytest.mark.parametrize(
     "source, expected",
     [
-        ("from wds_core.per_sample import _PerSample\n", ("wds_core.per_sample", "_PerSample")),
+        ("from wds_core.stages.mapping import _PerSample\n", ("wds_core.stages.mapping", "_PerSample")),
         ("from ..io import storage\nstorage._private_table\n", ("wds_core.io.storage", "_private_table")),
         ("import wds_core.io.storage as st\nst._private_table\n", ("wds_core.io.storage", "_private_table")),
     ],
@@ -248,15 +248,16 @@ def test_the_pipeline_knows_no_feature_by_name():
     """Balanced epochs, elastic resume and profiling plug into the pipeline through the hooks state.py declares
     (``Recipe.splits_epoch``, ``EPOCH_TRACKERS``, ``RUN_HOOKS``); the pipeline imports none of them."""
     graph = import_graph()
-    assert graph["wds_core.pipeline"] & {"wds_core.balanced", "wds_core.elastic", "wds_core.profiling",
-                                         "wds_core.metrics", "wds_core.mixing"} == set()  # fmt: skip
+    features = {"wds_core.sources.balanced", "wds_core.elastic", "wds_core.observe.profiling",
+                "wds_core.observe.metrics", "wds_core.pipeline.mixing"}  # fmt: skip
+    assert graph["wds_core.pipeline.datapipeline"] & features == set()
 
 
 def test_no_module_writes_a_pipelines_private_fields():
     """``mixing`` used to reset a copy's ``_run`` and ``_pending`` itself: ``DataPipeline.fresh_copy`` does it."""
     written = []
     for module, (_, tree) in ALL.items():
-        if module == "wds_core.pipeline":
+        if module == "wds_core.pipeline.datapipeline":
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign):

@@ -6,7 +6,7 @@ import pytest
 
 import wds_core as wds
 from tests.conftest import counted_shards
-from wds_core.balanced import plan_parts
+from wds_core.sources.balanced import plan_parts
 
 COUNTS = [7, 13, 5, 11, 1]  # 37 samples: no number of readers below 37 divides it
 
@@ -121,7 +121,7 @@ def manifest(directory, counts, overrides=None):
 
 
 def test_counts_from_a_manifest_index_only_the_readers_own_shards(tmp_path, monkeypatch):
-    from wds_core import balanced
+    from wds_core.sources import balanced
 
     spec, keys = counted_shards(tmp_path, COUNTS)
     path = manifest(tmp_path, COUNTS)

@@ -238,7 +238,7 @@ def test_byte_sizes_of_the_command_line():
 def test_index_create_writes_a_counts_file_that_balanced_readers_take(data, tmp_path, monkeypatch):
     spec, keys = data
     wds_cli("index", "create", spec, "-o", tmp_path / "d.json")
-    from wds_core.counts import ShardCounts
+    from wds_core.sources.counts import ShardCounts
 
     stored = ShardCounts(str(tmp_path / "d.counts.npz"))
     described = json.loads((tmp_path / "d.json").read_text())["shardlist"]

@@ -43,7 +43,7 @@ def test_stages_that_hold_samples_back_report_what_they_delivered_and_do_not_pas
 
 
 def test_the_balanced_split_is_the_declared_part():
-    from wds_core.balanced import BalancedIterator, BalancedSplit
+    from wds_core.sources.balanced import BalancedIterator, BalancedSplit
 
     it = BalancedSplit("pad").build(iter([]), None)
     assert isinstance(it, BalancedIterator) and isinstance(it, BalancedPart)

@@ -152,7 +152,7 @@ def test_closing_a_threaded_decode_never_waits_for_running_work():
     # closing must not join the pool's threads (that deadlocked a test run), so it returns at once.
     import threading
 
-    from wds_core.decode import CHUNK
+    from wds_core.stages.decode import CHUNK
 
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
     # chunks alternate between the pool's thread (even) and the consuming thread (odd): the slow

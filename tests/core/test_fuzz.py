@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import wds_core as wds
-from wds_core.descriptor import resolve_descriptor
 from wds_core.errors import WdsError
 from wds_core.fieldcodecs.decoders import DECODERS
 from wds_core.fieldcodecs.images import IMAGE_EXTENSIONS
-from wds_core.specfile import load_spec
+from wds_core.sources.descriptor import resolve_descriptor
+from wds_core.sources.specfile import load_spec
 from wds_core.tar.tarwrite import pax_record
 
 EXAMPLES = int(os.environ.get("WDS_FUZZ_EXAMPLES", "60"))

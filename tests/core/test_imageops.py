@@ -9,10 +9,11 @@ import pytest
 
 import wds_core as wds
 from tests.conftest import write_shard
-from wds_core import DecodingError, SpecError, imageops
+from wds_core import DecodingError, SpecError
 from wds_core.fieldcodecs import set_jpeg_decoder
 from wds_core.fieldcodecs.jpeg import region_decoding
-from wds_core.imageops import (
+from wds_core.stages import crop as imageops
+from wds_core.stages.crop import (
     ImageCrop,
     Uniform,
     center_crop_box,

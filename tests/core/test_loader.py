@@ -295,7 +295,7 @@ def test_workers_and_slots_do_not_outlive_a_killed_main_process(spec):
     import sys
 
     from wds_core.io.sinks import process_running
-    from wds_core.shmring import slot_owner
+    from wds_core.loader.shm import slot_owner
 
     spec, _ = spec
 

@@ -10,7 +10,7 @@ import pytest
 
 import wds_core as wds
 from tests.conftest import make_samples, write_shard
-from wds_core import metrics
+from wds_core.observe import metrics
 
 
 @pytest.fixture

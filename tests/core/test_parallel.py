@@ -11,7 +11,7 @@ import wds_core as wds
 from tests.conftest import make_samples, write_shard
 from tests.core import shard_functions as fns
 from wds_core import SpecError
-from wds_core.parallel import map_shards, output_names
+from wds_core.tools.parallel import map_shards, output_names
 
 pytestmark = pytest.mark.slow  # process pools and Dask clusters
 
@@ -119,7 +119,7 @@ def test_the_job_log_records_each_shard_and_a_rerun_takes_it(inputs, tmp_path, m
     (tmp_path / "out" / "out-01.tar").unlink()  # the log, not the store, says what is done
     second = run(inputs, tmp_path / "out", fn=fns.fails_on_shard_2, engine="serial", log=log)
     assert second.ok and second.written == [str(tmp_path / "out" / "out-02.tar")] and len(second.skipped) == 3
-    assert wds.parallel.JobLog(log).failures() == {}
+    assert wds.tools.parallel.JobLog(log).failures() == {}
     assert not (tmp_path / "out" / "out-01.tar").exists()
     third = run(inputs, tmp_path / "out", engine="serial", log=log, overwrite=True)
     assert len(third.written) == 4

@@ -19,7 +19,7 @@ from PIL import Image
 
 import wds_core as wds
 from tests.conftest import make_samples, write_shard
-from wds_core.profiling import OUTSIDE, Profile
+from wds_core.observe.profiling import OUTSIDE, Profile
 from wds_core.state import StageIterator
 
 
@@ -116,7 +116,7 @@ STOPPED_WITH_A_SIGNAL_PENDING = textwrap.dedent(
     """
     import os, signal, time
     import wds_core as wds
-    from wds_core import profiling
+    from wds_core.observe import profiling
 
     real = signal.setitimer
 

@@ -12,7 +12,7 @@ import pytest
 import wds_core as wds
 from wds_core.errors import OverLimitError, SampleError
 from wds_core.fieldcodecs.limits import DecodeLimits
-from wds_core.recordstreams import cbors_to_samples, msgpacks_to_samples
+from wds_core.sources.recordstreams import cbors_to_samples, msgpacks_to_samples
 from wds_core.tar.tario import iter_members
 
 MB = 1 << 20
@@ -45,7 +45,7 @@ def gzip_tar(path, members):
 CHILD = r"""
 import json, resource, sys
 import wds_core as wds
-from wds_core.recordstreams import cbors_to_samples, msgpacks_to_samples
+from wds_core.sources.recordstreams import cbors_to_samples, msgpacks_to_samples
 url, kind, limits, select = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 errors = []
 handler = lambda exn: errors.append(str(exn)) or True

@@ -8,7 +8,7 @@ import pytest
 
 import wds_core as wds
 from tests import synthstore
-from wds_core import balanced
+from wds_core.sources import balanced
 
 NSHARDS, RANKS, WORKERS = 200, 4, 2
 SPEC = f"synth://bucket/shard-{{000000..{NSHARDS - 1:06d}}}.tar"
@@ -90,7 +90,8 @@ def test_every_sample_once_across_readers_with_counts(store, monkeypatch):
 
 
 def test_a_counts_file_gives_the_same_epoch_with_three_requests(monkeypatch):
-    """Counts by spec position (wds_core.counts): the same samples as the descriptor, no shard named but ours."""
+    """Counts by spec position (wds_core.sources.counts): the same samples as the descriptor, no shard named but
+    ours."""
     with installed(filesizes=True, sidecars=True):
         for rank, worker in itertools.product(range(RANKS), range(WORKERS)):
             by_name, _ = first_sample(monkeypatch, rank, worker, sample_counts="synth://bucket/dataset.json")

@@ -1,4 +1,4 @@
-"""Reading many shards at once (wds_core.shardinterleave): every sample once per epoch on every rank and worker,
+"""Reading many shards at once (wds_core.sources.interleave): every sample once per epoch on every rank and worker,
 batches that mix as many shards as a global shuffle, bounded memory, the handler's say, remote lanes, resume.
 Exact resume at every step is also in tests/core/test_checkpoint.py's oracle."""
 
@@ -14,8 +14,8 @@ from wds_core.dist import set_node_info_provider, set_worker_info_provider
 from wds_core.elastic import merge_states
 from wds_core.handlers import warn_and_continue
 from wds_core.io.readahead import ReadAhead
-from wds_core.shardinterleave import lane_read_ahead
-from wds_core.shufflestats import shuffle_quality, storage_order
+from wds_core.observe.shufflestats import shuffle_quality, storage_order
+from wds_core.sources.interleave import lane_read_ahead
 from wds_core.testing import check_resume
 
 

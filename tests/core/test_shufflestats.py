@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import make_samples, write_shard
-from wds_core.shufflestats import expected_distinct, label_mixing, shuffle_quality, storage_order
+from wds_core.observe.shufflestats import expected_distinct, label_mixing, shuffle_quality, storage_order
 
 
 def test_the_expected_distinct_shards_of_a_global_shuffle_match_drawing_them():

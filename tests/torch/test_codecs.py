@@ -99,7 +99,7 @@ def test_video_and_audio_handlers(monkeypatch):
 
 
 def test_crop_images_gives_tensors_with_the_torch_specs():
-    from wds_core.imageops import Uniform, image_crop
+    from wds_core.stages.crop import Uniform, image_crop
 
     array = (np.arange(60 * 80 * 3) % 251).astype(np.uint8).reshape(60, 80, 3)
     rgb = image_crop(32, "center").cut(array, Uniform(0))

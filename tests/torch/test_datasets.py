@@ -70,7 +70,7 @@ def test_interleaved_reading_in_dataloader_workers(tmp_path):
     """interleave= in each of 2 workers: every sample once; batches of 256 made in the workers mix only their
     own shards (each worker has half), batches made after the workers' small ones are mixed in the main process
     mix as many as a global shuffle (issue 32: 0.98 of its distinct shards at 1,000 samples held, 0.63 without)."""
-    from wds_core.shufflestats import shuffle_quality, storage_order
+    from wds_core.observe.shufflestats import shuffle_quality, storage_order
 
     stored = [[f"o{s:03d}_{i:02d}" for i in range(50)] for s in range(120)]
     for number, keys in enumerate(stored):

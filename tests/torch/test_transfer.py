@@ -229,7 +229,7 @@ def test_no_slot_outlives_workers_killed_with_sigkill(big_dir, how):
     left = {name for name in _shm_names() if name.split("_")[1:2] in ([str(p)] for p in pids)}
     if how == "is killed too":  # the main process died without its atexit: the next worker sweeps what is old enough
         assert left, "the killed workers left slots behind"
-        from wds_core import shmring
+        from wds_core.loader import shm as shmring
 
         assert sorted(shmring.sweep_dead_slots(pids)) == sorted(left)
         left = {name for name in _shm_names() if name.split("_")[1:2] in ([str(p)] for p in pids)}

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from ..fluid import WebDataset
+from ..dataset import WebDataset
 from ..writer import ShardWriter
 
 __all__ = ["add_parser", "make_image", "run", "write_demo_shards"]

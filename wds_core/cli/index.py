@@ -11,7 +11,7 @@ shard's offsets), a descriptor whose local URLs are relative to its folder, as
 ``widsindex create`` does, and beside it ``<descriptor>.counts.npz``: the same
 counts and sizes by position in the spec, 12 bytes a shard, which a balanced
 reader of a million shards reads instead of the descriptor's JSON
-(:mod:`wds_core.counts`; ``--no-counts`` to skip).  ``--md5`` also records
+(:mod:`wds_core.sources.counts`; ``--no-counts`` to skip).  ``--md5`` also records
 each shard's md5sum (reads every byte).  ``--workers N`` indexes N shards at
 once in processes, ``--engine dask [--scheduler ADDRESS]`` on a Dask cluster.
 A shard that cannot be indexed is reported with its error and the others go
@@ -34,15 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from ..counts import write_counts
-from ..descriptor import load_descriptor
 from ..errors import ShardOpenError, WdsError
-from ..indexed import ShardListDataset
+from ..indexed.dataset import ShardListDataset
 from ..io.shardnames import shard_names
 from ..io.storage import local_path, open_random_access
 from ..io.urls import expand_urls
-from ..parallel import run_jobs
+from ..sources.counts import write_counts
+from ..sources.descriptor import load_descriptor
 from ..tar.tarindex import index_shard, stored_index
+from ..tools.parallel import run_jobs
 from ..writer import write_descriptor
 from .common import md5_of
 from .progress import Progress, human_bytes

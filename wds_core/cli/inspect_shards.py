@@ -20,13 +20,13 @@ import sys
 import time
 from typing import Any
 
-from ..descriptor import load_descriptor
 from ..errors import TarFormatError, WdsError
 from ..grouping import group_members, is_meta
 from ..io.sinks import stale_partials
 from ..io.storage import local_path
 from ..io.urls import expand_urls
-from ..shardreader import TarfileToSamples
+from ..sources.descriptor import load_descriptor
+from ..sources.reader import TarfileToSamples
 from ..tar.headers import BLOCK, checksum_ok
 from ..tar.tario import iter_members, open_decompressed
 from .common import md5_of, subcommand
@@ -169,9 +169,9 @@ def _shuffle_report(
     labels: dict[tuple[str, str], Any],
 ) -> dict:
     """How well an epoch of the common shuffled pipeline mixes the storage order and the ``label`` field
-    (:mod:`wds_core.shufflestats`); ``labels``: the field's value by sample."""
-    from ..fluid import WebDataset
-    from ..shufflestats import label_mixing, shuffle_quality, storage_order
+    (:mod:`wds_core.observe.shufflestats`); ``labels``: the field's value by sample."""
+    from ..dataset import WebDataset
+    from ..observe.shufflestats import label_mixing, shuffle_quality, storage_order
 
     lanes = args.interleave
     dataset = WebDataset(urls, shardshuffle=True, seed=args.seed, interleave=lanes).shuffle(args.buffer)

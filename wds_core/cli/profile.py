@@ -7,7 +7,7 @@
 The first argument is shards (URLs, brace specs: read with ``WebDataset(..., shardshuffle=False)``, decoded
 with ``--decode``) or ``MODULE:FUNCTION``, a function taking no arguments that returns a wds pipeline
 (``WebDataset``, ``DataPipeline``).  It runs ``-n`` samples in this process under
-:class:`~wds_core.profiling.Profile` and prints each stage's share of the time (its own, not its upstream's),
+:class:`~wds_core.observe.profiling.Profile` and prints each stage's share of the time (its own, not its upstream's),
 how much of that was waiting, its items and items/s.  Then it tries what could lift the bound, each for the
 same number of samples, and says what helped: worker processes (``Loader``, as a DataLoader's workers would),
 and for shards given here, decoding in threads and reading more ahead.  ``--try none`` skips that.
@@ -15,7 +15,7 @@ and for shards given here, decoding in threads and reading more ahead.  ``--try 
 ``--json`` prints ``{"wall_seconds", "samples", "stages": [{"name", "seconds", "waiting_seconds", "items",
 "items_per_second", "bytes"}], "outside_seconds", "bound", "tried": [{"setting", "samples_per_second",
 "first_sample_seconds", "workers"} or {"setting", "error"}], "advice": [...]}``; a trial with worker
-processes has their profiles added up in ``workers`` (:func:`wds_core.metrics.combine`).
+processes has their profiles added up in ``workers`` (:func:`wds_core.observe.metrics.combine`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import SpecError, WdsError
-from ..metrics import combine, read_reports
-from ..profiling import Profile
+from ..observe.metrics import combine, read_reports
+from ..observe.profiling import Profile
 from .common import subcommand
 
 __all__ = ["add_parser"]
@@ -62,7 +62,7 @@ def _factory(args: argparse.Namespace) -> tuple[Callable[..., Any], bool]:
             return pipeline
 
         return made, False
-    from ..fluid import WebDataset
+    from ..dataset import WebDataset
     from ..io.readahead import ReadAhead
 
     def from_shards(threads: int = 0, read_ahead: ReadAhead | None = None) -> Any:
@@ -111,14 +111,14 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
     tried = []
     cores = os.cpu_count() or 1
     if "workers" in wanted:
-        from ..loader import Loader
+        from ..loader.main import Loader
 
         for workers in sorted({2, cores}):
             loader = functools.partial(lambda n: Loader(make(), num_workers=n), workers)
             with tempfile.TemporaryDirectory(prefix="wds-profile-") as folder:
                 reports = os.path.join(folder, "workers.jsonl")
                 saved = os.environ.get("WDS_PROFILE")
-                os.environ["WDS_PROFILE"] = reports  # the workers profile their runs there (wds_core.metrics)
+                os.environ["WDS_PROFILE"] = reports  # the workers profile their runs there (wds_core.observe.metrics)
                 try:
                     trial = _trial(f"Loader(num_workers={workers})", loader, args.samples)
                 finally:

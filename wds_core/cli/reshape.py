@@ -18,11 +18,11 @@ import os
 import sys
 from typing import Any
 
-from ..buffers import Shuffle
 from ..errors import SpecError
-from ..parallel import map_shards
-from ..shardreader import TarfileToSamples
-from ..shards import SimpleShardList
+from ..sources.reader import TarfileToSamples
+from ..sources.shardlists import SimpleShardList
+from ..stages.buffering import Shuffle
+from ..tools.parallel import map_shards
 from ..writer import ShardWriter
 from .common import byte_size, subcommand
 from .inspect_shards import shard_list

@@ -41,7 +41,7 @@ from . import (
     utils,
     writer,
 )
-from . import gopen as _gopen_module  # (the name "gopen" is the function here, as in webdataset)
+from . import gopen as _gopen_module
 from .autodecode import (
     Continue,
     Decoder,

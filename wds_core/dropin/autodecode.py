@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from ..decode import Decoder
 from ..errors import DecodingError, SpecError
 from ..fieldcodecs import IMAGE_EXTENSIONS as _IMAGE_EXTENSIONS
 from ..fieldcodecs import Continue, ImageHandler, basichandlers, gzfilter, handle_extension, imagehandler
@@ -26,6 +25,7 @@ from ..fieldcodecs.decoders import DECODERS, register_decoder
 from ..fieldcodecs.images import IMAGE_SPECS
 from ..fieldcodecs.tenbin import decode_buffer
 from ..io.secure import secure_mode
+from ..stages.decode import Decoder
 from ._refuse import refused_function
 
 __all__ = [

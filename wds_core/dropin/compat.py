@@ -2,7 +2,7 @@
 
 The first three are wds's, batching as webdataset does: ``.batched(n)`` and
 ``.listed(n)`` hand a full batch on once the item after it has come (see
-:class:`~wds_core.buffers.ReadAheadBatch`), where wds's own classes hand it on
+:class:`~wds_core.stages.buffering.ReadAheadBatch`), where wds's own classes hand it on
 as soon as it is full.  ``WebLoader`` wraps a PyTorch ``DataLoader`` and comes
 with ``wds_torch``; without a framework, :class:`wds_core.Loader` runs a
 pipeline in worker processes.
@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .. import chaining, fluid
-from ..buffers import ReadAheadBatch
+from .. import dataset as fluid
 from ..errors import EmptyDatasetError
+from ..pipeline import fluid as chaining
+from ..stages.buffering import ReadAheadBatch
 from ._refuse import refused_class
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset", "WebLoader", "check_empty"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..buffers import Slice
 from ..mock import MockDataset
-from ..pipeline import DataPipeline
+from ..pipeline.datapipeline import DataPipeline
+from ..stages.buffering import Slice
 from .compat import FluidWrapper
 from .utils import repeatedly
 

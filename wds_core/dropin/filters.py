@@ -19,16 +19,16 @@ from collections.abc import Callable, Iterable, Iterator
 from fnmatch import fnmatch
 from typing import Any
 
-from ..buffers import DetShuffle, ReadAheadBatch, Shuffle, Slice, Unbatch
-from ..collate import collate_column, default_collation_fn
-from ..decode import XDECODE_DEFAULTS, XDecode, decode, decode_bin, decode_pickle, decode_text
-from ..fieldstages import Associate, ExtractKeys, RenameKeys
 from ..handlers import reraise_exception
-from ..memo import MemoryCache
-from ..per_sample import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
 from ..rng import fresh_seed
-from ..sampling import RandomSample
-from ..tracing import Info, LogKeys
+from ..sources.sampling import RandomSample
+from ..stages.buffering import DetShuffle, ReadAheadBatch, Shuffle, Slice, Unbatch
+from ..stages.cache import MemoryCache
+from ..stages.collate import collate_column, default_collation_fn
+from ..stages.decode import XDECODE_DEFAULTS, XDecode, decode, decode_bin, decode_pickle, decode_text
+from ..stages.fieldkeys import Associate, ExtractKeys, RenameKeys
+from ..stages.mapping import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
+from ..stages.tracing import Info, LogKeys
 from ._refuse import refused_class
 
 __all__ = [
@@ -191,7 +191,8 @@ def shuffle(
     seed: int | None = None,
     handler: Any = None,
 ) -> Shuffle:
-    """webdataset's ``shuffle(bufsize, initial, rng, seed, handler)``: the :class:`~wds_core.buffers.Shuffle` stage.
+    """webdataset's ``shuffle(bufsize, initial, rng, seed, handler)``: the
+    :class:`~wds_core.stages.buffering.Shuffle` stage.
 
     A ``bufsize`` under 2 keeps the order, as webdataset's buffer of one item
     does (``shuffle(0)`` is a no-op; with ``rng``, each item is still a pick,
@@ -242,7 +243,7 @@ _xdecode = _on_iterator(XDecode, "_xdecode")
 
 
 def combine_values(b: list[Any], combine_tensors: bool = True, combine_scalars: bool = True) -> Any:
-    """One column of a batch (see :func:`wds_core.collate.collate_column`)."""
+    """One column of a batch (see :func:`wds_core.stages.collate.collate_column`)."""
     return collate_column(list(b), combine_tensors, combine_scalars)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..mixing import RandomMix, RoundRobin
+from ..pipeline.mixing import RandomMix, RoundRobin
 
 __all__ = ["RandomMix", "RoundRobin", "random_samples", "round_robin_longest", "round_robin_shortest"]
 

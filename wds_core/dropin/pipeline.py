@@ -1,5 +1,5 @@
 """``webdataset.pipeline``: ``DataPipeline`` (wds's: checkpointable, stages may be ``PipelineStage``s)."""
 
-from ..pipeline import DataPipeline, PipelineStage
+from ..pipeline.datapipeline import DataPipeline, PipelineStage
 
 __all__ = ["DataPipeline", "PipelineStage"]

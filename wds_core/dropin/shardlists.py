@@ -15,10 +15,10 @@ import re
 from typing import Any
 
 from ..io.urls import expand_env, expand_urls
-from ..per_sample import NonEmpty
-from ..sampling import Resample
-from ..shards import ResampledShards, SimpleShardList, single_node_only, split_by_node, split_by_worker
-from ..shardsources import DirectoryShardList, MultiShardSample
+from ..sources.dirshards import DirectoryShardList, MultiShardSample
+from ..sources.sampling import Resample
+from ..sources.shardlists import ResampledShards, SimpleShardList, single_node_only, split_by_node, split_by_worker
+from ..stages.mapping import NonEmpty
 from .utils import is_iterable
 
 __all__ = [

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..dist import node_info, worker_info
 from ..io.secure import secure_mode, set_secure
-from ..pipeline import PipelineStage
+from ..pipeline.datapipeline import PipelineStage
 from ._refuse import refuse_missing
 
 __all__ = [

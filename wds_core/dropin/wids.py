@@ -42,12 +42,12 @@ from urllib.parse import quote, urlparse
 
 import numpy as np
 
-from ..descriptor import resolve_descriptor
 from ..errors import ShardOpenError, SpecError
-from ..indexed import ShardListDataset as _Reader
+from ..indexed.dataset import ShardListDataset as _Reader
 from ..io.secure import check_allowed
 from ..io.storage import Storage, local_path
 from ..io.urls import folder_of
+from ..sources.descriptor import resolve_descriptor
 from .widsdecode import (
     check_keys,
     decode_all_gz,

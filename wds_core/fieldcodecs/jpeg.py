@@ -101,7 +101,7 @@ def jpeg_decoder() -> str:
 @functools.cache
 def _region_module() -> Any:
     try:
-        from . import jpegregion  # compiled by setup.py when it can be (jpegregion.pyi: its signatures)
+        from . import jpegregion
     except ImportError:
         return None
     return jpegregion

@@ -19,7 +19,7 @@ Shards often come from the internet: a 400 KB ``.json.gz`` may inflate to
 
 The shard readers hold members and records to the same limits before reading
 them (:func:`wds_core.tar.tario.iter_members`, :mod:`wds_core.grouping`,
-:mod:`wds_core.recordstreams`); ``header_bytes`` bounds a tar member's
+:mod:`wds_core.sources.recordstreams`); ``header_bytes`` bounds a tar member's
 extension headers (long names and pax records).  Defaults are far beyond any
 honest dataset's fields; raise them with
 ``decode(..., limits={"field_bytes": 8 << 30})`` or the configuration file's

@@ -66,7 +66,7 @@ class ReadAhead:
 
     ``window_bytes`` caps what one shard has requested and not yet read
     (``None``: only ``budget`` does; one range is always allowed), so that a
-    reader of many shards at once (:mod:`wds_core.shardinterleave`) spreads
+    reader of many shards at once (:mod:`wds_core.sources.interleave`) spreads
     its requests over all of them instead of filling its budget with the
     first.
     """

@@ -114,7 +114,7 @@ def iter_members(
     ``chunk`` is how many bytes are read (or walked, in a file or a map) at a
     time while headers are dense: the members of a chunk are parsed together
     and held until they are taken.  A reader of many shards at once
-    (:mod:`wds_core.shardinterleave`) reads small chunks, so that each shard it
+    (:mod:`wds_core.sources.interleave`) reads small chunks, so that each shard it
     holds open holds little more than one sample.
 
     Ends at the first end-of-archive block.  Raises :class:`TruncatedShardError`

@@ -45,7 +45,7 @@ def read_with(monkeypatch, plan):
 
     monkeypatch.setattr(wds_core.io.backends, "open_remote", opener)
     # what a reader's shards may request together
-    monkeypatch.setattr(wds_core.shardreading.ShardReading, "read_ahead", property(lambda self: plan))
+    monkeypatch.setattr(wds_core.sources.reading.ShardReading, "read_ahead", property(lambda self: plan))
 
 
 def small_ranges(monkeypatch, size=4096):

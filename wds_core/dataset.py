@@ -1,0 +1,175 @@
+"""``WebDataset``: samples from shards, with the fluid methods of :class:`~wds_core.pipeline.fluid.FluidInterface`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .dist import node_info, worker_info
+from .errors import SpecError
+from .handlers import Handler, reraise_exception
+from .io.cache import ShardCache
+from .io.readahead import ReadAhead
+from .io.remote import RetryPolicy
+from .pipeline.datapipeline import DataPipeline
+from .pipeline.fluid import FluidInterface
+from .sources.balanced import BalancedSplit
+from .sources.dirshards import DirectoryShardList
+from .sources.interleave import InterleaveShards
+from .sources.reader import TarfileToSamples
+from .sources.reading import ShardReadOptions
+from .sources.shardlists import ResampledShards, SimpleShardList, split_by_node, split_by_worker
+
+__all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
+
+
+class WebDataset(DataPipeline, FluidInterface):
+    """Samples from WebDataset shards: ``WebDataset("train-{000000..000099}.tar")``.
+
+    The stages are: the shard list (shuffled per epoch when ``shardshuffle`` is
+    true or a number, which is accepted for compatibility: the whole list is
+    permuted), the node splitter, the worker splitter (both on by default, so
+    several ranks and DataLoader workers each read their own shards), and the
+    tar reader.  ``resampled=True`` draws shards with replacement forever
+    instead (each rank and worker its own stream; no splitting).
+    ``empty_check`` makes an epoch that yields nothing an error.
+    ``balanced="pad"`` or ``"drop"`` splits the epoch's *samples* instead of
+    its shards, so every rank and worker yields exactly as many samples
+    (:mod:`wds_core.sources.balanced`: sample counts from each shard's offset index, or
+    from ``sample_counts=``, a wids descriptor or a dict ``{url: count}``, so
+    that each reader indexes only the shards it reads).
+
+    ``storage_options`` (flat, or keyed by URL prefix) are merged over the
+    options registered with :func:`register_storage` and the ``WDS_CONFIG``
+    file.  ``cache_dir`` keeps a copy of each remote shard (local ones too with
+    ``cache_local=True``), filled while it is streamed, at most ``cache_size``
+    bytes (negative: unlimited), named by ``url_to_name(url)`` when given.
+    ``retry`` (a :class:`RetryPolicy`) says how often a failing remote read is
+    repeated before it is an error, and ``read_ahead`` (a
+    :class:`~wds_core.io.readahead.ReadAhead`) how many byte ranges of a
+    remote shard, and how many shards ahead, are requested at once.
+    ``zero_copy=True`` gives the members of local uncompressed shards as
+    memoryviews of the mapped file, not copies
+    (:class:`~wds_core.sources.reading.ShardReadOptions` says more).
+    ``interleave=K`` reads ``K`` of each reader's shards at once and takes
+    each next sample from one of them at random
+    (:mod:`~wds_core.sources.interleave`): with ``.shuffle(B)`` after it, a
+    batch mixes about as many shards as a global shuffle of ``K`` shards
+    would, holding ``B + K`` samples.
+
+    ``urls`` may also name a dataset-spec file (``.yaml``/``.yml``/``.json``,
+    or its parsed dict): several sources mixed in proportions
+    (:mod:`wds_core.sources.specfile`); ``allow_pipe=True`` lets it use ``pipe:`` URLs.
+    A local folder ending in ``/`` is a :class:`~wds_core.sources.dirshards.DirectoryShardList`
+    (shards claimed as they appear; ``mode`` says what happens to them after).
+
+    Without ``seed``, the ``WDS_SEED`` environment variable is the seed when
+    set, as in webdataset.  ``detshuffle`` is accepted for webdataset: the shard
+    order is always deterministic, a function of the seed and the epoch.
+    """
+
+    def __init__(
+        self,
+        urls: Any,
+        handler: Handler = reraise_exception,
+        mode: str | None = None,
+        resampled: bool = False,
+        repeat: bool = False,
+        shardshuffle: bool | int | None = None,
+        cache_size: int = -1,
+        cache_dir: str | None = None,
+        url_to_name: Callable | None = None,
+        detshuffle: bool = False,
+        nodesplitter: Callable | None = split_by_node,
+        workersplitter: Callable | None = split_by_worker,
+        select_files: Callable[[str], bool] | None = None,
+        rename_files: Callable[[str], str] | None = None,
+        empty_check: bool = True,
+        verbose: bool = False,
+        seed: int | None = None,
+        storage_options: dict | None = None,
+        cache_local: bool = False,
+        retry: RetryPolicy | None = None,
+        balanced: str | None = None,
+        allow_pipe: bool = False,
+        sample_counts: Any = None,
+        read_ahead: ReadAhead | None = None,
+        zero_copy: bool = False,
+        interleave: int | None = None,
+    ) -> None:
+        if seed is None and os.environ.get("WDS_SEED", "") != "":
+            seed = int(os.environ["WDS_SEED"])
+        super().__init__(seed=seed)
+        cache = None
+        if cache_dir is not None:
+            cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
+        from .sources.specfile import is_spec, spec_mix
+
+        reading = ShardReadOptions(
+            handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead,
+            zero_copy=zero_copy, local_path=True,
+        )  # fmt: skip
+        if interleave is not None and (is_spec(urls) or isinstance(urls, str) and urls.endswith("/")):
+            raise SpecError("interleave= reads a list of shards; a dataset-spec file or a folder has no such list")
+        if is_spec(urls):
+            if balanced is not None or resampled or mode == "resampled":
+                raise SpecError("a dataset-spec file sets each source's sampling; balanced/resampled do not apply")
+            mix = spec_mix(urls, seed, bool(shardshuffle), reading, (nodesplitter, workersplitter), allow_pipe)
+            self.append(mix)
+            self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
+            self.empty_check = empty_check
+            if repeat:
+                self.repeat()
+            return
+        if isinstance(urls, str) and urls.endswith("/") and os.path.isdir(urls):
+            self.append(DirectoryShardList(urls, mode=mode or "resample"))
+            self.append(TarfileToSamples.from_options(reading))
+            self.nshards, self.empty_check = 0, False
+            return
+        if mode not in (None, "resampled"):
+            raise SpecError(f"mode must be None or 'resampled' (or a folder mode for a folder of shards), got {mode!r}")
+        resampled = resampled or mode == "resampled"
+        if balanced is not None and resampled:
+            raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
+        if sample_counts is not None and balanced is None:
+            raise SpecError("sample_counts gives the counts a balanced epoch needs; pass balanced='pad' or 'drop'")
+        shards: SimpleShardList | ResampledShards
+        if balanced is not None:
+            shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
+            self.append(shards)
+            self.append(BalancedSplit(balanced, reading, sample_counts))
+        elif resampled:
+            shards = ResampledShards(urls, seed=seed)
+            self.append(shards)
+        else:
+            shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
+            self.append(shards)
+            if nodesplitter is not None:
+                self.append(nodesplitter)
+            if workersplitter is not None:
+                self.append(workersplitter)
+        if isinstance(shards, SimpleShardList) and handler is reraise_exception:
+            shards.check_local, shards.check_local_options = True, storage_options
+        self.nshards = len(shards.urls)
+        self.append(
+            TarfileToSamples.from_options(reading) if interleave is None else InterleaveShards(interleave, reading)
+        )
+        self.empty_check = empty_check
+        if repeat:
+            self.repeat()
+
+    def empty_message(self) -> str:
+        rank, world = node_info()
+        worker, workers = worker_info()
+        message = f"no samples in this epoch (rank {rank}/{world}, worker {worker}/{workers}, {self.nshards} shards)"
+        if self.nshards < world * workers:
+            message += "; there are fewer shards than ranks x workers: use more shards or resampled=True"
+        return message + "; pass empty_check=False to allow empty epochs"
+
+
+class FluidWrapper(DataPipeline, FluidInterface):
+    """Any source (an iterable, a pipeline, a DataLoader...) with the fluid methods: ``FluidWrapper(src).map(f)``."""
+
+    def __init__(self, initial: Any, seed: int | None = None) -> None:
+        super().__init__(initial, seed=seed)

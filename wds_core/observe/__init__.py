@@ -1,0 +1,1 @@
+"""Looking at a pipeline run: profiles, metrics, and how well an epoch is shuffled."""

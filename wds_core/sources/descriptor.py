@@ -1,0 +1,115 @@
+"""wids v1 dataset descriptors: read (local or any URL the storage layer opens) and resolve.
+
+A descriptor is JSON::
+
+    {"wids_version": 1, "name": "...", "info": "...", "base": "optional/prefix/",
+     "shardlist": [{"url": "shard-000.tar", "nsamples": 1000, "filesize": 123, "md5sum": "..."}],
+     "datasets": [{"source_url": "other.json", "weight": 2.0},
+                  {"name": "part", "base": "s3://bucket/part/", "shardlist": [...], "weight": 1.0}]}
+
+Relative shard URLs are resolved against the descriptor's ``base`` when it
+has one (itself resolved against the descriptor's location) and against the
+descriptor's own folder otherwise; a nested dataset uses its own ``base``, or
+the folder of its ``source_url``.  Each resolved shard is a dict with ``url``,
+``nsamples`` (``None`` when not given) and whatever else the entry had
+(``filesize``, ``md5sum``), plus ``weight`` and ``dataset`` from its component.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..errors import SpecError
+from ..io.storage import Storage, read_bytes
+from ..io.urls import folder_of, join_url, url_joiner
+
+__all__ = ["load_descriptor", "resolve_descriptor"]
+
+
+def _asfolder_of(base: str) -> str:
+    return base if base.endswith(("/", os.sep)) else base + "/"
+
+
+def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[str, Any]]:
+    base = body.get("base")
+    if base is not None:
+        if not isinstance(base, str):
+            raise SpecError(f"{where}: base is a URL or folder, got {type(base).__name__}")
+        folder = _asfolder_of(join_url(folder, base))
+    shards = []
+    join = url_joiner(folder)
+    listed = body.get("shardlist", [])
+    if not isinstance(listed, list):
+        raise SpecError(f"{where}: shardlist is a list of shard entries, got {type(listed).__name__}")
+    for entry in listed:
+        if not isinstance(entry, dict) or "url" not in entry:
+            raise SpecError(f"{where}: every shardlist entry needs a url, got {entry!r}")
+        shard = dict(entry)
+        shard["url"] = join(str(entry["url"]))
+        nsamples = shard.get("nsamples")
+        shard["nsamples"] = None if nsamples is None else int(nsamples)
+        shards.append(shard)
+    return shards
+
+
+def resolve_descriptor(
+    body: dict[str, Any], location: str | None = None, storage_options: Storage | dict | None = None
+) -> dict[str, Any]:
+    """A descriptor with every shard URL resolved and nested datasets flattened into ``shardlist``."""
+    where = location or "dataset descriptor"
+    if not isinstance(body, dict):
+        raise SpecError(f"{where}: a descriptor is a JSON object, got {type(body).__name__}")
+    if body.get("wids_version", 1) != 1:
+        raise SpecError(f"{where}: unknown wids_version {body.get('wids_version')!r} (this reads version 1)")
+    folder = folder_of(location) if location else None
+    shards = _shards(body, folder, where)
+    for shard in shards:
+        shard.setdefault("weight", body.get("weight"))
+        shard.setdefault("dataset", body.get("name"))
+    components = body.get("datasets", [])
+    if not isinstance(components, list) or not all(isinstance(c, dict) for c in components):
+        raise SpecError(f"{where}: datasets is a list of mappings")
+    for component in components:
+        weight = component.get("weight")
+        source, sub_folder = component.get("source_url"), folder
+        if source is not None:
+            source = join_url(folder, str(source))
+            component = json.loads(read_bytes(source, storage_options))
+            if "source_url" in component:
+                raise SpecError(f"{source}: a referenced descriptor may not reference another one")
+            sub_folder = folder_of(source)
+        part = _shards(component, sub_folder, source or where)
+        for shard in part:
+            shard["weight"], shard["dataset"] = weight, component.get("name")
+        shards.extend(part)
+    if not shards:
+        raise SpecError(f"{where}: the descriptor lists no shards")
+    resolved = {k: v for k, v in body.items() if k not in ("shardlist", "datasets", "base")}
+    resolved["shardlist"] = shards
+    return resolved
+
+
+def load_descriptor(source: Any, storage_options: Storage | dict | None = None) -> dict[str, Any]:
+    """Read (when ``source`` is a path, URL or open file) and resolve a wids v1 descriptor.
+
+    Relative shard URLs of a descriptor read from an open file resolve against
+    the file's folder when it has a ``name`` that is a path, else against the
+    current directory.
+    """
+    if isinstance(source, dict):
+        return resolve_descriptor(source, None, storage_options)
+    if hasattr(source, "read"):
+        name = getattr(source, "name", None)
+        where = name if isinstance(name, str) and os.path.isfile(name) else None
+        try:
+            body = json.loads(source.read())
+        except ValueError as exn:
+            raise SpecError(f"{name or 'the stream'}: not a JSON dataset descriptor: {exn}") from None
+        return resolve_descriptor(body, where, storage_options)
+    try:
+        body = json.loads(read_bytes(source, storage_options))
+    except (OSError, ValueError) as exn:
+        raise SpecError(f"{source}: cannot read the dataset descriptor: {exn}") from None
+    return resolve_descriptor(body, source, storage_options)

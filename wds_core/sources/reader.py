@@ -1,0 +1,430 @@
+"""Reading shards resumably: the shard-reader base and the ``tarfile_to_samples`` stage.
+
+:class:`ShardReader` is the iterator base every reader of a shard list shares
+(tar shards here, record files in :mod:`.recordstreams`): it opens each shard
+through :mod:`.io.storage` with the options of :class:`ShardReadOptions`,
+hands errors to the handler, and restores inside a shard at a byte offset.
+:class:`TarfileToSamples` reads tar shards and groups their members into
+samples with webdataset's key rules (:mod:`.grouping`).
+
+The stage remembers, between samples, the shard it is in and the byte offset at
+which the next sample starts, which is all a checkpoint needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+
+from ..errors import NotElastic, OverLimitError, TruncatedShardError, WdsError
+from ..grouping import group_members, is_meta
+from ..handlers import Handler, reraise_exception
+from ..io.cache import ShardCache
+from ..io.local import file_descriptor, map_whole
+from ..io.readahead import Allowance, ReadAhead
+from ..io.remote import RetryPolicy
+from ..io.storage import remote_url, url_of
+from ..limits import DecodeLimits
+from ..state import BalancedPart, RunContext, StageIterator, implements, upstream_of
+from ..tar.resume import skip_to
+from ..tar.source import CHUNK
+from ..tar.tario import iter_members
+from .reading import ShardReading, ShardReadOptions
+
+__all__ = [
+    "ShardReadOptions",
+    "ShardReader",
+    "TarfileToSamples",
+    "ShardReading",
+    "tarfile_to_samples",
+]
+
+_END = object()
+
+
+def _check_shard_list(it: Any) -> None:
+    """Let the shard list upstream (through splitters and balanced parts) check its local shards exist."""
+    while it is not None:
+        check = getattr(it, "check_local_shards", None)
+        if callable(check):
+            check()
+            return
+        it = upstream_of(it)
+
+
+class TarfileToSamples(ShardReading):
+    """Stage: a stream of shards (URLs or ``{"url": ...}``) to a stream of samples.
+
+    ``handler`` decides what happens when a shard cannot be opened or is
+    corrupt: the samples completed before the problem are always delivered, and
+    so are the members read whole of the sample in progress when the handler
+    goes on (its ``True`` moves on to the next shard, ``False`` ends the
+    stream).  ``select_files(name)`` keeps only the members it accepts (their
+    data is not even read); ``rename_files(name)`` renames members before
+    grouping.  A member larger than the ``field_bytes``
+    limit, or a sample whose members pass ``sample_bytes``, is refused before it
+    is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
+    members included.  While a remote shard is read, the next shards of the list
+    (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.readahead`).
+    ``zero_copy=True`` and ``local_path=True``: see :class:`ShardReadOptions`.
+    """
+
+    zero_copy = False  # a recipe pickled before the option reads as before
+    local_path = False
+
+    def __init__(
+        self,
+        handler: Handler = reraise_exception,
+        select_files: Callable[[str], bool] | None = None,
+        rename_files: Callable[[str], str] | None = None,
+        storage_options: dict | None = None,
+        cache: ShardCache | None = None,
+        retry: RetryPolicy | None = None,
+        limits: Any = None,
+        read_ahead: ReadAhead | None = None,
+        zero_copy: bool = False,
+        local_path: bool = False,
+    ) -> None:
+        self.handler = handler
+        self.select_files = select_files
+        self.rename_files = rename_files
+        self.zero_copy = bool(zero_copy)
+        self.local_path = bool(local_path)  # samples say where their shard is on this machine (WebDataset's)
+        self._set_storage(storage_options, cache, retry, limits, read_ahead)
+
+    @classmethod
+    def from_options(cls, options: ShardReadOptions) -> TarfileToSamples:
+        """The stage reading shards as ``options`` say."""
+        return cls(
+            options.handler,
+            options.select_files,
+            options.rename_files,
+            options.storage_options,
+            options.cache,
+            options.retry,
+            options.limits,
+            options.read_ahead,
+            options.zero_copy,
+            options.local_path,
+        )
+
+    def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
+        return _TarSamplesIterator(src, self)
+
+    def want(self) -> Callable[[str], bool] | None:
+        select, rename = self.select_files, self.rename_files
+        if select is None:
+            return None
+        if rename is None:
+            return lambda name: not is_meta(name) and select(name)
+        return lambda name: not is_meta(name) and select(rename(name))
+
+
+def tarfile_to_samples(
+    handler: Handler = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+    storage_options: dict | None = None,
+    cache: ShardCache | None = None,
+    retry: RetryPolicy | None = None,
+    limits: Any = None,
+    zero_copy: bool = False,
+) -> TarfileToSamples:
+    """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples (:class:`TarfileToSamples`)."""
+    return TarfileToSamples(
+        handler, select_files, rename_files, storage_options, cache, retry, limits, zero_copy=zero_copy
+    )
+
+
+class ShardReader(StageIterator):
+    """Base of the stages that read each shard URL from upstream into items.
+
+    The state is the shard being read and the byte offset where its next item
+    starts (``-1`` once it is finished); restoring reopens that shard there.
+    Subclasses define ``_items(stream, url, start)``, which yields the items of
+    the shard from ``start`` and keeps ``self.offset`` current.  The recipe has
+    ``handler`` and ``storage_options``: a shard that cannot be opened or read
+    goes to the handler (``True`` moves on to the next shard, ``False`` ends
+    the stream), after the items read before the problem.
+    """
+
+    passes_order = False  # it reads shards: what it delivered is counted by delivered_positions()
+    in_order = True  # a ReportsDelivered: it yields its part's samples in order
+
+    def __init__(self, src: Any, recipe: Any) -> None:
+        super().__init__(src)
+        self.recipe = recipe
+        self.url: str | None = None  # shard being read
+        self.offset = -1  # where its next item starts; -1 when it is finished
+        self.left: int | None = None  # items still to read from it, when upstream gave a count
+        self.plain = False  # the shard is known to be an uncompressed tar: a restore seeks without looking
+        self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
+        self._stopped = False  # the handler said stop about a refused member
+        self.partial: dict[str, Any] | None = None  # the sample at a cut, from group_members
+        # the next shards, taken from upstream while this one is read so that remote ones are requested ahead
+        # (a plain shard list only: a balanced part counts what it handed out); kept in the state until started
+        self.queued: list[Any] = []
+        self._early: list[tuple[str, Any]] = []  # (url, stream) of queued shards, opened and requested ahead
+        self._allowance: Allowance | None = None  # what this reader's remote shards may request together
+        self.bytes_read = 0  # of the shards finished, as their streams counted them (compressed, for those)
+        self._reading: Any = None  # the stream of the shard being read
+        self.chunk = CHUNK  # bytes read (or walked) at a time while a shard's headers are dense
+        self.map_files = True  # local plain shards' members copied out of a map (else read: tar.compiled.walk_file)
+        self.ended_by_handler = False  # the handler said to stop reading about a shard: the stream ended there
+
+    def report(self) -> dict[str, Any]:
+        """The items handed out (while counted) and ``bytes``: what the shards' streams read so far."""
+        report = super().report()
+        report["bytes"] = self.bytes_read + _position(self._reading)
+        return report
+
+    def share_requests(self, allowance: Allowance) -> None:
+        """Request this reader's remote ranges within ``allowance``, shared with other readers (the lanes of a
+        reader of many shards at once), instead of within an allowance of its own; before it starts."""
+        self._allowance = allowance
+
+    def opened_ahead(self, url: str, stream: Any) -> None:
+        """``stream`` is the shard ``url``, opened and requested ahead by someone else: read it when its turn
+        comes (from its start) instead of opening the shard again.  Closed with the reader's run, or by
+        :meth:`drop_opened_ahead` when the run never starts."""
+        self._early.append((url, stream))
+
+    def drop_opened_ahead(self) -> None:
+        """Close the streams opened ahead and not read (their requests are dropped)."""
+        self._drop_early()
+
+    def _own_state(self) -> dict[str, Any]:
+        url = self.url if self.offset >= 0 else None
+        state: dict[str, Any] = {"url": url, "offset": self.offset if url else 0}
+        if url and self.left is not None:
+            state["left"] = self.left
+        if url and self.plain and self.offset > 0:
+            state["plain"] = True
+        if self.queued:
+            state["queued"] = list(self.queued)
+        return state
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        self.url = state.get("url")
+        self.offset = int(state.get("offset", 0)) if self.url else -1
+        self.left = None if state.get("left") is None else int(state["left"])
+        self.plain = bool(state.get("plain", False))
+        queued = state.get("queued")
+        self.queued = [] if queued is None else list(queued) if isinstance(queued, list) else [queued]  # 1 before
+
+    def delivered_positions(self) -> tuple[int, Any]:
+        """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
+        if not implements(self.src, BalancedPart):
+            raise NotElastic("the shards are not split by balanced=")
+        left = self.left if self.url is not None and self.offset >= 0 and self.left else 0
+        return self.src.samples_handed() - left, []
+
+    def _items(self, stream: Any, url: str, start: int) -> Iterator[Any]:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+    def _starting(self, url: str) -> None:
+        """Called before a shard is read from its start."""
+
+    def _run(self) -> Iterator[Any]:
+        try:
+            if self.url is not None and self.offset >= 0 and self.left != 0:
+                if not (yield from self._shard(self.url, self.offset)):
+                    self.ended_by_handler = True
+                    return
+            _check_shard_list(self.src)
+            source = iter(self.src)
+            while True:
+                item = self.queued.pop(0) if self.queued else None
+                if item is None:
+                    item = next(source, _END)
+                    if item is _END:
+                        return
+                self.url = url = url_of(item)
+                # a task may start inside the shard and stop after a count (balanced epochs)
+                start = int(item.get("offset", 0)) if isinstance(item, dict) else 0
+                self.left = item.get("count") if isinstance(item, dict) else None
+                self.offset = start
+                self.plain = start > 0  # an offset inside a shard comes from its offset index: an uncompressed tar
+                self._starting(url)
+                if not (yield from self._shard(url, start, source)):
+                    self.ended_by_handler = True
+                    return
+        finally:
+            self._drop_early()
+
+    def _lead(self, stream: Any, start: int) -> bool:
+        """Have ``stream`` (the shard being read, remote) requested first within what this reader may request, its
+        first range now; whether the shards after it are to be requested ahead too (:meth:`_look_ahead`)."""
+        if implements(self.src, BalancedPart) or not hasattr(stream, "attach"):
+            return False
+        if self._allowance is None:
+            self._allowance = Allowance(self.recipe.read_ahead)
+        stream.attach(self._allowance, first=True)
+        if start == 0:  # a restore inside the shard seeks first: its first request is at the offset
+            stream.prefetch(size_too=False)
+        return True
+
+    def _look_ahead(self, source: Iterator[Any]) -> None:
+        """Take the next shards from upstream (``ReadAhead.shards_ahead`` of them) and, the remote ones, have them
+        requested within what this reader may request, after the one being read."""
+        plan = self.recipe.read_ahead
+        while len(self.queued) < plan.shards_ahead:
+            item = next(source, _END)
+            if item is _END:
+                return
+            self.queued.append(item)
+            url = url_of(item)
+            if not remote_url(url):
+                continue
+            try:
+                early = self.recipe.open(url)
+            except Exception:  # opened again, and reported through the handler, when its turn comes
+                continue
+            if not hasattr(early, "attach"):
+                early.close()
+                continue
+            early.attach(self._allowance, first=False)
+            self._early.append((url, early))
+            early.prefetch()
+
+    def _ahead_after_first(self, items: Iterator[Any], source: Iterator[Any]) -> Iterator[Any]:
+        try:
+            first = next(items, _END)
+            if first is not _END:
+                yield first  # to the consumer at once: the shards ahead are opened when it asks for the next one
+            self._look_ahead(source)
+            yield from items
+        finally:
+            items.close()  # type: ignore[attr-defined]
+
+    def _drop_early(self) -> None:
+        early, self._early = self._early, []
+        for _, stream in early:
+            stream.close()
+
+    def _open(self, url: str, start: int) -> Any:
+        if self._early and self._early[0][0] == url and start == 0:
+            return self._early.pop(0)[1]
+        if self._early and self._early[0][0] == url:
+            self._early.pop(0)[1].close()
+        return self.recipe.open(url)
+
+    def _refused(self, exn: OverLimitError) -> bool:
+        """A member or sample over the limits, streamed past (its sample dropped when it names a member): the
+        handler decides whether reading goes on; ``False`` ends this shard (and the stream, unless it was the
+        last sample a reading task counted)."""
+        try:
+            go_on = self.recipe.handler(exn)
+        except BaseException as raised:
+            raise _HandlerRaised() from raised
+        if not go_on:
+            self._stopped = True
+            return False
+        if self.left is not None and exn.member is not None:
+            self.left -= 1  # the dropped sample was one of the task's
+            return self.left > 0
+        return True
+
+    def _shard(self, url: str, start: int, source: Iterator[Any] | None = None) -> Generator[Any, None, bool]:
+        recipe = self.recipe
+        try:
+            stream = self._open(url, start)
+        except Exception as exn:
+            self.offset = -1
+            return bool(recipe.handler(exn))
+        self._stopped = False
+        self._reading = stream
+        ahead = source if source is not None and self._lead(stream, start) else None
+        try:
+            items = self._items(stream, url, start)
+            if ahead is not None:  # the first sample before the requests of the shards ahead (their bytes compete)
+                items = self._ahead_after_first(items, ahead)
+            if self.left is None:
+                yield from items
+            else:
+                while self.left > 0:
+                    item = next(items, _END)
+                    if item is _END and (self.left <= 0 or self._stopped):  # the task's last sample was refused
+                        break
+                    if item is _END:  # a task's count comes from the shard's index or a manifest: never cut short
+                        raise TruncatedShardError(
+                            f"the shard ended {self.left} samples before the count its reading task gives "
+                            "(did it change since it was indexed or counted?)",
+                            url=url,
+                            offset=start,
+                        )
+                    self.left -= 1
+                    yield item
+        except _HandlerRaised as raised:  # what the handler raised about a refusal: not handled twice
+            self.offset = -1
+            raise raised.__cause__ from None  # type: ignore[misc]
+        except Exception as exn:
+            self.offset = -1
+            if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
+                exn.args = (f"{exn.args[0]} (while reading shard {url})",) + exn.args[1:]
+            partial, self.partial = self.partial, None
+            go_on = bool(recipe.handler(exn))
+        else:
+            partial, go_on = None, not self._stopped
+        finally:
+            self.partial = None
+            self.bytes_read += _position(stream)
+            self._reading = None
+            stream.close()
+        self.offset = -1
+        if partial is not None and (self.left is None or self.left > 0):
+            # the handler went on past a cut or damaged shard: the members of the sample at the cut that were
+            # read whole are delivered, as webdataset does (a field it lacks is the next stage's to report)
+            if self.left is not None:
+                self.left -= 1
+            yield partial
+        return go_on
+
+
+def _position(stream: Any) -> int:
+    """How far ``stream`` has read (0 for none, or one that cannot say)."""
+    if stream is None:
+        return 0
+    try:
+        return max(int(stream.tell()), 0)
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+class _HandlerRaised(Exception):
+    """Carries (as its cause) what a handler raised about a refusal out of the reader, past its own handling."""
+
+
+class _TarSamplesIterator(ShardReader):
+    def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
+        super().__init__(src, recipe)
+        self.pax_global: dict[str, str] = {}
+
+    def _own_state(self) -> dict[str, Any]:
+        state = super()._own_state()
+        if state["url"] and self.pax_global:
+            state["pax_global"] = dict(self.pax_global)
+        return state
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        super()._load_own_state(state)
+        self.pax_global = dict(state.get("pax_global", {}))
+
+    def _starting(self, url: str) -> None:
+        self.pax_global = {}
+
+    def _items(self, stream: Any, url: str, start: int) -> Iterator[dict[str, Any]]:
+        recipe = self.recipe
+        tar, self.plain = skip_to(stream, start, url, self.plain)
+        limits = self.limits
+        mapped = map_whole(stream) if recipe.zero_copy and self.plain else None
+        fd = file_descriptor(stream) if self.plain and mapped is None else -1  # a local plain shard: read directly
+        members = iter_members(
+            tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
+            over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk, map_file=self.map_files,
+        )  # fmt: skip
+        refused = self._refused
+        path = recipe.storage.local_copy(url) if recipe.local_path else None
+        yield from group_members(
+            members, url, path=path, position=self, rename=recipe.rename_files, limits=limits, refused=refused
+        )

@@ -1,0 +1,140 @@
+"""What the stages that read shards are given: :class:`ShardReadOptions` and the recipe base :class:`ShardReading`.
+
+``WebDataset(...)`` gathers how shards are opened and read into one
+:class:`ShardReadOptions` and hands it to the stages that read (the shard
+reader, the balanced split, the spec-file mixer); a reading recipe holds the
+storage part of it as one :class:`~wds_core.io.storage.Storage` context, which
+travels with the recipe into worker processes.  The readers themselves are in
+:mod:`.reader` and :mod:`.recordstreams`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..handlers import Handler, reraise_exception
+from ..io.cache import ShardCache
+from ..io.readahead import READ_AHEAD, ReadAhead
+from ..io.retries import DEFAULT_RETRY, RetryPolicy
+from ..io.storage import Storage
+from ..io.storage_config import StorageOptions
+from ..limits import DecodeLimits
+from ..state import Recipe
+
+__all__ = ["ShardReadOptions", "ShardReading"]
+
+
+@dataclass(frozen=True)
+class ShardReadOptions:
+    """How shards are opened and read into samples: what ``WebDataset(...)`` hands to the stages that read.
+
+    ``handler`` for a shard that cannot be opened or read, ``select_files`` /
+    ``rename_files`` for its members, ``storage_options`` (flat or keyed by URL
+    prefix), the shard ``cache``, the remote ``retry`` policy and the ``limits``
+    on what one member and one sample may take
+    (:class:`~wds_core.fieldcodecs.limits.DecodeLimits` or a dict of some of
+    them; default: the configuration file's ``decode_limits``), and how far
+    ahead remote shards are requested (``read_ahead``, a
+    :class:`~wds_core.io.readahead.ReadAhead`).
+
+    ``zero_copy=True`` hands out the members of local uncompressed shards as
+    ``memoryview`` slices of the memory-mapped file instead of ``bytes``
+    copies: reading costs what slicing costs, whatever the members' size
+    (remote and compressed shards are read as before).  A view keeps its
+    shard's map open while it lives (page cache, not the process's own
+    memory); ``bytes(view)`` is a copy to keep.  Decoders take views as they
+    take bytes, and samples that cross to another process (DataLoader or
+    ``Loader`` workers) arrive as bytes.  A shard file truncated while mapped
+    makes reading its views fail with ``SIGBUS``: do not rewrite shards in
+    place while they are read.
+
+    ``local_path=True`` gives each sample ``"__local_path__"``, where its shard's bytes are on this machine (a
+    local shard's path, or its copy in the shard cache), as webdataset's ``WebDataset`` does; its
+    ``tarfile_to_samples()`` stage gives no such field, and neither does this one by default.
+    """
+
+    handler: Handler = reraise_exception
+    select_files: Callable[[str], bool] | None = None
+    rename_files: Callable[[str], str] | None = None
+    storage_options: dict | None = None
+    cache: ShardCache | None = None
+    retry: RetryPolicy | None = None
+    limits: Any = None
+    read_ahead: ReadAhead | None = None
+    zero_copy: bool = False
+    local_path: bool = False
+
+    def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
+        """The same options with other storage options."""
+        return replace(self, storage_options=storage_options)
+
+    @property
+    def storage(self) -> Storage:
+        """The storage context these options make."""
+        return Storage.of(self.storage_options, cache=self.cache, retry=self.retry, read_ahead=self.read_ahead)
+
+
+class ShardReading(Recipe):
+    """Base of the recipes that open shards: the error ``handler`` and the storage context.
+
+    ``storage`` (a :class:`~wds_core.io.storage.Storage`) holds the storage
+    options, the shard cache, the retry policy and the read-ahead plan; pickled
+    with the recipe (to send it to worker processes) it carries the storage
+    options and rewrites registered in this process, so that workers started
+    with ``spawn`` open the same URLs the same way.  ``stats`` counts the
+    remote requests it retried (``retries``), those that then succeeded
+    (``recovered``) and those given up (``gave_up``), in this process (a
+    worker's copy counts from zero).
+    """
+
+    handler: Handler
+    storage: Storage
+
+    def _set_storage(
+        self,
+        storage_options: dict | None,
+        cache: ShardCache | None,
+        retry: RetryPolicy | None,
+        limits: Any = None,
+        read_ahead: ReadAhead | None = None,
+    ) -> None:
+        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
+        self.limits = limits  # resolved (over the configuration file) by each reader: ShardReader.limits
+        self.storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)
+        self.stats: Counter[str] = Counter()
+
+    @property
+    def storage_options(self) -> StorageOptions | None:
+        """The explicit storage options (the storage context's)."""
+        return self.storage.options
+
+    @property
+    def cache(self) -> ShardCache | None:
+        return self.storage.cache
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.storage.retry
+
+    @property
+    def read_ahead(self) -> ReadAhead:
+        """How far ahead remote shards are requested."""
+        return self.storage.read_ahead
+
+    def open(self, url: str) -> Any:
+        return self.storage.open(url, getattr(self, "stats", None))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "stats": Counter()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        if "storage" not in state:  # pickled before the storage context: its loose settings
+            carried = state.pop("_registered", {})
+            settings = [state.pop(name, None) for name in ("storage_options", "retry", "read_ahead", "cache")]
+            state["storage"] = Storage(settings[0], settings[1] or DEFAULT_RETRY, settings[2] or READ_AHEAD,
+                                       settings[3], carried)  # fmt: skip
+        self.__dict__.update(state)
