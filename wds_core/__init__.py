@@ -140,7 +140,6 @@ from .sources.dirshards import DirectoryShardList, MultiShardSample
 from .sources.interleave import InterleaveShards
 from .sources.reader import TarfileToSamples, tarfile_to_samples
 from .sources.recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
-from .sources.sampling import RandomSample, Resample
 from .sources.shardlists import (
     ResampledShards,
     SimpleShardList,
@@ -160,6 +159,7 @@ from .stages.documents import Interleaved, LazyImage, interleaved_sample
 from .stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from .stages.imagetext import ImageTextPairs
 from .stages.mapping import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
+from .stages.sampling import RandomSample, Resample
 from .stages.tracing import Info, LogKeys
 from .tar.tarindex import ShardIndex as ShardIndex
 from .tar.tario import iter_members as iter_members

@@ -12,14 +12,18 @@ from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
+from .io.storage_config import options_over
 from .pipeline.datapipeline import DataPipeline
 from .pipeline.fluid import FluidInterface
+from .pipeline.mixing import Mix
+from .rng import derive_seed
 from .sources.balanced import BalancedSplit
 from .sources.dirshards import DirectoryShardList
 from .sources.interleave import InterleaveShards
 from .sources.reader import TarfileToSamples
 from .sources.reading import ShardReadOptions
 from .sources.shardlists import ResampledShards, SimpleShardList, split_by_node, split_by_worker
+from .sources.specfile import Extensions, SourceShards, load_spec
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 
@@ -104,7 +108,7 @@ class WebDataset(DataPipeline, FluidInterface):
         cache = None
         if cache_dir is not None:
             cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
-        from .sources.specfile import is_spec, spec_mix
+        from .sources.specfile import is_spec
 
         reading = ShardReadOptions(
             handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead,
@@ -173,3 +177,31 @@ class FluidWrapper(DataPipeline, FluidInterface):
 
     def __init__(self, initial: Any, seed: int | None = None) -> None:
         super().__init__(initial, seed=seed)
+
+
+def spec_mix(
+    spec: Any,
+    seed: int | None,
+    shuffle: bool,
+    reading: ShardReadOptions,
+    splitters: tuple[Any, ...],
+    allow_pipe: bool = False,
+) -> Any:
+    """The :class:`~wds_core.pipeline.mixing.Mix` stage reading a spec's sources (``WebDataset(spec)`` uses it).
+
+    ``reading`` says how every source's shards are read (each source's own
+    ``storage_options`` over its ``storage_options``); ``splitters`` split each
+    source's shards by node and worker.
+    """
+    sources, options = load_spec(spec, allow_pipe, reading.storage_options)
+    datasets = []
+    for i, source in enumerate(sources):
+        sub_seed = None if seed is None else derive_seed(seed, "source", i)
+        stages: list[Any] = [SourceShards(source, sub_seed, shuffle)]
+        stages += [s for s in splitters if s is not None]
+        here = reading.with_storage(options_over(reading.storage_options, source.storage_options, source.urls))
+        stages.append(TarfileToSamples.from_options(here))
+        if source.extensions:
+            stages.append(Extensions(source.extensions, reading.handler))
+        datasets.append(DataPipeline(*stages, seed=sub_seed if sub_seed is not None else 0))
+    return Mix(datasets, [s.weight for s in sources], options["longest"], "random", seed)

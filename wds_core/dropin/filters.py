@@ -21,13 +21,13 @@ from typing import Any
 
 from ..handlers import reraise_exception
 from ..rng import fresh_seed
-from ..sources.sampling import RandomSample
 from ..stages.buffering import DetShuffle, ReadAheadBatch, Shuffle, Slice, Unbatch
 from ..stages.cache import MemoryCache
 from ..stages.collate import collate_column, default_collation_fn
 from ..stages.decode import XDECODE_DEFAULTS, XDecode, decode, decode_bin, decode_pickle, decode_text
 from ..stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from ..stages.mapping import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
+from ..stages.sampling import RandomSample
 from ..stages.tracing import Info, LogKeys
 from ._refuse import refused_class
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from ..io.urls import expand_env, expand_urls
 from ..sources.dirshards import DirectoryShardList, MultiShardSample
-from ..sources.sampling import Resample
 from ..sources.shardlists import ResampledShards, SimpleShardList, single_node_only, split_by_node, split_by_worker
 from ..stages.mapping import NonEmpty
+from ..stages.sampling import Resample
 from .utils import is_iterable
 
 __all__ = [

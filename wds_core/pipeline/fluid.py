@@ -110,7 +110,7 @@ class FluidInterface:
 
     def rsample(self, p: float = 0.5, seed: int | None = None) -> Any:
         """Keep each item with probability ``p`` (a seeded, checkpointable draw)."""
-        from ..sources.sampling import RandomSample
+        from ..stages.sampling import RandomSample
 
         return self.compose(RandomSample(p, seed))
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import CheckpointError, EmptyDatasetError, SpecError
+from ..sources.lists import ListSource
 from ..state import (
     EPOCH_TRACKERS,
     Recipe,
@@ -27,28 +28,6 @@ __all__ = ["STATE_FORMAT", "ListSource", "PipelineRun", "PipelineStage", "build_
            "has_run"]  # fmt: skip
 
 STATE_FORMAT = "wds.pipeline/1"
-
-
-class ListSource(StageIterator):
-    """A list given as the first stage: its position is its state."""
-
-    passes_order = False  # a source
-
-    def __init__(self, items: list[Any]) -> None:
-        super().__init__(None)
-        self.items = items
-        self.index = 0
-
-    def _run(self) -> Iterator[Any]:
-        while self.index < len(self.items):
-            self.index += 1
-            yield self.items[self.index - 1]
-
-    def _own_state(self) -> dict[str, Any]:
-        return {"index": self.index}
-
-    def _load_own_state(self, state: dict[str, Any]) -> None:
-        self.index = int(state["index"])
 
 
 class PipelineStage:

@@ -34,9 +34,9 @@ from ..dist import stream_seed
 from ..errors import SpecError
 from ..io.readahead import POOL_WORKERS, Allowance, ReadAhead
 from ..io.storage import remote_url, url_of
-from ..pipeline.run import ListSource
 from ..rng import Rng
 from ..state import Recipe, RunContext, StageIterator
+from .lists import ListSource
 from .reader import ShardReader, TarfileToSamples
 from .reading import ShardReadOptions
 

@@ -40,15 +40,12 @@ from ..errors import SampleError, SpecError, install_hint
 from ..grouping import is_meta
 from ..handlers import Handler, reraise_exception
 from ..io.storage import read_bytes
-from ..io.storage_config import options_over
 from ..io.urls import expand_urls, folder_of, join_url
 from ..rng import Rng, derive_seed
 from ..stages.mapping import PerSample
-from .reader import TarfileToSamples
-from .reading import ShardReadOptions
 from .shardlists import SimpleShardList
 
-__all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec", "spec_mix"]
+__all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec"]
 
 _SOURCE_KEYS = {
     "shards", "name", "weight", "scaleprob", "scale", "resample", "choose", "perepoch", "extensions",
@@ -245,34 +242,3 @@ class Extensions(PerSample):
                 )
             out[name] = sample[found]
         return out
-
-
-def spec_mix(
-    spec: Any,
-    seed: int | None,
-    shuffle: bool,
-    reading: ShardReadOptions,
-    splitters: tuple[Any, ...],
-    allow_pipe: bool = False,
-) -> Any:
-    """The :class:`~wds_core.pipeline.mixing.Mix` stage reading a spec's sources (``WebDataset(spec)`` uses it).
-
-    ``reading`` says how every source's shards are read (each source's own
-    ``storage_options`` over its ``storage_options``); ``splitters`` split each
-    source's shards by node and worker.
-    """
-    from ..pipeline.datapipeline import DataPipeline
-    from ..pipeline.mixing import Mix
-
-    sources, options = load_spec(spec, allow_pipe, reading.storage_options)
-    datasets = []
-    for i, source in enumerate(sources):
-        sub_seed = None if seed is None else derive_seed(seed, "source", i)
-        stages: list[Any] = [SourceShards(source, sub_seed, shuffle)]
-        stages += [s for s in splitters if s is not None]
-        here = reading.with_storage(options_over(reading.storage_options, source.storage_options, source.urls))
-        stages.append(TarfileToSamples.from_options(here))
-        if source.extensions:
-            stages.append(Extensions(source.extensions, reading.handler))
-        datasets.append(DataPipeline(*stages, seed=sub_seed if sub_seed is not None else 0))
-    return Mix(datasets, [s.weight for s in sources], options["longest"], "random", seed)
