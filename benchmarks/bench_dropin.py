@@ -184,7 +184,7 @@ def batching_rates(repeats: int) -> dict[str, float]:
     import webdataset
 
     from wds_core import dropin
-    from wds_core.stages import buffering as buffers
+    from wds_core.stages import batching as buffers
 
     spec = small_shards()
 

@@ -150,8 +150,8 @@ from .sources.shardlists import (
     split_by_worker,
 )
 from .sources.specfile import load_spec
-from .stages.buffering import Batch, DetShuffle, Shuffle, Slice, Unbatch
-from .stages.buffering import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
+from .stages.batching import Batch, Slice, Unbatch
+from .stages.batching import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
 from .stages.cache import MemoryCache
 from .stages.collate import default_collation_fn
 from .stages.decode import CropImages, Decode, Decoder, XDecode, crop_images, decode
@@ -160,6 +160,7 @@ from .stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from .stages.imagetext import ImageTextPairs
 from .stages.mapping import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
 from .stages.sampling import RandomSample, Resample
+from .stages.shuffle import DetShuffle, Shuffle
 from .stages.tracing import Info, LogKeys
 from .tar.tarindex import ShardIndex as ShardIndex
 from .tar.tario import iter_members as iter_members

@@ -152,7 +152,7 @@ class FluidWrapper(_RankTravels, wds_core.FluidWrapper, torch.utils.data.Iterabl
 class CompatWebDataset(WebDataset, dropin.FluidInterface):
     """webdataset's ``WebDataset``, as ``webdataset.WebDataset`` gives it through the drop-in: ``.batched(n)`` hands
     a full batch on once the item after it has come, as webdataset's does
-    (:class:`wds_core.stages.buffering.ReadAheadBatch`).
+    (:class:`wds_core.stages.batching.ReadAheadBatch`).
     """
 
 

@@ -33,7 +33,7 @@ def pipelines(spec):
             wds.WebDataset(spec, seed=5)
             .shuffle(9)
             .to_tuple("__key__", "cls")
-            .compose(wds.stages.buffering.ReadAheadBatch(7))
+            .compose(wds.stages.batching.ReadAheadBatch(7))
         ),
         "webdataset-tree-batched": lambda: dropin.DataPipeline(
             dropin.SimpleShardList(spec), dropin.tarfile_to_samples(), dropin.batched(4, partial=False), seed=3
@@ -158,11 +158,11 @@ def test_record_streams_resume_at_every_step(tmp_path, fmt):
 def test_read_ahead_batching_resumes_from_any_of_its_snapshots(shards, monkeypatch):
     """The drop-in's batching (issue 44) checkpoints the item it read ahead as its upstream's state at a snapshot
     and the items to skip since; with a snapshot every 8 items, a run of a few hundred passes through many."""
-    monkeypatch.setattr(wds.stages.buffering, "_READ_AHEAD_SNAPSHOT_EVERY", 8)
+    monkeypatch.setattr(wds.stages.batching, "_READ_AHEAD_SNAPSHOT_EVERY", 8)
     spec, _, _ = shards
     oracle(
         lambda: (
-            wds.WebDataset(spec, seed=2).shuffle(6).to_tuple("__key__").compose(wds.stages.buffering.ReadAheadBatch(3))
+            wds.WebDataset(spec, seed=2).shuffle(6).to_tuple("__key__").compose(wds.stages.batching.ReadAheadBatch(3))
         )
     )
     oracle(lambda: dropin.WebDataset(spec, shardshuffle=False).to_tuple("__key__").batched(5, partial=False))

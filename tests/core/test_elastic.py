@@ -71,13 +71,13 @@ PIPELINES = {
         wds.WebDataset(spec, seed=9, balanced="drop")
         .select(lambda s: not s["__key__"].endswith("4"))
         .to_tuple("__key__", "cls")
-        .compose(wds.stages.buffering.ReadAheadBatch(3))
+        .compose(wds.stages.batching.ReadAheadBatch(3))
     ),
     "shuffle-read-ahead-batched-pad": lambda spec: (
         wds.WebDataset(spec, seed=10, balanced="pad")
         .shuffle(5)
         .to_tuple("__key__", "cls")
-        .compose(wds.stages.buffering.ReadAheadBatch(4))
+        .compose(wds.stages.batching.ReadAheadBatch(4))
     ),
     "threads-shuffle-batched": lambda spec: (
         wds.WebDataset(spec, seed=8, balanced="pad")

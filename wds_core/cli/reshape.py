@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import SpecError
 from ..sources.reader import TarfileToSamples
 from ..sources.shardlists import SimpleShardList
-from ..stages.buffering import Shuffle
+from ..stages.shuffle import Shuffle
 from ..tools.parallel import map_shards
 from ..writer import ShardWriter
 from .common import byte_size, subcommand

@@ -2,7 +2,7 @@
 
 The first three are wds's, batching as webdataset does: ``.batched(n)`` and
 ``.listed(n)`` hand a full batch on once the item after it has come (see
-:class:`~wds_core.stages.buffering.ReadAheadBatch`), where wds's own classes hand it on
+:class:`~wds_core.stages.batching.ReadAheadBatch`), where wds's own classes hand it on
 as soon as it is full.  ``WebLoader`` wraps a PyTorch ``DataLoader`` and comes
 with ``wds_torch``; without a framework, :class:`wds_core.Loader` runs a
 pipeline in worker processes.
@@ -16,7 +16,7 @@ from typing import Any
 from .. import dataset as fluid
 from ..errors import EmptyDatasetError
 from ..pipeline import fluid as chaining
-from ..stages.buffering import ReadAheadBatch
+from ..stages.batching import ReadAheadBatch
 from ._refuse import refused_class
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset", "WebLoader", "check_empty"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..mock import MockDataset
 from ..pipeline.datapipeline import DataPipeline
-from ..stages.buffering import Slice
+from ..stages.batching import Slice
 from .compat import FluidWrapper
 from .utils import repeatedly
 

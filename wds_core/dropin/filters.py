@@ -21,13 +21,14 @@ from typing import Any
 
 from ..handlers import reraise_exception
 from ..rng import fresh_seed
-from ..stages.buffering import DetShuffle, ReadAheadBatch, Shuffle, Slice, Unbatch
+from ..stages.batching import ReadAheadBatch, Slice, Unbatch
 from ..stages.cache import MemoryCache
 from ..stages.collate import collate_column, default_collation_fn
 from ..stages.decode import XDECODE_DEFAULTS, XDecode, decode, decode_bin, decode_pickle, decode_text
 from ..stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from ..stages.mapping import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
 from ..stages.sampling import RandomSample
+from ..stages.shuffle import DetShuffle, Shuffle
 from ..stages.tracing import Info, LogKeys
 from ._refuse import refused_class
 
@@ -192,7 +193,7 @@ def shuffle(
     handler: Any = None,
 ) -> Shuffle:
     """webdataset's ``shuffle(bufsize, initial, rng, seed, handler)``: the
-    :class:`~wds_core.stages.buffering.Shuffle` stage.
+    :class:`~wds_core.stages.shuffle.Shuffle` stage.
 
     A ``bufsize`` under 2 keeps the order, as webdataset's buffer of one item
     does (``shuffle(0)`` is a no-op; with ``rng``, each item is still a pick,

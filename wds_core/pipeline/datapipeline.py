@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import CheckpointError, SpecError
 from ..rng import fresh_seed
-from ..stages.buffering import Batch
+from ..stages.batching import Batch
 from ..stages.collate import default_collation_fn
 from ..state import RUN_HOOKS, Recipe, describe, stage_names
 from .run import (

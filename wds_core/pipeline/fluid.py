@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ..handlers import Handler, reraise_exception
-from ..stages.buffering import Batch, Shuffle, Slice, Unbatch
+from ..stages.batching import Batch, Slice, Unbatch
 from ..stages.collate import default_collation_fn
 from ..stages.decode import crop_images, decode
 from ..stages.mapping import Map, MapDict, MapTuple, Rename, Select, ToTuple
+from ..stages.shuffle import Shuffle
 
 __all__ = ["FluidInterface"]
 
@@ -24,7 +25,7 @@ class FluidInterface:
     """The chainable methods shared by ``WebDataset`` and ``DataPipeline`` subclasses."""
 
     #: The stage :meth:`batched` and :meth:`listed` add: the trees that stand in for webdataset batch with
-    #: :class:`~wds_core.stages.buffering.ReadAheadBatch`, as webdataset does.
+    #: :class:`~wds_core.stages.batching.ReadAheadBatch`, as webdataset does.
     batch_stage: ClassVar[type[Batch]] = Batch
 
     def compose(self, *stages: Any) -> Any:  # pragma: no cover - provided by DataPipeline
@@ -52,7 +53,7 @@ class FluidInterface:
         return self.compose(Unbatch(lists="items"))
 
     def shuffle(self, size: int, **kw: Any) -> Any:
-        """Shuffle through a buffer of ``size`` items (see :class:`~wds_core.stages.buffering.Shuffle`);
+        """Shuffle through a buffer of ``size`` items (see :class:`~wds_core.stages.shuffle.Shuffle`);
         ``size < 1``: none."""
         stage = Shuffle(max(size, 1), **kw)  # arguments are checked even when there is nothing to shuffle
         return self if size < 1 else self.compose(stage)
