@@ -16,32 +16,24 @@ def test_core_imports_no_framework():
 
 # What a pipeline uses; the expert names are in wds_core.io, wds_core.tar and wds_core.fieldcodecs.
 PUBLIC = [
-    "Associate", "AudioHandler", "Batch", "Cached", "CborsWriter", "CheckpointError", "ChunkedSampler",
-    "Continue", "CropImages", "DataPipeline", "Decode", "Decoder", "DecodingError", "DetShuffle",
-    "DirectoryShardList", "DistributedChunkedSampler", "EmptyDatasetError", "EncodingError", "ExtractKeys",
-    "FieldError", "FluidInterface", "FluidWrapper", "ImageHandler", "ImageSpec", "ImageTextPairs", "Info",
-    "InterleaveShards", "Interleaved", "LRUCleanup", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple",
-    "MemoryCache", "MissingFieldError", "MockDataset", "MsgpacksWriter", "MultiShardSample", "NonEmpty",
-    "OverLimitError", "PipeError", "Pipeline", "PipelineStage", "Processor", "Profile", "RandomMix",
-    "RandomSample", "Rename", "RenameKeys",
+    "Associate", "AudioHandler", "Batch", "CborsWriter", "CheckpointError", "ChunkedSampler", "Continue",
+    "CropImages", "DataPipeline", "Decode", "Decoder", "DecodingError", "DetShuffle", "DirectoryShardList",
+    "DistributedChunkedSampler", "EmptyDatasetError", "EncodingError", "ExtractKeys", "FieldError",
+    "FluidInterface", "FluidWrapper", "ImageHandler", "ImageSpec", "ImageTextPairs", "Info", "InterleaveShards",
+    "Interleaved", "LazyImage", "Loader", "LogKeys", "Map", "MapDict", "MapTuple", "MemoryCache",
+    "MissingFieldError", "MockDataset", "MsgpacksWriter", "MultiShardSample", "NonEmpty", "OverLimitError",
+    "PipeError", "Pipeline", "PipelineStage", "Profile", "RandomMix", "RandomSample", "Rename", "RenameKeys",
     "Resample", "ResampledShards", "RetryPolicy", "RoundRobin", "SampleError", "SampleShapeError", "Select",
     "ShardCache", "ShardChangedError", "ShardListDataset", "ShardNotFoundError", "ShardOpenError", "ShardWriter",
-    "Shuffle",
-    "SimpleShardList", "Slice", "SpecError", "SplitByNode", "SplitByWorker", "Starvation", "StorageOptions",
-    "TarFormatError",
-    "TarWriter", "TarfileToSamples", "ToTuple", "TruncatedShardError", "Unbatch", "VideoHandler", "WdsError",
-    "WebDataset", "XDecode", "__version__", "associate", "basichandlers", "batched", "cached_tarfile_samples",
-    "cached_tarfile_to_samples", "cbors2_to_samples", "cbors_to_samples", "crop_images", "decode",
-    "default_collation_fn", "detshuffle", "expand_urls", "extract_keys", "getfirst", "gopen", "gopen_schemes",
-    "gzfilter", "handle_extension", "ignore_and_continue", "ignore_and_stop", "imagehandler", "info",
-    "install_as_webdataset", "interleaved_sample", "load_descriptor", "load_spec", "lru_cleanup", "map",
-    "map_dict", "map_shards", "map_tuple", "maybe_cached_tarfile_to_samples", "merge_states",
-    "msgpacks_to_samples", "non_empty", "numpy_dumps", "pipe_cleaner", "pipelinefilter", "register_rewrite",
-    "register_storage", "rename", "rename_keys", "repeatedly", "reraise_exception", "resampled", "rsample",
-    "select", "shardspec", "shuffle", "single_node_only", "slice", "split_by_node", "split_by_worker",
-    "tarfile_samples", "tarfile_to_samples", "to_tuple", "transform_with", "unbatched", "unregister_rewrite",
-    "unregister_storage", "warn_and_continue", "warn_and_stop", "with_epoch", "with_length", "write_descriptor",
-    "xdecode",
+    "Shuffle", "SimpleShardList", "Slice", "SpecError", "SplitByNode", "SplitByWorker", "Starvation",
+    "StorageOptions", "TarFormatError", "TarWriter", "TarfileToSamples", "ToTuple", "TruncatedShardError",
+    "Unbatch", "VideoHandler", "WdsError", "WebDataset", "XDecode", "__version__", "basichandlers", "batched",
+    "cbors_to_samples", "crop_images", "decode", "default_collation_fn", "expand_urls", "getfirst", "gzfilter",
+    "handle_extension", "ignore_and_continue", "ignore_and_stop", "imagehandler", "install_as_webdataset",
+    "interleaved_sample", "load_descriptor", "load_spec", "map_shards", "merge_states", "msgpacks_to_samples",
+    "register_rewrite", "register_storage", "reraise_exception", "single_node_only", "split_by_node",
+    "split_by_worker", "tarfile_to_samples", "transform_with", "unregister_rewrite", "unregister_storage",
+    "warn_and_continue", "warn_and_stop", "write_descriptor",
 ]  # fmt: skip
 EXPERT = {
     "wds_core.io": ["open_shard", "options_for", "register_opener", "rewrite_url"],
@@ -100,3 +92,26 @@ def test_demo_main_job_runs():
         ["wds", "demo", "--shards", "3", "--samples-per-shard", "200"], capture_output=True, text=True, check=True
     )
     assert "exactly once" in out.stdout and "samples/s" in out.stdout
+
+
+@pytest.mark.slow
+def test_the_core_is_native_and_gives_webdatasets_spellings_from_the_dropin_when_asked():
+    """Issue 46: 37 of wds_core.__all__'s names came from the drop-in, which ``import wds_core`` loaded.  Now
+    ``__all__`` is native, importing the core loads no drop-in module, and webdataset's spellings are still
+    importable from it (DESIGN: "the same names ... are importable from wds_core"), from the drop-in, where
+    each is defined once."""
+    code = (
+        "import sys, wds_core\n"
+        "print(any(m.startswith('wds_core.dropin') for m in sys.modules))\n"
+        "from wds_core import shuffle, to_tuple\n"
+        "import wds_core.dropin as d\n"
+        "print(shuffle is d.shuffle and to_tuple is d.to_tuple and wds_core.gopen is d.gopen)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+    assert not set(wds_core.__all__) & wds_core.WEBDATASET_NAMES and len(wds_core.WEBDATASET_NAMES) == 36
+    for adapter in ("wds_jax", "wds_tf"):
+        module = importlib.import_module(adapter)
+        assert module.shuffle is wds_core.dropin.shuffle and module.Cached is wds_core.dropin.Cached
+    with pytest.raises(AttributeError, match="no attribute 'shufle'"):
+        wds_core.shufle  # noqa: B018

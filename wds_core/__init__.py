@@ -6,10 +6,11 @@ custom schemes), :mod:`wds_core.tar` (members, grouping, offset indexes) and
 :mod:`wds_core.fieldcodecs` (registering decoders, encoders and image specs);
 the names that used to be here (``open_shard``, ``iter_members``,
 ``register_decoder``...) still are, outside ``__all__``.  webdataset's
-lowercase names (``shuffle``, ``batched``, ``to_tuple``...) come from the
-drop-in (:mod:`wds_core.dropin`), where each is defined once; importing
-``wds_core`` changes no import machinery (``install_as_webdataset()`` does,
-when called).
+spellings (``shuffle``, ``to_tuple``, ``gopen``...: :data:`WEBDATASET_NAMES`)
+are importable from here too, outside ``__all__``: they are defined once, in
+the drop-in (:mod:`wds_core.dropin`), which is loaded when one of them is first
+asked for.  Importing ``wds_core`` loads no drop-in module and changes no import
+machinery (``install_as_webdataset()`` does, when called).
 
 >>> import wds_core as wds
 >>> ds = wds.WebDataset("train-{000000..000009}.tar", shardshuffle=True, seed=7)  # doctest: +SKIP
@@ -21,44 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from .dataset import FluidWrapper, WebDataset
-from .dropin import (
-    Cached,
-    LRUCleanup,
-    Processor,
-    associate,
-    cached_tarfile_samples,
-    cached_tarfile_to_samples,
-    cbors2_to_samples,
-    detshuffle,
-    extract_keys,
-    gopen,
-    gopen_schemes,
-    info,
-    lru_cleanup,
-    map,
-    map_dict,
-    map_tuple,
-    maybe_cached_tarfile_to_samples,
-    non_empty,
-    numpy_dumps,
-    pipe_cleaner,
-    pipelinefilter,
-    rename,
-    rename_keys,
-    repeatedly,
-    resampled,
-    rsample,
-    select,
-    shardspec,
-    shuffle,
-    slice,
-    tarfile_samples,
-    to_tuple,
-    unbatched,
-    with_epoch,
-    with_length,
-    xdecode,
-)
 from .elastic import merge_states
 from .errors import (
     CheckpointError,
@@ -185,11 +148,64 @@ def install_as_webdataset(verbose: bool = True) -> Any:
     return dropin.install(namespace, dropin.MODULES, "wds_core", verbose)
 
 
+#: webdataset's spellings (``shuffle``, ``to_tuple``, ``gopen``, ``Cached``...): importable from here, as
+#: ``wds_core.shuffle`` or ``from wds_core import shuffle``, but defined in the drop-in (:mod:`wds_core.dropin`),
+#: which ``import wds_core`` does not load until one of them is asked for; not in ``__all__``, which holds the
+#: native names (``wds_torch`` and the one-line switch give them too).
+WEBDATASET_NAMES = frozenset(
+    {
+        "Cached",
+        "LRUCleanup",
+        "Processor",
+        "associate",
+        "cached_tarfile_samples",
+        "cached_tarfile_to_samples",
+        "cbors2_to_samples",
+        "detshuffle",
+        "extract_keys",
+        "gopen",
+        "gopen_schemes",
+        "info",
+        "lru_cleanup",
+        "map",
+        "map_dict",
+        "map_tuple",
+        "maybe_cached_tarfile_to_samples",
+        "non_empty",
+        "numpy_dumps",
+        "pipe_cleaner",
+        "pipelinefilter",
+        "rename",
+        "rename_keys",
+        "repeatedly",
+        "resampled",
+        "rsample",
+        "select",
+        "shardspec",
+        "shuffle",
+        "slice",
+        "tarfile_samples",
+        "to_tuple",
+        "unbatched",
+        "with_epoch",
+        "with_length",
+        "xdecode",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in WEBDATASET_NAMES:
+        from . import dropin
+
+        return getattr(dropin, name)
+    raise AttributeError(f"module 'wds_core' has no attribute {name!r}")
+
+
 __all__ = [
     "Associate",
     "AudioHandler",
     "Batch",
-    "Cached",
     "CborsWriter",
     "CheckpointError",
     "ChunkedSampler",
@@ -214,7 +230,6 @@ __all__ = [
     "Info",
     "InterleaveShards",
     "Interleaved",
-    "LRUCleanup",
     "LazyImage",
     "Loader",
     "LogKeys",
@@ -231,7 +246,6 @@ __all__ = [
     "PipeError",
     "Pipeline",
     "PipelineStage",
-    "Processor",
     "Profile",
     "RandomMix",
     "RandomSample",
@@ -269,70 +283,37 @@ __all__ = [
     "WebDataset",
     "XDecode",
     "__version__",
-    "associate",
     "basichandlers",
     "batched",
-    "cached_tarfile_samples",
-    "cached_tarfile_to_samples",
-    "cbors2_to_samples",
     "cbors_to_samples",
     "crop_images",
     "decode",
     "default_collation_fn",
-    "detshuffle",
     "expand_urls",
-    "extract_keys",
     "getfirst",
-    "gopen",
-    "gopen_schemes",
     "gzfilter",
     "handle_extension",
     "ignore_and_continue",
     "ignore_and_stop",
     "imagehandler",
-    "info",
     "install_as_webdataset",
     "interleaved_sample",
     "load_descriptor",
     "load_spec",
-    "lru_cleanup",
-    "map",
-    "map_dict",
     "map_shards",
-    "map_tuple",
-    "maybe_cached_tarfile_to_samples",
     "merge_states",
     "msgpacks_to_samples",
-    "non_empty",
-    "numpy_dumps",
-    "pipe_cleaner",
-    "pipelinefilter",
     "register_rewrite",
     "register_storage",
-    "rename",
-    "rename_keys",
-    "repeatedly",
     "reraise_exception",
-    "resampled",
-    "rsample",
-    "select",
-    "shardspec",
-    "shuffle",
     "single_node_only",
-    "slice",
     "split_by_node",
     "split_by_worker",
-    "tarfile_samples",
     "tarfile_to_samples",
-    "to_tuple",
     "transform_with",
-    "unbatched",
     "unregister_rewrite",
     "unregister_storage",
     "warn_and_continue",
     "warn_and_stop",
-    "with_epoch",
-    "with_length",
     "write_descriptor",
-    "xdecode",
 ]

@@ -3,7 +3,8 @@
 Each adapter (``wds_torch``, ``wds_jax``, ``wds_tf``) re-exports ``wds_core.__all__``
 with ``import *``; :func:`core_attribute`, called from its module ``__getattr__``,
 gives the expert names too (``open_shard``, ``iter_members``...), so that
-``wds_torch.open_shard`` is ``wds_core.open_shard``.
+``wds_torch.open_shard`` is ``wds_core.open_shard``, and webdataset's spellings
+(``wds_jax.shuffle``: :data:`wds_core.WEBDATASET_NAMES`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ def core_attribute(module: str, name: str) -> Any:
     """For an adapter's ``__getattr__``: a ``wds_core`` name outside ``__all__`` (``open_shard``...), else
     AttributeError."""
     core = sys.modules["wds_core"]
-    value = core.__dict__.get(name) if not name.startswith("_") else None
+    value = None
+    if not name.startswith("_"):  # webdataset's spellings are resolved by the core's __getattr__ (the drop-in)
+        value = core.__dict__.get(name) if name not in core.WEBDATASET_NAMES else getattr(core, name)
     if value is None or isinstance(value, types.ModuleType):
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     return value

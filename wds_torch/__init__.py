@@ -9,6 +9,7 @@ image specs (``"torchrgb8"``...), ``.pth`` fields, ``torch_video`` and
 from typing import Any
 
 from wds_core import *  # noqa: F401,F403
+from wds_core import WEBDATASET_NAMES as _core_webdataset_names
 from wds_core import FluidInterface as _core_FluidInterface
 from wds_core import __all__ as _core_all
 from wds_core import batched as _core_batched
@@ -51,7 +52,9 @@ FluidInterface = _core_FluidInterface  # type: ignore[misc]  # noqa: F811
 batched = _core_batched  # type: ignore[misc]  # noqa: F811
 
 _TORCH_NAMES = [*_datasets.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
-__all__ = sorted(set(_core_all) | set(_TORCH_NAMES))
+# wds_core's native names, the torch ones, and webdataset's spellings, which come through wds_torch (the core
+# gives them by attribute only)
+__all__ = sorted(set(_core_all) | set(_TORCH_NAMES) | _core_webdataset_names)
 
 
 def __getattr__(name: str) -> Any:
@@ -71,4 +74,5 @@ def install_as_webdataset(verbose: bool = True) -> Any:  # type: ignore[no-redef
     (``webdataset.__wds__``, the ``wds`` logger, one stderr line when
     ``verbose``); ``wds_core.dropin.uninstall()`` undoes it.
     """
-    return _dropin.install({name: globals()[name] for name in __all__}, verbose)
+    names = globals()
+    return _dropin.install({name: names[name] if name in names else __getattr__(name) for name in __all__}, verbose)
