@@ -110,8 +110,10 @@ def test_the_core_is_native_and_gives_webdatasets_spellings_from_the_dropin_when
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
     assert not set(wds_core.__all__) & wds_core.WEBDATASET_NAMES and len(wds_core.WEBDATASET_NAMES) == 36
+    dropin = importlib.import_module("wds_core.dropin")
+    assert wds_core.WEBDATASET_NAMES <= set(dropin.__all__)  # the core's list names the drop-in's names
     for adapter in ("wds_jax", "wds_tf"):
         module = importlib.import_module(adapter)
-        assert module.shuffle is wds_core.dropin.shuffle and module.Cached is wds_core.dropin.Cached
+        assert module.shuffle is dropin.shuffle and module.Cached is dropin.Cached
     with pytest.raises(AttributeError, match="no attribute 'shufle'"):
         wds_core.shufle  # noqa: B018
