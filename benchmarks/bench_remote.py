@@ -15,7 +15,8 @@ Starts moto's S3 server on 127.0.0.1, uploads a generated dataset (8 shards of
 With ``--shaped`` it reads 16 shards of 16 MB over HTTP from a local server shaped like an object store
 (``--latency`` ms before each response, ``--bandwidth`` MB/s per connection; tests/servers.py's ``Shape``):
 plain concurrent GETs (1, 4, 8, 16 connections), wds one range at a time and with its read-ahead window, and
-webdataset 1.0.2 (curl through a pipe), each with its MB/s and time to the first sample.
+webdataset 1.0.2 (curl through a pipe), each with its MB/s and time to the first sample; ``--interleave 4,16``
+adds wds reading K of the shards at once.
 """
 
 from __future__ import annotations
@@ -148,6 +149,12 @@ def shaped(args):
             seconds, first, n = min(runs)
             assert n == 16 * 256 * SAMPLE, n
             rows.append((label, seconds, first))
+        for lanes in args.interleave:  # K shards at once, each lane drawing on the reader's one budget
+            make = functools.partial(wds_core.WebDataset, urls, shardshuffle=False, interleave=lanes)
+            runs = [read(make) for _ in range(args.repeats)]
+            seconds, first, n = min(runs)
+            assert n == 16 * 256 * SAMPLE, n
+            rows.append((f"wds, interleave={lanes} (default read-ahead)", seconds, first))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -171,6 +178,8 @@ def main():
     parser.add_argument("--latency", type=float, default=40, help="ms before each response (--shaped)")
     parser.add_argument("--bandwidth", type=float, default=40, help="MB/s per connection (--shaped)")
     parser.add_argument("--stragglers", type=float, default=0, help="share of 10x slower responses (--shaped)")
+    parser.add_argument("--interleave", type=lambda text: [int(k) for k in text.split(",")], default=[],
+                        help="also read with WebDataset(..., interleave=K), each K of a list (--shaped)")  # fmt: skip
     args = parser.parse_args()
     if args.shaped:
         shaped(args)

@@ -15,7 +15,7 @@ from wds_core.elastic import merge_states
 from wds_core.handlers import warn_and_continue
 from wds_core.io.readahead import ReadAhead
 from wds_core.observe.shufflestats import shuffle_quality, storage_order
-from wds_core.sources.interleave import lane_read_ahead
+from wds_core.sources.interleave import lane_read_ahead, lanes_allowance
 from wds_core.testing import check_resume
 
 
@@ -136,7 +136,8 @@ def test_remote_lanes_read_every_sample_once_in_the_local_order_and_resume(http_
         _write(os.path.join(root, f"r{s}.tar"), mine, size=5000)
         keys += mine
     spec = base + "/r{0..5}.tar"
-    plan = ReadAhead(first_range=4096, range_bytes=8192, shards_ahead=2)
+    # a budget of two ranges a lane: the lanes' streams are still requesting when the run is closed
+    plan = ReadAhead(first_range=4096, range_bytes=8192, shards_ahead=2, budget=48 << 10)
     make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=3, interleave=3, read_ahead=plan).shuffle(5)  # noqa: E731
     remote = check_resume(make, step=5)
     assert sorted(remote) == sorted(keys)
@@ -161,7 +162,11 @@ def test_remote_lanes_share_the_budget_and_each_keeps_within_its_window():
     plan = lane_read_ahead(ReadAhead(), 200)
     assert plan.range_bytes == 256 << 10 and plan.budget == 64 << 20 and plan.ramp == 0
     assert plan.window_bytes == (64 << 20) // 200  # an equal part of the budget: less than two ranges
-    assert lane_read_ahead(ReadAhead(), 8).window_bytes == 512 << 10  # two ranges
+    few = lane_read_ahead(ReadAhead(), 8)  # lanes draw on the budget by need: few lanes read as one shard does
+    assert few.window_bytes == 8 << 20 and few.range_bytes == 2 << 20  # an eighth of the budget, in four ranges
+    assert lane_read_ahead(ReadAhead(), 32).range_bytes == 512 << 10  # a quarter of each lane's 2 MiB
+    assert lanes_allowance(ReadAhead(), 4).in_flight == 24  # 2 MiB ranges: as many as one shard keeps in flight
+    assert lanes_allowance(ReadAhead(), 32).in_flight == 64  # 4 x 24 ranges of 512 KiB, up to the pool's threads
     crowded = lane_read_ahead(ReadAhead(budget=16 << 20), 200)
     assert crowded.window_bytes == crowded.first_range  # an equal part of the budget, at least a first range
 
