@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._native import load
 from .errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
 from .limits import DecodeLimits
 from .tar.keys import is_meta, split_key
@@ -33,11 +34,8 @@ def _grouper() -> Any:
     """The C grouping of plain members (groupfast.c), unless it was not built or ``WDS_GROUPFAST=python``."""
     if os.environ.get("WDS_GROUPFAST", "").lower() == "python":
         return None
-    try:
-        from .groupfast import Grouper
-    except ImportError:
-        return None
-    return Grouper
+    module = load("groupfast")
+    return None if module is None else module.Grouper
 
 
 GROUPER = _grouper()  # read at each grouping: tests set it to None for the Python loop alone

@@ -26,7 +26,7 @@ def module_name(path: Path) -> str:
 
 def sources(*packages: str) -> dict[str, tuple[Path, ast.Module]]:
     """Every module of ``packages``: parsed sources, and the compiled helpers (named by their ``.pyi`` stubs,
-    imports of nothing), so that ``from .tarscan import scan`` is an import of ``tar.tarscan``."""
+    imports of nothing), so that ``from .tarscan import scan`` in ``_native`` is an import of ``_native.tarscan``."""
     found = {}
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -209,18 +209,19 @@ def test_a_name_taken_from_a_parent_package_is_an_edge_and_a_compiled_helper_a_m
     """What the graph missed: ``wds_core.dropin`` took ``__version__`` from ``wds_core`` (whose ``__init__``
     imports the drop-in: a cycle), while ``from .mapcopy import copy`` (a compiled helper) is no edge to
     ``wds_core.io``."""
-    tree = ast.parse("def f():\n    from .. import __version__\n    from ..io.mapcopy import copy\n")
+    tree = ast.parse("def f():\n    from .. import __version__\n    from .._native.mapcopy import copy\n")
     CORE["wds_core.dropin.fake"] = ALL["wds_core.dropin.fake"] = (ROOT / "wds_core/dropin/fake.py", tree)
     try:
-        assert import_graph()["wds_core.dropin.fake"] == {"wds_core", "wds_core.io.mapcopy"}
+        assert import_graph()["wds_core.dropin.fake"] == {"wds_core", "wds_core._native.mapcopy"}
     finally:
         del CORE["wds_core.dropin.fake"], ALL["wds_core.dropin.fake"]
 
 
 LOWER = {  # each layer, and what lies below it: all it may import
-    "wds_core.io": {"wds_core.errors"},
+    "wds_core._native": set(),
+    "wds_core.io": {"wds_core.errors", "wds_core._native"},
     "wds_core.limits": {"wds_core.errors", "wds_core.io"},
-    "wds_core.tar": {"wds_core.errors", "wds_core.io", "wds_core.limits"},
+    "wds_core.tar": {"wds_core.errors", "wds_core.io", "wds_core.limits", "wds_core._native"},
 }
 
 
@@ -264,10 +265,23 @@ def test_the_folders_import_one_way():
     assert find_cycle(units) is None, " -> ".join(find_cycle(units) or [])
 
 
-def test_the_io_layer_imports_only_errors_and_itself():
+def test_the_io_layer_imports_only_errors_the_compiled_helpers_and_itself():
     graph = import_graph()
+    below = {"wds_core.errors"} | {m for m in CORE if _in(m, "wds_core.io") or _in(m, "wds_core._native")}
     for module in (m for m in CORE if m.startswith("wds_core.io.")):
-        assert graph[module] <= {"wds_core.errors"} | {m for m in CORE if m.startswith("wds_core.io")}, module
+        assert graph[module] <= below, module
+
+
+def test_every_compiled_helper_is_in_native_and_loaded_through_it():
+    """Issue 46: the C helpers were spread over four folders, each imported its own way; they are all in _native/,
+    which imports nothing of wds_core, and the other modules reach them through ``_native.load``."""
+    stubs = sorted(p.stem for p in (ROOT / "wds_core").rglob("*.pyi") if not p.with_suffix(".py").exists())
+    assert stubs == sorted(["groupfast", "jpegregion", "mapcopy", "sigbus_guard", "tarscan"])
+    assert all((ROOT / "wds_core" / "_native" / f"{stub}.pyi").exists() for stub in stubs)
+    graph = import_graph()
+    for module, targets in graph.items():
+        helpers = {t for t in targets if t.startswith("wds_core._native.")}
+        assert not helpers or _in(module, "wds_core._native"), (module, helpers)
 
 
 def test_the_pipeline_knows_no_feature_by_name():

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .._native import load
 from ..errors import SpecError, install_hint
 from .limits import check_pixels
 
@@ -100,11 +101,7 @@ def jpeg_decoder() -> str:
 
 @functools.cache
 def _region_module() -> Any:
-    try:
-        from . import jpegregion
-    except ImportError:
-        return None
-    return jpegregion
+    return load("jpegregion")  # compiled by setup.py when it can be (_native/jpegregion.pyi: its signatures)
 
 
 def region_decoding() -> bool:

@@ -1,6 +1,6 @@
 """The optional compiled tar walk (``tarscan.c``), and the files it reads from.
 
-``setup.py`` builds ``wds_core.tar.tarscan`` when a C compiler is there; :mod:`.tario` hands it the common
+``setup.py`` builds ``wds_core._native.tarscan`` when a C compiler is there; :mod:`.tario` hands it the common
 case, runs of plain regular members, and walks everything else in Python (with the same results:
 tests/core/test_fuzz.py compares them).  ``WDS_TARSCAN=python`` leaves it unused.
 """
@@ -12,6 +12,7 @@ import os
 import stat
 from collections.abc import Callable, Generator
 
+from .._native import load
 from ..io.local import map_file as map_local_file
 from .source import CHUNK
 
@@ -22,11 +23,8 @@ def _load() -> Callable[..., int] | None:
     """The C walk of plain regular members (tarscan.c), unless it was not built or ``WDS_TARSCAN=python``."""
     if os.environ.get("WDS_TARSCAN", "").lower() == "python":
         return None
-    try:
-        from .tarscan import scan
-    except ImportError:
-        return None
-    return scan
+    module = load("tarscan")
+    return None if module is None else module.scan
 
 
 SCAN = _load()  # what tario calls (read at each walk: tests set it to None for the Python walk alone)

@@ -174,7 +174,7 @@ def test_a_cut_is_reported_whatever_handles_sigbus_when_it_happens(tmp_path, rea
 def test_the_guard_is_there_only_while_a_helper_copies(tmp_path):
     """Outside the helpers' copies wds leaves SIGBUS as it found it (to Python's default here, faulthandler's or
     an application's handler): the guard is installed for a walk and put back after it."""
-    from wds_core import sigbus_guard
+    from wds_core._native import sigbus_guard
 
     path = _shard(tmp_path, [(f"k{i:03d}.bin", bytes([i]) * 40_448) for i in range(60)])
     reader = iter(wds.WebDataset(str(path), shardshuffle=False))

@@ -1,4 +1,4 @@
-/* Decode only a region of a JPEG (wds_core.fieldcodecs.jpegregion): libjpeg-turbo's jpeg_skip_scanlines and
+/* Decode only a region of a JPEG (wds_core._native.jpegregion): libjpeg-turbo's jpeg_skip_scanlines and
  * jpeg_crop_scanline, which neither Pillow nor simplejpeg expose.  Built by setup.py when a C compiler and
  * libjpeg-turbo's headers are there; wds decodes whole images without it.
  *

@@ -1,5 +1,5 @@
-/* The process's one guard against SIGBUS in copies out of a memory map (wds_core.sigbus_guard), for the compiled
- * helpers that read maps (wds_core/tar/tarscan.c, wds_core/io/mapcopy.c), which reach it through the capsule
+/* The process's one guard against SIGBUS in copies out of a memory map (wds_core._native.sigbus_guard), for the compiled
+ * helpers that read maps (wds_core/_native/tarscan.c, wds_core/_native/mapcopy.c), which reach it through the capsule
  * declared in sigbus_guard.h.
  *
  * Reading a page of a map past the end of a file cut after it was mapped (or a page the disk fails to give)

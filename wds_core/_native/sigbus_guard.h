@@ -1,5 +1,5 @@
 /* Copies out of a memory map that survive its file being cut, for the compiled helpers that read maps
- * (wds_core/tar/tarscan.c, wds_core/io/mapcopy.c): the process's one guard, wds_core.sigbus_guard
+ * (wds_core/_native/tarscan.c, wds_core/_native/mapcopy.c): the process's one guard, wds_core._native.sigbus_guard
  * (sigbus_guard.c says how it works), reached through a capsule.
  *
  * A helper calls import_guard() when its module is created (failing, the module does not import and Python reads
@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#define WDS_SIGBUS_GUARD_CAPSULE "wds_core.sigbus_guard._api"
+#define WDS_SIGBUS_GUARD_CAPSULE "wds_core._native.sigbus_guard._api"
 #define RELEASE_GIL (1 << 16) /* copies (and reads) this large let other threads run meanwhile */
 
 typedef struct {
@@ -31,7 +31,7 @@ static const WdsSigbusGuard *guard;
 /* (the module by its full name, not PyCapsule_Import: that takes the attributes of a package still importing) */
 static int import_guard(void)
 {
-    PyObject *owner = PyImport_ImportModule("wds_core.sigbus_guard");
+    PyObject *owner = PyImport_ImportModule("wds_core._native.sigbus_guard");
     PyObject *capsule = owner == NULL ? NULL : PyObject_GetAttrString(owner, "_api");
     Py_XDECREF(owner);
     if (capsule != NULL)

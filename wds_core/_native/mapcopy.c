@@ -1,4 +1,4 @@
-/* Bytes copied out of a memory map, guarded against SIGBUS (wds_core.io.mapcopy): what indexed access reads local
+/* Bytes copied out of a memory map, guarded against SIGBUS (wds_core._native.mapcopy): what indexed access reads local
  * shards with (wds_core/io/local.py local_random_access).  Built by setup.py when a C compiler and Python's headers
  * are there; without it, local shards are read by offset with pread instead (a little slower, as safe).
  *
@@ -12,7 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "../sigbus_guard.h" /* copy_out, guard, import_guard, pread_fully */
+#include "sigbus_guard.h" /* copy_out, guard, import_guard, pread_fully */
 
 /* The bytes [offset, offset + size) of a buffer of len bytes, fewer where it ends, copied out under the guard
  * (entered by the caller): a new bytes object, Py_None (a new reference) when a SIGBUS stopped the copy, NULL on

@@ -1,4 +1,4 @@
-/* The common case of a tar walk in C (wds_core.tar.tarscan): consecutive plain ustar headers of regular files.
+/* The common case of a tar walk in C (wds_core._native.tarscan): consecutive plain ustar headers of regular files.
  * Built by setup.py when a C compiler and Python's headers are there; wds_core.tar.tario walks every header in
  * Python without it, and walks in Python whatever this leaves.
  *
@@ -43,7 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../sigbus_guard.h" /* copy_out, guard, import_guard, pread_fully, RELEASE_GIL */
+#include "sigbus_guard.h" /* copy_out, guard, import_guard, pread_fully, RELEASE_GIL */
 
 #define BLOCK 512
 #define WINDOW 8192 /* bytes of headers read at once: a small member's header and the next few */

@@ -1,4 +1,4 @@
-/* The common case of grouping members into samples in C (wds_core.groupfast), for grouping.group_members.
+/* The common case of grouping members into samples in C (wds_core._native.groupfast), for grouping.group_members.
  * Built by setup.py when a C compiler is there; without it grouping is all Python, with the same results
  * (tests/core/test_fuzz.py compares them).
  *
@@ -236,7 +236,7 @@ static PyMethodDef grouper_methods[] = {
 };
 
 static PyTypeObject GrouperType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wds_core.groupfast.Grouper",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wds_core._native.groupfast.Grouper",
     .tp_basicsize = sizeof(Grouper),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Samples grouped from members while they are plain (groupfast.c says which).",

@@ -1,0 +1,34 @@
+"""The compiled helpers behind one loader (wds_core._native): one switch turns them all off, and each says whether
+it is built and used."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from wds_core import _native
+
+
+def test_native_status_names_every_helper_and_load_refuses_others():
+    status = _native.native_status()
+    assert sorted(status) == sorted(_native.HELPERS) and all(set(s) == {"built", "used"} for s in status.values())
+    if os.environ.get("WDS_REQUIRE_COMPILED") == "1":  # CI builds them all: one left out fails here
+        assert all(s["built"] for s in status.values()), status
+    with pytest.raises(ValueError, match="no compiled helper 'nope'"):
+        _native.load("nope")
+
+
+@pytest.mark.slow
+def test_pure_python_leaves_every_helper_unused():
+    code = (
+        "from wds_core import _native, grouping\n"
+        "from wds_core.tar import compiled_walk\n"
+        "from wds_core.fieldcodecs.jpeg import region_decoding\n"
+        "from wds_core.io.local import _mapped_copy\n"
+        "print(compiled_walk(), grouping.GROUPER, region_decoding(), _mapped_copy(),"
+        " any(s['used'] for s in _native.native_status().values()))\n"
+    )
+    env = {**os.environ, "WDS_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["False", "None", "False", "None", "False"]
