@@ -17,7 +17,6 @@ leaves it unused.
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,8 +31,6 @@ __all__ = ["group_members", "is_meta", "split_key"]
 
 def _grouper() -> Any:
     """The C grouping of plain members (groupfast.c), unless it was not built or ``WDS_GROUPFAST=python``."""
-    if os.environ.get("WDS_GROUPFAST", "").lower() == "python":
-        return None
     module = load("groupfast")
     return None if module is None else module.Grouper
 

@@ -20,9 +20,8 @@ def core_attribute(module: str, name: str) -> Any:
     """For an adapter's ``__getattr__``: a ``wds_core`` name outside ``__all__`` (``open_shard``...), else
     AttributeError."""
     core = sys.modules["wds_core"]
-    value = None
-    if not name.startswith("_"):  # webdataset's spellings are resolved by the core's __getattr__ (the drop-in)
-        value = core.__dict__.get(name) if name not in core.WEBDATASET_NAMES else getattr(core, name)
+    # by attribute: webdataset's spellings are resolved by the core's own __getattr__ (from the drop-in)
+    value = getattr(core, name, None) if not name.startswith("_") else None
     if value is None or isinstance(value, types.ModuleType):
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     return value

@@ -72,6 +72,7 @@ from wds_core import Loader, dist
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SampleError, SpecError
 from wds_core.loader.shm import without_views
+from wds_core.stages.batching import batches_of
 
 from .signature import SampleFormat
 
@@ -189,19 +190,18 @@ class TFSource:
 
     def _cardinality(self, pipeline: Any) -> int | None:
         """The elements of each pass when the pipeline fixes them, else ``None`` (see the module doc)."""
-        per_copy = getattr(pipeline, "items_per_epoch", lambda: None)()
-        if per_copy is not None:  # with_epoch(n): n samples from each copy of the pipeline
-            return self.copies * (self._batches(per_copy) if self.batch_size else per_copy)
+        # with_epoch(n): n samples from each copy of the pipeline, which batched_epoch made its batches' count
+        per_copy = getattr(self._source_pipeline, "items_per_epoch", lambda: None)()
+        if per_copy is not None:
+            return self.copies * per_copy
         length = getattr(pipeline, "size", None)  # with_length(n): n samples in all
         if length is None:
             return None
         if not self.batch_size:
             return int(length)
-        return self._batches(length) if self.copies == 1 else None  # each copy's last batch is its own
-
-    def _batches(self, samples: int) -> int:
-        assert self.batch_size is not None
-        return samples // self.batch_size if self.drop_remainder else -(-samples // self.batch_size)
+        if self.copies > 1:  # each copy's last batch is its own
+            return None
+        return batches_of(length, self.batch_size, not self.drop_remainder)
 
     @property
     def _source(self) -> Any:

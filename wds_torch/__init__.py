@@ -6,6 +6,7 @@ image specs (``"torchrgb8"``...), ``.pth`` fields, ``torch_video`` and
 ``torch_audio``.
 """
 
+import sys
 from typing import Any
 
 from wds_core import *  # noqa: F401,F403
@@ -74,5 +75,5 @@ def install_as_webdataset(verbose: bool = True) -> Any:  # type: ignore[no-redef
     (``webdataset.__wds__``, the ``wds`` logger, one stderr line when
     ``verbose``); ``wds_core.dropin.uninstall()`` undoes it.
     """
-    names = globals()
-    return _dropin.install({name: names[name] if name in names else __getattr__(name) for name in __all__}, verbose)
+    this = sys.modules[__name__]  # by attribute: the names __all__ has from wds_core's __getattr__ too
+    return _dropin.install({name: getattr(this, name) for name in __all__}, verbose)

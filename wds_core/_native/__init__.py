@@ -8,9 +8,10 @@ otherwise; each has a Python twin with the same results, which the tests compare
   above reach through ``sigbus_guard.h``;
 * ``jpegregion`` -- decoding a region of a JPEG with libjpeg-turbo (:mod:`wds_core.fieldcodecs.jpeg`).
 
-``WDS_PURE_PYTHON=1`` leaves all of them unused; ``WDS_TARSCAN=python``, ``WDS_GROUPFAST=python`` and
-``WDS_JPEG=pillow`` turn off one each.  :func:`native_status` says which are built and which are used.  This
-package lies below every other: it imports nothing of wds_core.
+``WDS_PURE_PYTHON=1`` leaves all of them unused; ``WDS_TARSCAN=python`` and ``WDS_GROUPFAST=python`` turn off
+one each (:func:`load` reads them all).  Whether JPEG regions are decoded also follows the JPEG decoder chosen
+(``WDS_JPEG``, ``set_jpeg_decoder``: :func:`wds_core.fieldcodecs.jpeg.region_decoding`).  :func:`native_status`
+says which are built and which are loaded.  This package lies below every other: it imports nothing of wds_core.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ from typing import Any
 __all__ = ["HELPERS", "load", "native_status", "pure_python"]
 
 HELPERS = ("tarscan", "groupfast", "mapcopy", "sigbus_guard", "jpegregion")
-_SWITCHES = {"tarscan": ("WDS_TARSCAN", "python"), "groupfast": ("WDS_GROUPFAST", "python"),
-             "jpegregion": ("WDS_JPEG", "pillow")}  # fmt: skip
+_SWITCHES = {"tarscan": ("WDS_TARSCAN", "python"), "groupfast": ("WDS_GROUPFAST", "python")}  # helper: (name, off)
 
 
 def pure_python() -> bool:
@@ -39,21 +39,24 @@ def _import(name: str) -> ModuleType | None:
         return None
 
 
+def _turned_off(name: str) -> bool:
+    switch = _SWITCHES.get(name)
+    return pure_python() or (switch is not None and os.environ.get(switch[0], "").lower() == switch[1])
+
+
 def load(name: str) -> ModuleType | None:
-    """The compiled helper ``name`` (one of :data:`HELPERS`), or ``None`` when it was not built or
-    ``WDS_PURE_PYTHON=1`` (its own switch is its user's to read)."""
+    """The compiled helper ``name`` (one of :data:`HELPERS`), or ``None`` when it was not built or is turned off
+    (``WDS_PURE_PYTHON=1``, or its own switch)."""
     if name not in HELPERS:
         raise ValueError(f"no compiled helper {name!r}; they are {', '.join(HELPERS)}")
-    return None if pure_python() else _import(name)
+    return None if _turned_off(name) else _import(name)
 
 
 def native_status() -> dict[str, dict[str, Any]]:
-    """``{helper: {"built": bool, "used": bool}}``: whether each was built by the install, and whether this process
-    uses it (built, and turned off neither by ``WDS_PURE_PYTHON`` nor by its own switch)."""
+    """``{helper: {"built": bool, "used": bool}}``: whether each was built by the install, and whether :func:`load`
+    gives it in this process (built, and turned off neither by ``WDS_PURE_PYTHON`` nor by its own switch)."""
     status = {}
     for name in HELPERS:
         built = _import(name) is not None
-        switch = _SWITCHES.get(name)
-        off = pure_python() or (switch is not None and os.environ.get(switch[0], "").lower() == switch[1])
-        status[name] = {"built": built, "used": built and not off}
+        status[name] = {"built": built, "used": built and not _turned_off(name)}
     return status

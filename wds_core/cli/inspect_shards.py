@@ -130,12 +130,9 @@ def shuffle_lines(shuffled: dict[str, Any], shards: int, args: argparse.Namespac
     interleave = (f"read {lanes} shards at once with as many samples held: --interleave {lanes} "
                   f"--buffer {max(args.buffer - lanes, 1)} (WebDataset(..., interleave={lanes}))")  # fmt: skip
     mixing = shuffled.get("labels")
-    if mixing is not None and mixing["labels"] < 2:
-        lines.append(f"{mixing['field']} has one value in every sample: there is no label mix to measure")
-        mixing = None
-    elif mixing is not None and 2 * mixing["labels"] > shuffled["samples"]:
-        lines.append(f"{mixing['field']} has {mixing['labels']:,} values in {shuffled['samples']:,} samples: not a "
-                     "label whose mix says anything")  # fmt: skip
+    unusable = None if mixing is None else _no_label_mix(mixing, shuffled["samples"])
+    if unusable is not None:
+        lines.append(unusable)
         mixing = None
     if mixing is None:
         if args.interleave is None and shuffled["diversity_ratio"] < 0.8:
@@ -159,6 +156,16 @@ def shuffle_lines(shuffled: dict[str, Any], shards: int, args: argparse.Namespac
     else:
         lines.append(f"{mixing['field']} mixes as in a global shuffle")
     return lines
+
+
+def _no_label_mix(mixing: dict[str, Any], samples: int) -> str | None:
+    """Why a label field's mix says nothing (one value, or a value for about every sample), else ``None``."""
+    if mixing["labels"] < 2:
+        return f"{mixing['field']} has one value in every sample: there is no label mix to measure"
+    if 2 * mixing["labels"] > samples:
+        return (f"{mixing['field']} has {mixing['labels']:,} values in {samples:,} samples: not a label whose mix "
+                "says anything")  # fmt: skip
+    return None
 
 
 def _shuffle_report(
@@ -192,8 +199,9 @@ def _shuffle_report(
     if args.svg:
         from .shufflechart import shuffle_svg
 
+        drawn = mixing if mixing is not None and _no_label_mix(report["labels"], quality.samples) is None else None
         with open(args.svg, "w", encoding="utf-8") as out:
-            out.write(shuffle_svg(report, quality.distinct_by_batch, mixing))
+            out.write(shuffle_svg(report, quality.distinct_by_batch, drawn))
     return report
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import CheckpointError, SpecError
 from ..rng import fresh_seed
-from ..stages.batching import Batch
+from ..stages.batching import Batch, batches_of
 from ..stages.collate import default_collation_fn
 from ..state import RUN_HOOKS, Recipe, describe, stage_names
 from .run import (
@@ -149,7 +149,7 @@ class DataPipeline:
         batched = self.compose(Batch(batch_size, collation_fn, partial))
         n = self.items_per_epoch()
         if n is not None:
-            batches = -(-n // batch_size) if partial else n // batch_size
+            batches = batches_of(n, batch_size, partial)
             if batches == 0:
                 raise SpecError(
                     f"with_epoch({n}) is less than one batch of {batch_size}, and partial batches are dropped"

@@ -43,7 +43,7 @@ from .reading import ShardReadOptions
 __all__ = ["LANE_CHUNK", "LANE_RANGE", "InterleaveShards", "lane_ranges", "lane_read_ahead", "lanes_allowance"]
 
 LANE_CHUNK = 4096  # bytes a lane reads (or walks) at a time past its next sample: small members come together
-LANE_RANGE = 256 << 10  # the largest range a remote lane requests
+LANE_RANGE = 256 << 10  # the smallest range a remote lane requests (many lanes split the budget into these)
 _END = object()
 
 

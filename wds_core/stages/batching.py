@@ -15,10 +15,15 @@ from ..state import Recipe, RunContext, StageIterator, state_of, state_or_error
 from .collate import default_collation_fn
 from .shuffle import positive
 
-__all__ = ["Batch", "ReadAheadBatch", "Slice", "Unbatch"]
+__all__ = ["Batch", "ReadAheadBatch", "Slice", "Unbatch", "batches_of"]
 
 _READ_AHEAD_SNAPSHOT_EVERY = 1024
 _END = object()
+
+
+def batches_of(items: int, batchsize: int, partial: bool = True) -> int:
+    """How many batches of ``batchsize`` ``items`` make: a short last one counts with ``partial``."""
+    return -(-items // batchsize) if partial else items // batchsize
 
 
 class Batch(Recipe):

@@ -21,8 +21,6 @@ __all__ = ["MAP_FILES", "SCAN", "compiled_walk", "file_size", "mapped_file", "wa
 
 def _load() -> Callable[..., int] | None:
     """The C walk of plain regular members (tarscan.c), unless it was not built or ``WDS_TARSCAN=python``."""
-    if os.environ.get("WDS_TARSCAN", "").lower() == "python":
-        return None
     module = load("tarscan")
     return None if module is None else module.scan
 
