@@ -12,7 +12,7 @@ from .handlers import Handler, reraise_exception
 from .io.cache import ShardCache
 from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
-from .io.storage_config import options_over
+from .io.storage import Storage
 from .pipeline.datapipeline import DataPipeline
 from .pipeline.fluid import FluidInterface
 from .pipeline.mixing import Mix
@@ -92,7 +92,7 @@ class WebDataset(DataPipeline, FluidInterface):
         empty_check: bool = True,
         verbose: bool = False,
         seed: int | None = None,
-        storage_options: dict | None = None,
+        storage_options: Storage | dict | None = None,
         cache_local: bool = False,
         retry: RetryPolicy | None = None,
         balanced: str | None = None,
@@ -110,9 +110,9 @@ class WebDataset(DataPipeline, FluidInterface):
             cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
         from .sources.specfile import is_spec
 
+        storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)
         reading = ShardReadOptions(
-            handler, select_files, rename_files, storage_options, cache, retry, read_ahead=read_ahead,
-            zero_copy=zero_copy, local_path=True,
+            handler, select_files, rename_files, storage, zero_copy=zero_copy, local_path=True
         )  # fmt: skip
         if interleave is not None and (is_spec(urls) or isinstance(urls, str) and urls.endswith("/")):
             raise SpecError("interleave= reads a list of shards; a dataset-spec file or a folder has no such list")
@@ -154,7 +154,7 @@ class WebDataset(DataPipeline, FluidInterface):
             if workersplitter is not None:
                 self.append(workersplitter)
         if isinstance(shards, SimpleShardList) and handler is reraise_exception:
-            shards.check_local, shards.check_local_options = True, storage_options
+            shards.check_local, shards.check_local_storage = True, storage
         self.nshards = len(shards.urls)
         self.append(
             TarfileToSamples.from_options(reading) if interleave is None else InterleaveShards(interleave, reading)
@@ -193,13 +193,13 @@ def spec_mix(
     ``storage_options`` over its ``storage_options``); ``splitters`` split each
     source's shards by node and worker.
     """
-    sources, options = load_spec(spec, allow_pipe, reading.storage_options)
+    sources, options = load_spec(spec, allow_pipe, reading.storage)
     datasets = []
     for i, source in enumerate(sources):
         sub_seed = None if seed is None else derive_seed(seed, "source", i)
         stages: list[Any] = [SourceShards(source, sub_seed, shuffle)]
         stages += [s for s in splitters if s is not None]
-        here = reading.with_storage(options_over(reading.storage_options, source.storage_options, source.urls))
+        here = reading.with_storage(reading.storage.with_options(source.storage_options, source.urls))
         stages.append(TarfileToSamples.from_options(here))
         if source.extensions:
             stages.append(Extensions(source.extensions, reading.handler))

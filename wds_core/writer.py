@@ -27,7 +27,7 @@ from .errors import EncodingError, ShardOpenError, SpecError
 from .fieldcodecs import FieldEncoder
 from .io.locks import PatternLock
 from .io.sinks import CommitOnExit, ShardSink
-from .io.storage import create_shard, local_path
+from .io.storage import Storage, local_path
 from .tar.tarindex import ShardIndex
 from .tar.tarwrite import MemberPacker, end_of_archive
 
@@ -146,7 +146,7 @@ class TarWriter(CommitOnExit):
         group: str = "",
         keep_meta: bool = False,
         allow_pickle: bool = False,
-        storage_options: dict | None = None,
+        storage_options: Storage | dict | None = None,
         format: Any = None,
     ) -> None:
         if format not in (None, tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
@@ -157,7 +157,7 @@ class TarWriter(CommitOnExit):
         self._packer = MemberPacker(mtime=int(mtime), mode=mode, uid=uid, gid=gid, uname=user, gname=group)
         kind = _compression(dest, compress)
         self.keep_meta = keep_meta
-        sink = create_shard(dest, storage_options)
+        sink = Storage.of(storage_options).create(dest)
         self.url = sink.url
         self._sink: Any = _Compressed(sink, kind) if kind else sink
         self._pending: list[Any] = []

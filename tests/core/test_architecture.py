@@ -311,3 +311,39 @@ def test_no_module_writes_a_pipelines_private_fields():
                     if not (isinstance(attribute.value, ast.Name) and attribute.value.id in ("self", "cls")):
                         written.append((module, attribute.attr))
     assert [use for use in written if use[1] in ("_run", "_pending", "_elastic")] == []
+
+
+# Where storage_options= is accepted: the public entry points, each turning it into one Storage at once.  Inside,
+# code takes a Storage (``storage``), never loose option dicts.
+STORAGE_ENTRY_POINTS = {
+    "wds_core.dataset": {"__init__"},  # WebDataset
+    "wds_core.indexed.dataset": {"__init__"},  # ShardListDataset
+    "wds_core.sources.reader": {"__init__", "tarfile_to_samples"},  # the shard-reading stage
+    "wds_core.sources.recordstreams": {"__init__", "cbors_to_samples", "msgpacks_to_samples"},  # and its writers
+    "wds_core.sources.specfile": {"load_spec"},
+    "wds_core.sources.descriptor": {"load_descriptor"},
+    "wds_core.writer": {"__init__"},  # TarWriter (ShardWriter passes it on)
+    "wds_core.tools.parallel": {"map_shards"},
+    "wds_core.io.storage": {"of", "open_shard", "open_random_access", "create_shard", "read_bytes"},
+    "wds_core.dropin.gopen": {"gopen", "_gopen_storage"},  # webdataset's signatures
+    "wds_core.dropin.tariterators": {"url_opener"},
+    "wds_core.dropin.writer": {"__init__"},
+}
+
+
+def storage_option_parameters() -> list[tuple[str, str]]:
+    found = []
+    for module, (_, tree) in ALL.items():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args.args + node.args.kwonlyargs + node.args.posonlyargs
+                if any(a.arg == "storage_options" for a in arguments):
+                    found.append((module, node.name))
+    return found
+
+
+def test_only_the_entry_points_take_storage_options():
+    found = storage_option_parameters()
+    inside = [(m, f) for m, f in found if f not in STORAGE_ENTRY_POINTS.get(m, ())]
+    assert not inside, f"take a Storage instead of storage_options: {inside}"
+    assert len(found) <= 22, f"{len(found)} declarations of storage_options"

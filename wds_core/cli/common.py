@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..io.storage import Storage
 
 __all__ = ["md5_of", "subcommand"]
 
 
-def md5_of(url: str, storage_options: dict | None = None) -> str:
-    """The md5sum of the object at ``url`` (every byte is read), as descriptors record it."""
-    from ..io.storage import open_shard
+def md5_of(url: str, storage: Storage | None = None) -> str:
+    """The md5sum of the object at ``url`` (every byte is read, through ``storage``), as descriptors record it."""
+    from ..io.storage import Storage
 
     digest = hashlib.md5()
-    with open_shard(url, storage_options) as stream:
+    with (storage or Storage()).open(url) as stream:
         while chunk := stream.read(1 << 22):
             digest.update(chunk)
     return digest.hexdigest()

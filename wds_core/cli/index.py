@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import ShardOpenError, WdsError
 from ..indexed.dataset import ShardListDataset
 from ..io.shardnames import shard_names
-from ..io.storage import local_path, open_random_access
+from ..io.storage import Storage, local_path
 from ..io.urls import expand_urls
 from ..sources.counts import write_counts
 from ..sources.descriptor import load_descriptor
@@ -52,36 +52,38 @@ __all__ = ["add_parser"]
 _CHUNK = 16  # shards per task: one hand-over per small shard cost more than indexing it
 
 
-def _size(url: str, storage_options: dict | None) -> int:
+def _size(url: str, storage: Storage) -> int:
     path = local_path(url)
     if path is not None:
         return os.path.getsize(path)
-    shard = open_random_access(url, storage_options)
+    shard = storage.random_access(url)
     shard.close()
     return shard.size
 
 
 def index_entry(
-    url: str, sidecar: bool = True, md5: bool = False, resume: bool = False, storage_options: dict | None = None
+    url: str, sidecar: bool = True, md5: bool = False, resume: bool = False, storage: Storage | None = None
 ) -> dict[str, Any]:
     """One shard's descriptor entry; its ``<shard>.idx`` sidecar written (atomically) beside it, local or remote.
 
-    With ``resume``, an up-to-date sidecar (same size) is taken instead of walking the shard again.
+    With ``resume``, an up-to-date sidecar (same size) is taken instead of walking the shard again.  Everything
+    is read and written through ``storage`` (default: the options the command registered).
     """
+    storage = storage or Storage()
     stored = None
     if resume:
-        stored = stored_index(url, _size(url, storage_options), storage_options)
-    index = stored if stored is not None else index_shard(url, storage_options, fresh=True)
+        stored = stored_index(url, _size(url, storage), storage)
+    index = stored if stored is not None else index_shard(url, storage, fresh=True)
     if sidecar and stored is None:
         try:
-            index.save(url + ".idx", storage_options)
+            index.save(url + ".idx", storage)
         except (OSError, WdsError) as exn:
             raise ShardOpenError(
                 f"cannot write its sidecar {url}.idx (--no-sidecar writes none): {exn}", url=url
             ) from None
     entry: dict[str, Any] = {"url": url, "nsamples": len(index), "filesize": index.size}
     if md5:
-        entry["md5sum"] = md5_of(url)
+        entry["md5sum"] = md5_of(url, storage)
     return entry
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..io.secure import check_allowed, secure_mode, verify_opened
-from ..io.storage import OPENERS, create_shard, local_path, open_shard, register_opener
+from ..io.storage import OPENERS, Storage, local_path, open_shard, register_opener
 from ..io.storage_config import rewrite_url as _rewrite
 
 __all__ = [
@@ -119,10 +119,10 @@ class Pipe:
 class _Writer(io.RawIOBase):
     """A shard sink as a binary file: ``close()`` commits; ``__exit__`` after an exception aborts."""
 
-    def __init__(self, url: str, storage_options: dict | None) -> None:
+    def __init__(self, url: str, storage: Storage) -> None:
         super().__init__()
         self.name = url
-        self._sink = create_shard(url, storage_options)
+        self._sink = storage.create(url)
 
     def writable(self) -> bool:
         return True
@@ -165,15 +165,17 @@ def gopen_pipe(url: str, mode: str = "rb", bufsize: int = 8192) -> Any:
     _checked(url, "read" if mode.startswith("r") else "write")
     if mode.startswith("r"):
         return open_shard(url, rewritten=True)
-    return _Writer(url, None)
+    return _Writer(url, Storage())
 
 
-def _gopen_storage(url: str, mode: str = "rb", bufsize: int = 8192, storage_options: dict | None = None) -> Any:
+def _gopen_storage(
+    url: str, mode: str = "rb", bufsize: int = 8192, storage_options: Storage | dict | None = None
+) -> Any:
     """Any URL through wds's storage layer (fsspec for remote ones): read, or written atomically."""
     if mode.startswith("r"):
         return open_shard(url, storage_options)
     _checked(url, "write")
-    return _Writer(url, storage_options)
+    return _Writer(url, Storage.of(storage_options))
 
 
 gopen_curl = gopen_gsutil = gopen_htgs = gopen_hf = _gopen_storage
@@ -256,7 +258,9 @@ def _checked(url: str, action: str) -> None:
         raise
 
 
-def gopen(url: str, mode: str = "rb", bufsize: int = 8192, storage_options: dict | None = None, **kw: Any) -> Any:
+def gopen(
+    url: str, mode: str = "rb", bufsize: int = 8192, storage_options: Storage | dict | None = None, **kw: Any
+) -> Any:
     """Open ``url`` for reading (``"rb"``, ``"r"``) or writing (``"wb"``, ``"w"``); text modes take ``encoding=``.
 
     Registered scheme openers get ``(url, mode, bufsize, **kw)``; wds's own
@@ -286,7 +290,7 @@ def gopen(url: str, mode: str = "rb", bufsize: int = 8192, storage_options: dict
         elif binary == "rb":  # local, pipe: and fsspec URLs: the storage layer's streams, which rewrite once
             stream = open_shard(target, storage_options, rewritten=True)
         else:
-            stream = _Writer(target, storage_options)
+            stream = _Writer(target, Storage.of(storage_options))
     if encoding is None:
         return stream
     return io.TextIOWrapper(stream if isinstance(stream, io.IOBase) else _Buffered(stream), encoding=encoding)

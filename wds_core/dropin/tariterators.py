@@ -32,7 +32,7 @@ import braceexpand
 from ..errors import SampleError
 from ..grouping import is_meta, split_key
 from ..handlers import Handler, reraise_exception
-from ..io.storage import open_shard
+from ..io.storage import Storage
 from ..sources.reader import TarfileToSamples, tarfile_to_samples
 from ..tar.tario import iter_members, open_decompressed
 
@@ -75,17 +75,18 @@ def shardlist(urls: str | list[str], *, shuffle: bool = False) -> Iterator[dict[
 
 
 def url_opener(
-    data: Iterable[Any], handler: Handler = reraise_exception, storage_options: dict | None = None, **kw: Any
+    data: Iterable[Any], handler: Handler = reraise_exception, storage_options: Storage | dict | None = None, **kw: Any
 ) -> Iterator[dict[str, Any]]:
     """Add ``"stream"`` (an open binary stream) to each ``{"url": ...}`` item; failures go to ``handler``.
 
     ``kw`` are webdataset's ``gopen`` options (``bufsize``...): accepted and ignored, as wds opens shards
     unbuffered with its own read-ahead.
     """
+    storage = Storage.of(storage_options)
     for item in data:
         sample = dict(item) if isinstance(item, dict) else {"url": item}
         try:
-            sample["stream"] = open_shard(sample["url"], storage_options)
+            sample["stream"] = storage.open(sample["url"])
         except Exception as exn:
             if handler(exn):
                 continue

@@ -16,6 +16,7 @@ import numpy as np
 from ..fieldcodecs import FieldEncoder, encode_image
 from ..fieldcodecs.encoders import ENCODERS
 from ..fieldcodecs.tenbin import encode_buffer
+from ..io.storage import Storage
 from ..writer import ShardWriter
 from ..writer import TarWriter as _CoreTarWriter
 from ._refuse import refused_function
@@ -61,7 +62,7 @@ class TarWriter(_CoreTarWriter):
         format: Any = None,
         *,
         allow_pickle: bool = False,
-        storage_options: dict | None = None,
+        storage_options: Storage | dict | None = None,
     ) -> None:
         super().__init__(
             fileobj, encoder=encoder, compress=compress, mtime=0 if mtime is None else mtime, mode=mode,

@@ -74,7 +74,7 @@ class ShardListDataset:
         *,
         cache_dir: str | os.PathLike | None = None,
         cache_size: int | None = None,
-        storage_options: dict | None = None,
+        storage_options: Storage | dict | None = None,
         remote: str = "ranges",
         decode: Any = None,
         transformations: Iterable[Callable[[dict], Any]] = (),

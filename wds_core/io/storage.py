@@ -38,7 +38,7 @@ from .retries import DEFAULT_RETRY, RetryPolicy
 from .secure import check_allowed
 from .shardsink import ShardSink
 from .sinks import StreamSink
-from .storage_config import StorageOptions, options_for, registered, rewrite_url
+from .storage_config import StorageOptions, options_for, options_over, registered, rewrite_url
 
 __all__ = [
     "OPENERS",
@@ -97,6 +97,17 @@ class Storage:
         if isinstance(storage_options, Storage):
             return replace(storage_options, **settings) if settings else storage_options
         return cls(storage_options, **settings)
+
+    def with_options(self, options: dict[str, Any] | None, urls: list[str]) -> Storage:
+        """This context with ``options`` over its own for the URLs ``urls`` (a dataset-spec source's own
+        ``storage_options``, which apply to its shards only)."""
+        if options is None:
+            return self
+        return replace(self, options=StorageOptions(options_over(self.options, options, urls) or {}))
+
+    def with_read_ahead(self, plan: ReadAhead) -> Storage:
+        """This context with another read-ahead plan."""
+        return replace(self, read_ahead=plan)
 
     def __getstate__(self) -> dict[str, Any]:
         mine = registered()
@@ -180,6 +191,24 @@ class Storage:
         """The whole object at ``url``, opened as shards are (rewrites, storage options, retries)."""
         with self.open(url) as stream:
             return bytes(stream.read())
+
+    def write_bytes(self, url: str, data: bytes) -> None:
+        """Write a whole (small) object, atomically: a local path through a temporary file renamed into place,
+        a URL through :meth:`create` (never half an object)."""
+        local = local_path(url)
+        if local is not None:
+            partial = f"{local}.{os.getpid()}.partial"
+            with open(partial, "wb") as out:
+                out.write(data)
+            os.replace(partial, local)
+            return
+        sink = self.create(url)
+        try:
+            sink.write(data)
+        except BaseException:
+            sink.abort()
+            raise
+        sink.commit()
 
 
 def open_shard(

@@ -62,11 +62,11 @@ def _same_shard(url: str) -> str:
 class SampleCounts:
     """Shards' sample counts from a wids descriptor (path or URL), a counts file or a dict, read once per process."""
 
-    def __init__(self, source: Any, storage_options: Storage | dict | None = None) -> None:
+    def __init__(self, source: Any, storage: Storage | None = None) -> None:
         if not isinstance(source, (str, os.PathLike, dict)):
             raise SpecError(f"sample_counts is a descriptor's path or URL or a dict, got {type(source).__name__}")
         self.source = os.fspath(source) if isinstance(source, os.PathLike) else source
-        self.storage_options = storage_options
+        self.storage = storage
         self._counts: dict[str, int] | None = None
         self._sizes: dict[str, int] = {}  # a descriptor's filesize entries: no size request per shard
         self._by_position: ShardCounts | None = None
@@ -78,7 +78,7 @@ class SampleCounts:
     def by_position(self, names: Sequence[str]) -> ShardCounts:
         """The counts file, checked to describe ``names`` (the shard list in its spec order)."""
         if self._by_position is None:
-            self._by_position = ShardCounts(str(self.source), self.storage_options)
+            self._by_position = ShardCounts(str(self.source), self.storage)
         self._by_position.check(names)
         return self._by_position
 
@@ -92,7 +92,7 @@ class SampleCounts:
             else:
                 from .descriptor import load_descriptor
 
-                rows = load_descriptor(self.source, self.storage_options)["shardlist"]
+                rows = load_descriptor(self.source, self.storage)["shardlist"]
             counts = {}
             for row in rows:
                 key, n = _same_shard(row["url"]), row["nsamples"]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ..io.storage import Storage, create_shard, local_path, read_bytes
+from ..io.storage import Storage
 
 __all__ = ["COUNTS_FORMAT", "ShardCounts", "write_counts"]
 
@@ -58,33 +58,19 @@ def counts_bytes(urls: Sequence[str], counts: Any, sizes: Any = None) -> bytes:
 
 
 def write_counts(
-    path: str, urls: Sequence[str], counts: Any, sizes: Any = None, storage_options: Storage | dict | None = None
+    path: str, urls: Sequence[str], counts: Any, sizes: Any = None, storage: Storage | None = None
 ) -> None:
     """Write the counts file of ``urls`` (local or any URL the storage layer writes, atomically)."""
-    data = counts_bytes(urls, counts, sizes)
-    local = local_path(path)
-    if local is not None:
-        partial = f"{local}.{os.getpid()}.partial"
-        with open(partial, "wb") as out:
-            out.write(data)
-        os.replace(partial, local)
-        return
-    sink = create_shard(path, storage_options)
-    try:
-        sink.write(data)
-    except BaseException:
-        sink.abort()
-        raise
-    sink.commit()
+    (storage or Storage()).write_bytes(path, counts_bytes(urls, counts, sizes))
 
 
 class ShardCounts:
     """A counts file, read (once) from a path or URL: ``counts``, ``sizes`` (or None) by spec position."""
 
-    def __init__(self, source: str, storage_options: Storage | dict | None = None) -> None:
+    def __init__(self, source: str, storage: Storage | None = None) -> None:
         self.source = source
         try:
-            with np.load(io.BytesIO(read_bytes(source, storage_options)), allow_pickle=False) as arrays:
+            with np.load(io.BytesIO((storage or Storage()).read_bytes(source)), allow_pickle=False) as arrays:
                 meta = json.loads(arrays["meta"].tobytes())
                 self.counts = arrays["counts"].astype(np.int64)
                 self.sizes = arrays["sizes"] if "sizes" in arrays.files else None

@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from ..errors import SpecError
-from ..io.storage import Storage, read_bytes
+from ..io.storage import Storage
 from ..io.urls import folder_of, join_url, url_joiner
 
 __all__ = ["load_descriptor", "resolve_descriptor"]
@@ -55,9 +55,10 @@ def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[s
 
 
 def resolve_descriptor(
-    body: dict[str, Any], location: str | None = None, storage_options: Storage | dict | None = None
+    body: dict[str, Any], location: str | None = None, storage: Storage | None = None
 ) -> dict[str, Any]:
-    """A descriptor with every shard URL resolved and nested datasets flattened into ``shardlist``."""
+    """A descriptor with every shard URL resolved and nested datasets flattened into ``shardlist``; the
+    descriptors it references are read through ``storage``."""
     where = location or "dataset descriptor"
     if not isinstance(body, dict):
         raise SpecError(f"{where}: a descriptor is a JSON object, got {type(body).__name__}")
@@ -76,7 +77,7 @@ def resolve_descriptor(
         source, sub_folder = component.get("source_url"), folder
         if source is not None:
             source = join_url(folder, str(source))
-            component = json.loads(read_bytes(source, storage_options))
+            component = json.loads((storage or Storage()).read_bytes(source))
             if "source_url" in component:
                 raise SpecError(f"{source}: a referenced descriptor may not reference another one")
             sub_folder = folder_of(source)
@@ -94,12 +95,15 @@ def resolve_descriptor(
 def load_descriptor(source: Any, storage_options: Storage | dict | None = None) -> dict[str, Any]:
     """Read (when ``source`` is a path, URL or open file) and resolve a wids v1 descriptor.
 
+    ``storage_options``: a :class:`~wds_core.io.storage.Storage`, or the explicit options of one.
+
     Relative shard URLs of a descriptor read from an open file resolve against
     the file's folder when it has a ``name`` that is a path, else against the
     current directory.
     """
+    storage = Storage.of(storage_options)
     if isinstance(source, dict):
-        return resolve_descriptor(source, None, storage_options)
+        return resolve_descriptor(source, None, storage)
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
         where = name if isinstance(name, str) and os.path.isfile(name) else None
@@ -107,9 +111,9 @@ def load_descriptor(source: Any, storage_options: Storage | dict | None = None) 
             body = json.loads(source.read())
         except ValueError as exn:
             raise SpecError(f"{name or 'the stream'}: not a JSON dataset descriptor: {exn}") from None
-        return resolve_descriptor(body, where, storage_options)
+        return resolve_descriptor(body, where, storage)
     try:
-        body = json.loads(read_bytes(source, storage_options))
+        body = json.loads(storage.read_bytes(source))
     except (OSError, ValueError) as exn:
         raise SpecError(f"{source}: cannot read the dataset descriptor: {exn}") from None
-    return resolve_descriptor(body, source, storage_options)
+    return resolve_descriptor(body, source, storage)

@@ -96,10 +96,9 @@ class InterleaveShards(Recipe):
         options = options or ShardReadOptions()
         self.lanes = lanes
         self.seed = seed
-        self.plan = options.read_ahead or ReadAhead()
-        self.reader = TarfileToSamples.from_options(
-            dataclasses.replace(options, read_ahead=lane_read_ahead(self.plan, lanes))
-        )
+        self.plan = options.storage.read_ahead
+        lane_plan = lane_read_ahead(self.plan, lanes)
+        self.reader = TarfileToSamples.from_options(options.with_storage(options.storage.with_read_ahead(lane_plan)))
 
     def stage_name(self) -> str:
         return "tarfile_to_samples"

@@ -23,7 +23,7 @@ from ..io.cache import ShardCache
 from ..io.local import file_descriptor, map_whole
 from ..io.readahead import Allowance, ReadAhead
 from ..io.remote import RetryPolicy
-from ..io.storage import remote_url, url_of
+from ..io.storage import Storage, remote_url, url_of
 from ..limits import DecodeLimits
 from ..state import BalancedPart, RunContext, StageIterator, implements, upstream_of
 from ..tar.resume import skip_to
@@ -77,7 +77,7 @@ class TarfileToSamples(ShardReading):
         handler: Handler = reraise_exception,
         select_files: Callable[[str], bool] | None = None,
         rename_files: Callable[[str], str] | None = None,
-        storage_options: dict | None = None,
+        storage_options: Storage | dict | None = None,
         cache: ShardCache | None = None,
         retry: RetryPolicy | None = None,
         limits: Any = None,
@@ -90,23 +90,15 @@ class TarfileToSamples(ShardReading):
         self.rename_files = rename_files
         self.zero_copy = bool(zero_copy)
         self.local_path = bool(local_path)  # samples say where their shard is on this machine (WebDataset's)
-        self._set_storage(storage_options, cache, retry, limits, read_ahead)
+        self._set_storage(Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead), limits)
 
     @classmethod
     def from_options(cls, options: ShardReadOptions) -> TarfileToSamples:
         """The stage reading shards as ``options`` say."""
         return cls(
-            options.handler,
-            options.select_files,
-            options.rename_files,
-            options.storage_options,
-            options.cache,
-            options.retry,
-            options.limits,
-            options.read_ahead,
-            options.zero_copy,
-            options.local_path,
-        )
+            options.handler, options.select_files, options.rename_files, options.storage, limits=options.limits,
+            zero_copy=options.zero_copy, local_path=options.local_path,
+        )  # fmt: skip
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
         return _TarSamplesIterator(src, self)
@@ -143,7 +135,7 @@ class ShardReader(StageIterator):
     starts (``-1`` once it is finished); restoring reopens that shard there.
     Subclasses define ``_items(stream, url, start)``, which yields the items of
     the shard from ``start`` and keeps ``self.offset`` current.  The recipe has
-    ``handler`` and ``storage_options``: a shard that cannot be opened or read
+    ``handler`` and ``storage`` (its :class:`~wds_core.io.storage.Storage`): a shard that cannot be opened or read
     goes to the handler (``True`` moves on to the next shard, ``False`` ends
     the stream), after the items read before the problem.
     """

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..handlers import Handler, reraise_exception
@@ -32,13 +32,12 @@ class ShardReadOptions:
     """How shards are opened and read into samples: what ``WebDataset(...)`` hands to the stages that read.
 
     ``handler`` for a shard that cannot be opened or read, ``select_files`` /
-    ``rename_files`` for its members, ``storage_options`` (flat or keyed by URL
-    prefix), the shard ``cache``, the remote ``retry`` policy and the ``limits``
+    ``rename_files`` for its members, the ``storage`` context (a
+    :class:`~wds_core.io.storage.Storage`: storage options, shard cache, remote
+    retry policy, how far ahead remote shards are requested) and the ``limits``
     on what one member and one sample may take
-    (:class:`~wds_core.fieldcodecs.limits.DecodeLimits` or a dict of some of
-    them; default: the configuration file's ``decode_limits``), and how far
-    ahead remote shards are requested (``read_ahead``, a
-    :class:`~wds_core.io.readahead.ReadAhead`).
+    (:class:`~wds_core.limits.DecodeLimits` or a dict of some of them; default:
+    the configuration file's ``decode_limits``).
 
     ``zero_copy=True`` hands out the members of local uncompressed shards as
     ``memoryview`` slices of the memory-mapped file instead of ``bytes``
@@ -59,22 +58,18 @@ class ShardReadOptions:
     handler: Handler = reraise_exception
     select_files: Callable[[str], bool] | None = None
     rename_files: Callable[[str], str] | None = None
-    storage_options: dict | None = None
-    cache: ShardCache | None = None
-    retry: RetryPolicy | None = None
+    storage: Storage = field(default_factory=Storage)
     limits: Any = None
-    read_ahead: ReadAhead | None = None
     zero_copy: bool = False
     local_path: bool = False
 
-    def with_storage(self, storage_options: dict | None) -> ShardReadOptions:
-        """The same options with other storage options."""
-        return replace(self, storage_options=storage_options)
+    def __post_init__(self) -> None:
+        if not isinstance(self.storage, Storage):
+            raise TypeError(f"storage must be a Storage, got {type(self.storage).__name__}")
 
-    @property
-    def storage(self) -> Storage:
-        """The storage context these options make."""
-        return Storage.of(self.storage_options, cache=self.cache, retry=self.retry, read_ahead=self.read_ahead)
+    def with_storage(self, storage: Storage) -> ShardReadOptions:
+        """The same options with another storage context."""
+        return replace(self, storage=storage)
 
 
 class ShardReading(Recipe):
@@ -93,17 +88,10 @@ class ShardReading(Recipe):
     handler: Handler
     storage: Storage
 
-    def _set_storage(
-        self,
-        storage_options: dict | None,
-        cache: ShardCache | None,
-        retry: RetryPolicy | None,
-        limits: Any = None,
-        read_ahead: ReadAhead | None = None,
-    ) -> None:
+    def _set_storage(self, storage: Storage, limits: Any = None) -> None:
         DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
         self.limits = limits  # resolved (over the configuration file) by each reader: ShardReader.limits
-        self.storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)
+        self.storage = storage
         self.stats: Counter[str] = Counter()
 
     @property

@@ -23,7 +23,7 @@ from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
 from ..io.remote import RetryPolicy
 from ..io.sinks import CommitOnExit
-from ..io.storage import create_shard
+from ..io.storage import Storage
 from ..limits import DecodeLimits
 from ..state import RunContext
 from ..tar.resume import skip_to
@@ -221,7 +221,7 @@ class RecordsToSamples(ShardReading):
         self,
         format: str = "cbor",
         handler: Handler = reraise_exception,
-        storage_options: dict | None = None,
+        storage_options: Storage | dict | None = None,
         cache: ShardCache | None = None,
         retry: RetryPolicy | None = None,
         limits: Any = None,
@@ -229,7 +229,7 @@ class RecordsToSamples(ShardReading):
         if format not in ("cbor", "msgpack"):
             raise ValueError(f"format must be 'cbor' or 'msgpack', got {format!r}")
         self.format, self.handler = format, handler
-        self._set_storage(storage_options, cache, retry, limits)
+        self._set_storage(Storage.of(storage_options, cache=cache, retry=retry), limits)
 
     def build(self, src: Any, ctx: RunContext) -> _RecordsIterator:
         return _RecordsIterator(src, self)
@@ -263,8 +263,8 @@ def msgpacks_to_samples(
 
 
 class _RecordWriter(CommitOnExit):
-    def __init__(self, dest: Any, storage_options: dict | None = None) -> None:
-        self._sink = create_shard(dest, storage_options)
+    def __init__(self, dest: Any, storage_options: Storage | dict | None = None) -> None:
+        self._sink = Storage.of(storage_options).create(dest)
         self.count = 0
         self.closed = False
 

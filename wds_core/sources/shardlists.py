@@ -15,7 +15,7 @@ import os
 import random
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from ..errors import CheckpointError, SpecError
 from ..io.shardnames import PermutedNames, shard_names
 from ..rng import Rng, derive_seed, fresh_seed
 from ..state import Recipe, RunContext, StageIterator
+
+if TYPE_CHECKING:
+    from ..io.storage import Storage
 
 __all__ = [
     "ResampledShards",
@@ -63,9 +66,9 @@ class SimpleShardList(Recipe):
 
     #: Whether the reader starts each epoch by checking that its local shards exist (``WebDataset`` with the
     #: default handler sets it: a missing one is then an error before any is read, not after the others were), and
-    #: the storage options that may rewrite their URLs.
+    #: the storage context whose rewrites apply to their URLs.
     check_local = False
-    check_local_options: Any = None
+    check_local_storage: Storage | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_permuted": None}  # workers compute it (the same) when they need it
@@ -105,7 +108,7 @@ class SimpleShardList(Recipe):
         return self._permuted[1]
 
 
-def _check_local_shards(urls: list[str], storage_options: Any) -> None:
+def _check_local_shards(urls: list[str], storage: Storage | None) -> None:
     """A :class:`ShardNotFoundError` naming the local shards of ``urls`` that do not exist (a ``stat`` each)."""
     from ..errors import ShardNotFoundError
     from ..io.local import local_path
@@ -113,7 +116,7 @@ def _check_local_shards(urls: list[str], storage_options: Any) -> None:
     from ..io.secure import check_allowed
     from ..io.storage import Storage
 
-    storage = Storage.of(storage_options)
+    storage = storage or Storage()
     missing = []
     for url in urls:
         if registered_scheme(url) is not None:
@@ -155,7 +158,7 @@ class ShardListIterator(StageIterator):
             self.checked = True
             urls = self.recipe.order(self.epoch)
             if isinstance(urls, list):  # not a lazy list of millions of names
-                _check_local_shards(urls, self.recipe.check_local_options)
+                _check_local_shards(urls, getattr(self.recipe, "check_local_storage", None))
 
     def rest(self) -> list[str]:
         """The URLs of the shards not yielded yet, as if they all were now (one list, named in bulk)."""

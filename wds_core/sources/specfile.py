@@ -39,7 +39,7 @@ from typing import Any
 from ..errors import SampleError, SpecError, install_hint
 from ..grouping import is_meta
 from ..handlers import Handler, reraise_exception
-from ..io.storage import read_bytes
+from ..io.storage import Storage
 from ..io.urls import expand_urls, folder_of, join_url
 from ..rng import Rng, derive_seed
 from ..stages.mapping import PerSample
@@ -160,13 +160,13 @@ def _source(entry: Any, index: int, base: str | None, prefix: str, buckets: str,
 
 
 def load_spec(
-    spec: Any, allow_pipe: bool = False, storage_options: dict | None = None
+    spec: Any, allow_pipe: bool = False, storage_options: Storage | dict | None = None
 ) -> tuple[list[Source], dict[str, Any]]:
     """The sources of a spec file, path, URL or parsed dict, and its top-level options."""
     base = None
     if isinstance(spec, str):
         base = folder_of(spec)
-        spec = _parse(read_bytes(spec, storage_options), spec)
+        spec = _parse(Storage.of(storage_options).read_bytes(spec), spec)
     if isinstance(spec, list):
         spec = {"datasets": spec}
     if not isinstance(spec, dict):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
 from ..io.decompress import is_compressed
 from ..io.remote import RetryPolicy
-from ..io.storage import RandomAccess, Storage, create_shard, local_path, open_random_access, read_bytes
+from ..io.storage import RandomAccess, Storage
 from ..limits import DecodeLimits
 from .headers import (
     BLOCK,
@@ -181,22 +181,10 @@ class ShardIndex:
         except (ValueError, KeyError, TypeError, AttributeError) as exn:
             raise TarFormatError(f"not a usable shard index: {exn}", url=where) from None
 
-    def save(self, path: str, storage_options: Storage | dict | None = None) -> None:
-        """Write to a local path or any URL the storage layer writes, atomically (never half an index)."""
-        local = local_path(path)
-        if local is None:
-            sink = create_shard(path, storage_options)
-            try:
-                sink.write(self.to_json().encode())
-            except BaseException:
-                sink.abort()
-                raise
-            sink.commit()
-            return
-        partial = f"{local}.{os.getpid()}.partial"
-        with open(partial, "w") as out:
-            out.write(self.to_json())
-        os.replace(partial, local)
+    def save(self, path: str, storage: Storage | None = None) -> None:
+        """Write to a local path or any URL the storage layer writes (through ``storage``), atomically (never half
+        an index)."""
+        (storage or Storage()).write_bytes(path, self.to_json().encode())
 
 
 def _check_rows(rows: list[tuple[str, int, int, int]], size: int) -> None:
@@ -225,14 +213,14 @@ def _sample_starts(members: list[tuple[str, int, int, int]]) -> list[int]:
 
 
 def stored_index(
-    url: str, size: int, storage_options: Storage | dict | None = None, cache_path: str | None = None
+    url: str, size: int, storage: Storage | None = None, cache_path: str | None = None
 ) -> ShardIndex | None:
     """An up-to-date stored index of the shard (``size`` bytes): its ``<url>.idx`` sidecar, else ``cache_path``."""
     for where in (url + ".idx", cache_path):
         if where is None:
             continue
         try:
-            text = read_bytes(where, storage_options)
+            text = (storage or Storage()).read_bytes(where)
         except (OSError, ShardNotFoundError, ShardOpenError):
             continue
         index = ShardIndex.from_json(text, where)
@@ -243,7 +231,7 @@ def stored_index(
 
 def index_shard(
     url: str,
-    storage_options: Storage | dict | None = None,
+    storage: Storage | None = None,
     *,
     fresh: bool = False,
     shard: RandomAccess | None = None,
@@ -254,7 +242,8 @@ def index_shard(
 ) -> ShardIndex:
     """The offset index of one shard: an up-to-date stored one (see :func:`stored_index`), or built.
 
-    ``size``, when known (a descriptor's ``filesize``), saves asking a remote
+    ``storage`` is the storage context of the shard and its sidecar (``retry``, when given, replaces its retry
+    policy).  ``size``, when known (a descriptor's ``filesize``), saves asking a remote
     store for it, and an up-to-date sidecar is then all that is read (one request).
     ``fresh`` always builds it.  ``shard`` is the shard already open for random
     access (:func:`~wds_core.io.storage.open_random_access`), else it is opened
@@ -262,18 +251,19 @@ def index_shard(
     built index is saved at ``cache_path`` when given (an unwritable cache only
     costs building it again).
     """
+    storage = Storage.of(storage, retry=retry)
     if size is not None and shard is None and not fresh:
-        index = stored_index(url, size, storage_options, cache_path)
+        index = stored_index(url, size, storage, cache_path)
         if index is not None:  # built from this very shard, so not a compressed one
             return index
         fresh = True  # nothing stored: not asked for twice
     opened = shard is None
     if shard is None:
-        shard = open_random_access(url, storage_options, retry, size=size)
+        shard = storage.random_access(url, size)
     try:
         if opened and is_compressed(shard.walk(0, 6)):
             raise ShardOpenError("the shard is compressed: an offset index needs an uncompressed tar", url=url)
-        index = None if fresh else stored_index(url, shard.size, storage_options, cache_path)
+        index = None if fresh else stored_index(url, shard.size, storage, cache_path)
         if index is None:
             index = ShardIndex.build(shard.walk, shard.size, url, limits)
             if cache_path is not None:

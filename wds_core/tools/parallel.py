@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecError, install_hint
+from ..io.storage import Storage
 from ..io.urls import expand_urls
 
 __all__ = ["JobLog", "ShardJobSummary", "dask_client", "map_shards", "output_names", "run_jobs"]
@@ -93,14 +94,9 @@ def output_names(inputs: list[str], outputs: Any) -> list[str]:
     return names
 
 
-def _complete(url: str, storage_options: dict | None) -> bool:
-    from ..io.storage import Storage
-
-    return Storage.of(storage_options).exists(url)
-
-
-def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: dict | None) -> tuple[int, int, float]:
-    """Read ``src``, apply ``fn``, write ``dst`` atomically: ``(samples in, samples out, seconds)``."""
+def process_shard(fn: Callable, per: str, src: str, dst: str, storage: Storage) -> tuple[int, int, float]:
+    """Read ``src``, apply ``fn``, write ``dst`` atomically, through ``storage``: ``(samples in, samples out,
+    seconds)``."""
     started = time.perf_counter()
     from ..dataset import WebDataset
     from ..io.storage import local_path
@@ -115,7 +111,7 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: d
 
     def samples() -> Iterable[dict[str, Any]]:
         for sample in WebDataset(
-            [src], nodesplitter=None, workersplitter=None, empty_check=False, storage_options=storage_options
+            [src], nodesplitter=None, workersplitter=None, empty_check=False, storage_options=storage
         ):
             counts[0] += 1
             yield sample
@@ -133,7 +129,7 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage_options: d
             else:
                 yield from out
 
-    with TarWriter(dst, storage_options=storage_options) as sink:
+    with TarWriter(dst, storage_options=storage) as sink:
         for sample in results():
             sink.write({k: v for k, v in sample.items() if k == "__key__" or not k.startswith("__")})
             counts[1] += 1
@@ -198,7 +194,7 @@ def map_shards(
     scheduler: str | None = None,
     retries: int = 2,
     overwrite: bool = False,
-    storage_options: dict | None = None,
+    storage_options: Storage | dict | None = None,
     progress: Callable[[ShardJobSummary], None] | None = None,
     log: str | os.PathLike | None = None,
     memory_limit: int | None = None,
@@ -213,11 +209,12 @@ def map_shards(
     urls = expand_urls(inputs) if isinstance(inputs, str) else [os.fspath(u) for u in inputs]
     names = output_names(urls, outputs)
     summary = ShardJobSummary(inputs=len(urls))
+    storage = Storage.of(storage_options)
     record = JobLog(log) if log is not None else None
     try:
         jobs = []
         for src, dst in zip(urls, names):
-            if not overwrite and (record.done(src, dst) if record else _complete(dst, storage_options)):
+            if not overwrite and (record.done(src, dst) if record else storage.exists(dst)):
                 summary.skipped.append(dst)
             else:
                 jobs.append((src, dst))
@@ -240,7 +237,7 @@ def map_shards(
             if progress is not None:
                 progress(summary)
 
-        work = functools.partial(process_shard, fn, per, storage_options=storage_options)  # work(src, dst)
+        work = functools.partial(process_shard, fn, per, storage=storage)  # work(src, dst)
         run_jobs(
             jobs,
             work,
