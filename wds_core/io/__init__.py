@@ -9,15 +9,17 @@ and each other.
 * :mod:`.storage` -- the storage context (:class:`Storage`): every URL rewritten,
   checked, cached and handed to its backend, for streaming (:func:`open_shard`),
   random access and writing (:func:`create_shard`);
-* :mod:`.backends` -- one backend per kind of URL behind one protocol, by scheme:
-  local (:mod:`.local`), ``-``, ``pipe:`` (:mod:`.pipes`), the remote engine,
-  registered openers and backends;
+* :mod:`.backends` -- one backend per kind of URL behind one protocol, found by scheme
+  (:func:`~.backends.route`): local files and ``-``, ``pipe:``, HTTP(S), S3, every
+  other fsspec filesystem, registered openers and backends; what was registered is
+  kept in one table (:mod:`.registry`);
 * :mod:`.storage_config` -- storage options and rewrites per URL prefix, from
   code, the environment or the config file;
-* :mod:`.remote` -- ranged, retried, resuming reads of remote objects;
+* :mod:`.remote` and :mod:`.readahead` -- the remote engine: ranged, retried,
+  resuming reads of remote objects, many ranges in flight on one I/O pool;
 * :mod:`.cache` -- the local shard cache;
 * :mod:`.decompress` -- gzip, bz2, xz and zstd shards by their magic bytes;
-* :mod:`.sinks` -- atomic shard destinations, local and remote;
+* :mod:`.sinks` -- atomic shard destinations: local files and streams (remote ones are their backends');
 * :mod:`.secure` -- secure mode: no commands, no local paths outside allowed roots, no pickles;
 * :mod:`.streams` -- the small stream base classes the others share.
 

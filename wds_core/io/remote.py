@@ -1,8 +1,9 @@
 """Reading remote shards by ranged reads that resume where they failed (the retries: :mod:`~wds_core.io.retries`).
 
 :func:`open_remote` returns a :class:`RangeStream`: the object is read as
-consecutive byte ranges (:func:`range_source`: straight from the I/O pool's
-threads for HTTP(S) and S3, else through fsspec), several requested at once while the reader parses
+consecutive byte ranges (requested by the object's backend's :class:`RangeSource`: straight from the I/O
+pool's threads for HTTP(S) and S3, else through fsspec; :mod:`~wds_core.io.backends`), several requested at
+once while the reader parses
 the current one (:mod:`~wds_core.io.readahead`), the first a small one so that
 parsing starts after one round trip, with the object's size looked up beside
 it.  A transient failure (connection reset or cut mid-range, timeout, HTTP
@@ -16,17 +17,15 @@ from __future__ import annotations
 import io
 import sys
 from collections import Counter
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
-from ..errors import ShardOpenError, install_hint, redact_url
-from .direct import FsspecSource, RangeSource, http_source
+from ..errors import ShardOpenError, redact_url
 from .readahead import READ_AHEAD, Allowance, RangeWindow, ReadAhead
 from .retries import (
     DEFAULT_RETRY,
     RetryPolicy,
     ShortRead,
     count,
-    cut_off,
     describe_error,
     is_transient,
     retry_stats,
@@ -34,72 +33,34 @@ from .retries import (
 )
 from .streams import ReadStream
 
-__all__ = ["RangeStream", "connect", "direct_source", "open_remote", "range_source", "reading_filesystem"]
+__all__ = ["RangeSource", "RangeStream", "open_remote"]
 # retries.py's names, where they were before it was split out
 __all__ += ["DEFAULT_RETRY", "RetryPolicy", "describe_error", "is_transient", "retry_stats", "with_retries"]
 
-# the packages a scheme's fsspec backend needs, and the extra that brings them
-_INSTALL_HINTS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
-_INSTALL_HINTS.update(http=("aiohttp", "http"), https=("aiohttp", "http"))
 
+class RangeSource(Protocol):
+    """How an object's ranges are requested: a backend makes one for each object it opens
+    (:meth:`~wds_core.io.backends.ranged.RangedBackend.source`)."""
 
-def filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
-    """The fsspec filesystem and path for ``url``; a missing backend names its install command."""
-    import fsspec
+    sizes_in_ranges: bool  # a range's answer says the object's size (no separate request needed for it)
 
-    protocol = url.split("://", 1)[0]
-    try:
-        fsspec.get_filesystem_class(protocol)
-    except (ValueError, ImportError) as exn:
-        hint = _INSTALL_HINTS.get(protocol)
-        extra = f"; install it with {install_hint(*hint)}" if hint else ""
-        raise ShardOpenError(f"no storage backend for {protocol}:// URLs ({exn}){extra}", url=url) from None
-    try:
-        return fsspec.core.url_to_fs(url, **options)
-    except (TypeError, ValueError, ImportError) as exn:
-        raise ShardOpenError(f"cannot set up storage for this URL: {describe_error(exn)}", url=url) from None
+    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
+        """Bytes ``[start, end)`` and the object's size if the response said it, within ``left`` seconds."""
+        ...
 
-
-def reading_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
-    """:func:`filesystem` for reading shards: the S3 backend's own retries off (the policy's are the only ones),
-    unless ``options`` set ``config_kwargs={"retries": ...}``."""
-    own = url.split("://", 1)[0] in ("s3", "s3a") and "retries" not in (options.get("config_kwargs") or {})
-    if own:
-        config = {**(options.get("config_kwargs") or {}), "retries": {"total_max_attempts": 1}}
-        options = {**options, "config_kwargs": config}
-    fs, path = filesystem(url, options)
-    if own and isinstance(getattr(fs, "retries", None), int):
-        fs.retries = 1  # s3fs's retry loop; this instance is wds's (its options differ from any other's)
-    return fs, path
-
-
-def connect(
-    url: str, options: dict[str, Any], retry: RetryPolicy, stats: Counter[str] | None = None, reading: bool = True
-) -> tuple[Any, str]:
-    """:func:`reading_filesystem` (or :func:`filesystem`) of ``url``, made as a request of the retry policy.
-
-    Some backends connect when they are made (``ftp://``, ``sftp://``): a
-    server that does not answer is then retried like any request, and with a
-    ``budget`` the attempt is given up when the budget is spent (it runs in a
-    thread that is left to the backend's own timeout), as a
-    :class:`ShardOpenError` naming the URL.
-    """
-    make = reading_filesystem if reading else filesystem
-
-    def attempt(left: float | None) -> tuple[Any, str]:
-        return cut_off(lambda: make(url, options), left, "connecting")  # type: ignore[no-any-return]
-
-    return with_retries("connect to the store", attempt, url, None, retry, stats)
+    def info(self, left: float | None) -> dict[str, Any]:
+        """``{"size": ..., "type": "file" | "directory"}`` of the object."""
+        ...
 
 
 def open_remote(
+    source: RangeSource,
     url: str,
-    options: dict[str, Any],
     retry: RetryPolicy = DEFAULT_RETRY,
     read_ahead: ReadAhead = READ_AHEAD,
     stats: Counter[str] | None = None,
 ) -> BinaryIO:
-    """Open a remote shard for reading (see the module doc).
+    """Read the remote object ``url`` (whose ranges ``source`` requests) as a stream (see the module doc).
 
     ``read_ahead`` says how many ranges of what size are requested at once
     (:class:`~wds_core.io.readahead.ReadAhead`): a small first range, so that
@@ -107,33 +68,8 @@ def open_remote(
     Nothing is requested before the first read.  Retries are counted in
     ``stats`` too (a reading stage's).
     """
-    stream = RangeStream(range_source(url, options, retry, stats), url, None, retry, read_ahead, stats)
+    stream = RangeStream(source, url, None, retry, read_ahead, stats)
     return stream  # type: ignore[return-value]
-
-
-def range_source(
-    url: str, options: dict[str, Any], retry: RetryPolicy, stats: Counter[str] | None = None
-) -> RangeSource:
-    """How ``url``'s ranges are requested: straight from the I/O pool's threads for HTTP(S) and S3
-    (:mod:`~wds_core.io.direct`), else through its fsspec filesystem (made with :func:`connect`)."""
-    source = direct_source(url, options, retry)
-    if source is not None:
-        return source
-    fs, path = connect(url, options, retry, stats)
-    return FsspecSource(fs, path, retry)
-
-
-def direct_source(url: str, options: dict[str, Any], retry: RetryPolicy) -> RangeSource | None:
-    """The source that reads ``url`` without fsspec's event loop (:mod:`~wds_core.io.direct`), or ``None`` when
-    fsspec should: another scheme, an option only fsspec's backend knows, or a retry budget on S3."""
-    scheme = url.split("://", 1)[0].lower()
-    if scheme in ("http", "https"):
-        return http_source(url, options, retry)
-    if scheme in ("s3", "s3a") and retry.budget is None:
-        from .s3direct import s3_source
-
-        return s3_source(url, options, retry)
-    return None
 
 
 class RangeStream(ReadStream):

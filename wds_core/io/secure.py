@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import SpecError, redact_url
-from .openers import registered_scheme
+from .registry import registered_scheme
 
 __all__ = [
     "DEFAULT_PROTOCOLS",
@@ -126,10 +126,15 @@ def _link_protocol(link: str) -> str:
     return link.lower() if link.replace("_", "").replace("-", "").isalnum() else "a local path"
 
 
-def check_allowed(url: Any, action: str = "read") -> None:
+_READ_IT = object()
+
+
+def check_allowed(url: Any, action: str = "read", opener: Any = _READ_IT) -> None:
     """Refuse ``url`` (after rewrites) in secure mode unless it is on the allowlist (see the module doc).
 
-    A local path is checked by name here; :func:`verify_opened` checks what was then opened.
+    A local path is checked by name here; :func:`verify_opened` checks what was then opened.  ``opener``: the
+    scheme of the registered opener that opens ``url`` as the storage layer read it
+    (:func:`wds_core.io.backends.route`), else it is read here.
     """
     if not secure_mode():
         return
@@ -140,7 +145,8 @@ def check_allowed(url: Any, action: str = "read") -> None:
     if url == "-":
         raise _refuse(action, "'-' (standard input/output)", "it reads and writes files and allowed URLs only")
     # a registered opener opens `mystore:/x` (no //) as its own, as it opens `mystore://x`: that is its protocol
-    opener = registered_scheme(url)
+    if opener is _READ_IT:
+        opener = registered_scheme(url)
     if "://" in url and not url.startswith("file://") or "::" in url or opener not in (None, "__default__"):
         allowed = secure_protocols() - {"file", "local"}  # local files are allowed by their roots, never by name
         protocols = {_link_protocol(link) for link in url.split("::")} if opener is None else {opener.lower()}

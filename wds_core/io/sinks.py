@@ -7,7 +7,7 @@ shard is written under a temporary name beside its destination and renamed
 into place by ``commit``, so a crash never leaves half a shard under the final
 name.  On object stores (S3, GCS, Azure...) the upload is completed by
 ``commit`` and cancelled by ``abort``, so the object appears only when whole
-(S3's in parts uploaded in parallel and retried: :mod:`~wds_core.io.uploads`);
+(S3's in parts uploaded in parallel and retried: :mod:`~wds_core.io.backends.s3upload`);
 other fsspec targets are written under a temporary name and moved into place.
 Remote destinations use the storage options that apply to their URL
 (:mod:`wds_core.io.storage_config`).
@@ -21,11 +21,8 @@ import secrets
 from typing import Any, BinaryIO
 
 from ..errors import ShardOpenError
-from .remote import filesystem
-from .retries import describe_error
 from .secure import verify_opened
 from .shardsink import ShardSink
-from .uploads import s3_upload
 
 __all__ = [
     "CommitOnExit",
@@ -34,8 +31,8 @@ __all__ = [
     "ShardSink",
     "StreamSink",
     "process_running",
-    "remote_sink",
     "stale_partials",
+    "temporary_name",
 ]
 
 
@@ -62,7 +59,7 @@ class CommitOnExit:
             self.abort()
 
 
-def _temporary_name(name: str) -> str:
+def temporary_name(name: str) -> str:
     """A hidden name beside ``name`` for the shard while it is written, unique to this writer."""
     return f".{name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
 
@@ -124,7 +121,7 @@ class LocalSink(ShardSink):
     def __init__(self, path: str, url: str) -> None:
         self.url, self.path = url, path
         folder, self.name = os.path.split(os.path.abspath(path))
-        self.partial_name = _temporary_name(self.name)
+        self.partial_name = temporary_name(self.name)
         self.partial = os.path.join(folder, self.partial_name)
         self.fd = self.folder_fd = -1
         try:
@@ -229,80 +226,3 @@ class OpenedSink(StreamSink):
 
     def abort(self) -> None:
         self.stream.close()
-
-
-# Object stores whose uploads become visible only when the file is closed (multipart or resumable upload)
-_UPLOAD_ON_CLOSE = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
-
-
-def _open_for_writing(fs: Any, path: str, url: str) -> Any:
-    try:
-        return fs.open(path, "wb")
-    except (OSError, ValueError) as exn:
-        raise _failure("create", exn, url) from None
-
-
-class _ObjectSink(ShardSink):
-    """An object-store upload: nothing is visible until ``commit`` completes it; ``abort`` cancels it."""
-
-    def __init__(self, url: str, fs: Any, path: str) -> None:
-        self.url = url
-        self.file = _open_for_writing(fs, path, url)
-        self.write = self.file.write  # type: ignore[method-assign, assignment]
-
-    def commit(self) -> None:
-        try:
-            self.file.close()
-        except OSError as exn:
-            raise _failure("finish", exn, self.url) from None
-
-    def abort(self) -> None:
-        try:
-            self.file.discard()
-        finally:
-            self.file.closed = True  # a later close() (e.g. by the garbage collector) must not complete the upload
-
-
-class _MoveSink(ShardSink):
-    """Other fsspec filesystems: write a temporary object beside the destination, then move it into place."""
-
-    def __init__(self, url: str, fs: Any, path: str) -> None:
-        self.url, self.fs, self.path = url, fs, path
-        head, _, name = path.rpartition("/")
-        self.temp = f"{head}/{_temporary_name(name)}" if head else _temporary_name(name)
-        self.file = _open_for_writing(fs, self.temp, url)
-        self.write = self.file.write  # type: ignore[method-assign, assignment]
-
-    def commit(self) -> None:
-        try:
-            self.file.close()
-            self.fs.mv(self.temp, self.path)
-        except OSError as exn:
-            self.abort()
-            raise _failure("finish", exn, self.url) from None
-
-    def abort(self) -> None:
-        try:
-            self.file.close()
-        finally:
-            try:
-                self.fs.rm(self.temp)
-            except OSError:
-                pass
-
-
-def _failure(what: str, exn: BaseException, url: str) -> ShardOpenError:
-    return ShardOpenError(f"cannot {what} shard: {describe_error(exn)}", url=url)
-
-
-def remote_sink(url: str, options: dict[str, Any]) -> ShardSink:
-    """An fsspec URL's destination, with the storage ``options`` that apply to it."""
-    scheme = url.split("://", 1)[0]
-    if scheme in ("s3", "s3a"):
-        upload = s3_upload(url, options)  # parts in parallel, each retried (None: an option only s3fs knows)
-        if upload is not None:
-            return upload
-    fs, path = filesystem(url, options)
-    if scheme in _UPLOAD_ON_CLOSE:
-        return _ObjectSink(url, fs, path)
-    return _MoveSink(url, fs, path)

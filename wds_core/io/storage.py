@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 from ..errors import ShardNotFoundError
-from .backends import OPENERS, REMOTE, Backend, backend_for, register_backend, register_opener, scheme_opener
+from .backends import OPENERS, Backend, backend_for, register_backend, register_opener, route, scheme_opener
+from .backends.ranged import RangedBackend
 from .cache import ShardCache
 from .local import RandomAccess, local_path, local_random_access, open_local, url_of
 from .pipes import PipeStream, pipe_failure
@@ -126,6 +127,13 @@ class Storage:
         """The backend of ``url`` (rewritten already)."""
         return backend_for(url)
 
+    def _routed(self, url: str, action: str = "read") -> Backend:
+        """The backend of ``url`` (rewritten already), which secure mode allows ``action`` on: one reading of the
+        URL decides both."""
+        found = route(url)
+        check_allowed(url, action, found.opener)
+        return found.backend
+
     def redact(self, url: str) -> str:
         """``url`` fit for a message."""
         return self.backend(url).redact(url)
@@ -135,8 +143,7 @@ class Storage:
         in ``stats`` too.  The URL is rewritten once, here, unless the caller did (``rewritten``)."""
         if not rewritten:
             url = self.rewrite(url)
-        check_allowed(url)
-        backend = self.backend(url)
+        backend = self._routed(url)
         if self.cache is not None and backend.cached(self.cache):
             return self.cache.open(url, lambda: backend.open(url, self, stats))
         return backend.open(url, self, stats)
@@ -157,8 +164,7 @@ class Storage:
         server.  Errors name ``url`` as given.
         """
         target = self.rewrite(url)
-        check_allowed(target)
-        access = self.backend(target).random_access(target, self, size)
+        access = self._routed(target).random_access(target, self, size)
         access.url = url
         return access
 
@@ -170,15 +176,13 @@ class Storage:
         dest = os.fspath(dest)
         if not isinstance(dest, str):
             raise TypeError(f"a shard destination is a path, URL or stream, got {type(dest).__name__}")
-        check_allowed(dest, "write")
-        return self.backend(dest).create(dest, self)
+        return self._routed(dest, "write").create(dest, self)
 
     def size(self, url: str) -> int | None:
         """The size of the shard at ``url`` in bytes (``None`` when its kind cannot say: a command, standard
         input, a registered opener's URL); a missing one is a :class:`~wds_core.errors.ShardNotFoundError`."""
         target = self.rewrite(url)
-        check_allowed(target)
-        return self.backend(target).size(target, self)
+        return self._routed(target).size(target, self)
 
     def exists(self, url: str) -> bool:
         """Whether ``url`` names a shard that is there (``False`` when its kind cannot say)."""
@@ -248,4 +252,4 @@ def read_bytes(url: str, storage_options: Any = None) -> bytes:
 def remote_url(url: str) -> bool:
     """Whether ``url`` is read by ranged requests (the remote engine): not a local path, ``-``, ``pipe:`` or a
     registered opener's or backend's."""
-    return backend_for(url) is REMOTE
+    return isinstance(backend_for(url), RangedBackend)

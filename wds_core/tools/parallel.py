@@ -103,7 +103,7 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage: Storage) 
     from ..writer import TarWriter
 
     path = local_path(dst)
-    if path is not None:  # what an earlier attempt killed mid-write left behind (see sinks._temporary_name)
+    if path is not None:  # what an earlier attempt killed mid-write left behind (see wds_core.io.sinks.temporary_name)
         folder, name = os.path.split(os.path.abspath(path))
         for stale in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*.partial")):
             os.remove(stale)

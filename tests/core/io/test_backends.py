@@ -5,6 +5,8 @@ import dataclasses
 import io
 import pathlib
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +15,12 @@ import wds_core
 from wds_core.dropin.gopen import gopen_pipe
 from wds_core.errors import PipeError, ShardOpenError, SpecError
 from wds_core.io import backends
+from wds_core.io.backends.http import HttpBackend
+from wds_core.io.backends.local import LocalBackend, StdioBackend
+from wds_core.io.backends.opener import OpenerBackend
+from wds_core.io.backends.pipe import PipeBackend
+from wds_core.io.backends.ranged import RangedBackend
+from wds_core.io.backends.s3 import S3Backend
 from wds_core.io.local import RandomAccess
 from wds_core.io.pipes import PipeStream
 from wds_core.io.retries import RetryPolicy
@@ -23,26 +31,40 @@ from wds_core.io.storage import Storage, create_shard, open_random_access, open_
 @pytest.mark.parametrize(
     "url, kind",
     [
-        ("/data/a.tar", backends.LocalBackend),
-        ("file:///data/a.tar", backends.LocalBackend),
-        ("relative/a.tar", backends.LocalBackend),
-        ("-", backends.StdioBackend),
-        ("pipe:cat a.tar", backends.PipeBackend),
-        ("s3://bucket/a.tar", backends.RemoteBackend),
-        ("https://host/a.tar", backends.RemoteBackend),
-        ("memory://a.tar", backends.RemoteBackend),
+        ("/data/a.tar", LocalBackend),
+        ("file:///data/a.tar", LocalBackend),
+        ("relative/a.tar", LocalBackend),
+        ("-", StdioBackend),
+        ("pipe:cat a.tar", PipeBackend),
+        ("s3://bucket/a.tar", S3Backend),
+        ("s3a://bucket/a.tar", S3Backend),
+        ("https://host/a.tar", HttpBackend),
+        ("http://host/a.tar", HttpBackend),
+        ("memory://a.tar", RangedBackend),
+        ("gs://bucket/a.tar", RangedBackend),
     ],
 )
 def test_each_kind_of_url_has_its_backend(url, kind):
     assert type(backends.backend_for(url)) is kind
-    assert remote_url(url) == (kind is backends.RemoteBackend)
+    assert remote_url(url) == issubclass(kind, RangedBackend)
+
+
+def test_the_built_in_backends_are_imported_when_a_url_of_theirs_is_first_met():
+    code = (
+        "import sys, wds_core\n"
+        "from wds_core.io.backends import backend_for\n"
+        "assert 'wds_core.io.backends.s3' not in sys.modules\n"
+        "backend_for('s3://b/a.tar')\n"
+        "assert 'wds_core.io.backends.s3' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_a_registered_opener_wins_over_the_registry_for_its_scheme_only():
     wds_core.register_opener("s3", lambda url, mode, bufsize: io.BytesIO(b""))
     try:
-        assert isinstance(backends.backend_for("s3://b/a.tar"), backends.OpenerBackend)
-        assert type(backends.backend_for("gs://b/a.tar")) is backends.RemoteBackend
+        assert isinstance(backends.backend_for("s3://b/a.tar"), OpenerBackend)
+        assert type(backends.backend_for("gs://b/a.tar")) is RangedBackend
         assert not remote_url("s3://b/a.tar")
     finally:
         wds_core.register_opener("s3", None)
@@ -104,7 +126,7 @@ def test_a_registered_backend_serves_writers_streaming_and_random_access(tmp_pat
             list(wds_core.WebDataset("dict://bucket/missing.tar"))
     finally:
         wds_core.io.register_backend("dict", None)
-    assert type(backends.backend_for("dict://bucket/shard-00.tar")) is backends.RemoteBackend
+    assert type(backends.backend_for("dict://bucket/shard-00.tar")) is RangedBackend
 
 
 def test_register_backend_refuses_what_is_not_a_backend_and_keeps_the_built_in_ones():

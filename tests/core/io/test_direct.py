@@ -10,9 +10,21 @@ import pytest
 import wds_core
 from tests.core.io.test_remote import contents, local_dataset, upload
 from wds_core.errors import ShardNotFoundError, ShardOpenError
-from wds_core.io.direct import FsspecSource, HttpSource, RequestError
-from wds_core.io.remote import RetryPolicy, direct_source, range_source
-from wds_core.io.s3direct import S3Source
+from wds_core.io.backends import backend_for
+from wds_core.io.backends.fsspec import FsspecSource
+from wds_core.io.backends.http import HttpSource, RequestError
+from wds_core.io.backends.s3 import S3Source
+from wds_core.io.remote import RetryPolicy
+
+
+def direct_source(url, options, retry):
+    """The source that reads ``url`` without fsspec, as its backend makes it (``None``: fsspec's client reads)."""
+    return backend_for(url).direct(url, options, retry)
+
+
+def range_source(url, options, retry):
+    return backend_for(url).source(url, options, retry)
+
 
 FAST = RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.02)
 
@@ -136,7 +148,7 @@ def s3_dataset(s3, tmp_path, prefix, nshards):
 
 @pytest.mark.parametrize("through", ["signed here", "botocore"])
 def test_s3_ranges_with_each_buckets_keys(s3, tmp_path, through):
-    from wds_core.io.s3direct import SignedS3Source
+    from wds_core.io.backends.s3 import SignedS3Source
 
     _, options, paths, expected = s3_dataset(s3, tmp_path, "direct", 2)
     if through == "botocore":
@@ -197,7 +209,7 @@ def test_s3_requests_are_signed_as_botocore_signs_them(monkeypatch, key, token):
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
-    from wds_core.io.s3direct import SignedS3Source
+    from wds_core.io.backends.s3 import SignedS3Source
 
     now = datetime.datetime(2026, 11, 26, 9, 30, 15)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)
@@ -221,7 +233,7 @@ def test_s3_requests_are_signed_as_botocore_signs_them(monkeypatch, key, token):
 
 def test_s3_signed_here_or_by_botocore(monkeypatch):
     pytest.importorskip("s3fs")
-    from wds_core.io.s3direct import SignedS3Source
+    from wds_core.io.backends.s3 import SignedS3Source
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_CA_BUNDLE"):
         monkeypatch.delenv(name, raising=False)

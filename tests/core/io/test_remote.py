@@ -10,9 +10,9 @@ import pytest
 import wds_core
 from tests.conftest import make_samples, write_shard
 from wds_core.errors import ShardNotFoundError, ShardOpenError
-from wds_core.io.direct import FsspecSource
+from wds_core.io.backends.fsspec import FsspecSource, reading_filesystem
 from wds_core.io.readahead import ReadAhead
-from wds_core.io.remote import RangeStream, RetryPolicy, is_transient, reading_filesystem
+from wds_core.io.remote import RangeStream, RetryPolicy, is_transient
 from wds_core.io.storage import open_shard
 
 FAST = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.05)
@@ -40,10 +40,10 @@ def read_with(monkeypatch, plan):
     """Read remote shards with the read-ahead ``plan``."""
     original = wds_core.io.remote.open_remote
 
-    def opener(url, options, retry, default=None, stats=None):
-        return original(url, options, retry, plan, stats)
+    def opener(source, url, retry, default=None, stats=None):
+        return original(source, url, retry, plan, stats)
 
-    monkeypatch.setattr(wds_core.io.backends, "open_remote", opener)
+    monkeypatch.setattr(wds_core.io.backends.ranged, "open_remote", opener)
     # what a reader's shards may request together
     monkeypatch.setattr(wds_core.sources.reading.ShardReading, "read_ahead", property(lambda self: plan))
 

@@ -6,8 +6,8 @@ import pytest
 
 import wds_core
 from wds_core.errors import ShardOpenError
+from wds_core.io.backends.s3upload import S3Upload, s3_upload
 from wds_core.io.remote import RetryPolicy, retry_stats
-from wds_core.io.uploads import S3Upload, s3_upload
 
 FAST = RetryPolicy(attempts=5, initial_delay=0.01, max_delay=0.05)
 
@@ -73,7 +73,7 @@ def test_a_refused_upload_names_the_shard_and_is_not_retried(s3):
 
 
 def test_shard_writer_uploads_through_parts(s3, monkeypatch):
-    from wds_core.io import uploads
+    from wds_core.io.backends import s3upload as uploads
 
     server = s3["team-a"]
     monkeypatch.setattr(uploads, "PART_BYTES", 5 << 20)

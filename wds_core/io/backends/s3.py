@@ -5,7 +5,7 @@ When the credentials are given (the options' ``key``/``secret``/``token``, or
 ``anon=True``, and the endpoint is known (``endpoint_url``, path-style, or
 AWS's with a region from ``client_kwargs`` or ``AWS_REGION``), each request
 is signed here (Signature Version 4, ``hashlib`` and ``hmac``) and sent by
-:class:`~wds_core.io.direct.HttpSource`: a process reads its first sample
+:class:`~wds_core.io.backends.http.HttpSource`: a process reads its first sample
 without importing botocore (0.2 s on a 2-core machine).  Otherwise -- a
 profile, a credentials file, an instance role, ``config_kwargs``,
 ``use_ssl=False``, a China region -- botocore's client is used, made once per
@@ -24,106 +24,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import importlib.util
-import json
 import os
 import re
-import sys
-import threading
 import time
 import urllib.parse
 from typing import Any
 
-from ..errors import ShardChangedError
-from .direct import HttpSource, RequestError
+from ...errors import ShardChangedError
+from ..remote import RangeSource
+from ..retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
+from ..shardsink import ShardSink
+from .base import Settings
+from .http import HttpSource
 from .httpconn import read_body
-from .retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
+from .ranged import RangedBackend
+from .s3client import PastTheEnd, s3_client, s3_object, status_error
+from .s3upload import s3_upload
 
-__all__ = ["S3Source", "SignedS3Source", "read_paced", "s3_client", "s3_object", "s3_source", "status_error"]
-
-_IGNORED = {  # s3fs options about its own caches and uploads: nothing to do with reading a range
-    "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
-    "default_fill_cache", "default_cache_type", "cache_regions", "max_concurrency", "fixed_upload_size",
-    "asynchronous", "loop", "local_expiry_check",
-}  # fmt: skip
-_KNOWN = {"key", "secret", "token", "username", "password", "anon", "endpoint_url", "client_kwargs", "config_kwargs"}
-_KNOWN |= {"profile", "use_ssl"}
-_CLIENT_KEYS = {"endpoint_url", "region_name", "verify", "use_ssl", "aws_access_key_id", "aws_secret_access_key"}
-_CLIENT_KEYS |= {"aws_session_token"}
-_POOL = 64  # connections of one client: as many as the I/O pool has threads
-
-_clients: dict[str, Any] = {}
-_clients_pid = 0
-_clients_lock = threading.Lock()
-
-
-def _client(options: dict[str, Any]) -> Any:
-    global _clients, _clients_pid
-    name = json.dumps(options, sort_keys=True, default=repr)
-    with _clients_lock:
-        if _clients_pid != os.getpid():
-            _clients, _clients_pid = {}, os.getpid()
-        client = _clients.get(name)
-        if client is None:
-            client = _clients[name] = _make_client(options)
-        return client
-
-
-def _make_client(options: dict[str, Any]) -> Any:
-    import botocore.session
-    from botocore import UNSIGNED
-    from botocore.config import Config
-
-    session = botocore.session.Session(profile=options.get("profile"))
-    settings = dict(options.get("config_kwargs") or {})
-    settings.setdefault("retries", {"total_max_attempts": 1})
-    settings.setdefault("max_pool_connections", _POOL)
-    if options.get("anon"):
-        settings["signature_version"] = UNSIGNED
-    made: dict[str, Any] = {"use_ssl": options.get("use_ssl", True)}
-    if options.get("endpoint_url"):
-        made["endpoint_url"] = options["endpoint_url"]
-    key, secret = options.get("key") or options.get("username"), options.get("secret") or options.get("password")
-    if key:
-        made["aws_access_key_id"] = key
-    if secret:
-        made["aws_secret_access_key"] = secret
-    if options.get("token"):
-        made["aws_session_token"] = options["token"]
-    made.update(options.get("client_kwargs") or {})
-    return session.create_client("s3", config=Config(**settings), **made)
-
-
-def s3_object(url: str, options: dict[str, Any]) -> tuple[dict[str, Any], str, str] | None:
-    """The options this module honours, the bucket and the key of ``url``; ``None`` when the s3 extra is not
-    installed or an option is one only s3fs knows."""
-    known = {name: value for name, value in options.items() if name not in _IGNORED}
-    if set(known) - _KNOWN or set(known.get("client_kwargs") or {}) - _CLIENT_KEYS:
-        return None
-    if not _installed("s3fs") or not _installed("botocore"):  # without the s3 extra, the error names it
-        return None
-    bucket, _, key = url.split("://", 1)[1].partition("/")
-    if not bucket or not key:
-        return None
-    return known, bucket, key
-
-
-def s3_client(options: dict[str, Any]) -> Any:
-    """botocore's S3 client for options :func:`s3_object` returned (one per set of options and process)."""
-    return _client(options)
-
-
-def s3_source(
-    url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_RETRY
-) -> SignedS3Source | S3Source | None:
-    """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``, its responses held to ``retry``'s least rate;
-    ``None`` when the s3 extra is not installed or an option is one only s3fs knows."""
-    found = s3_object(url, options)
-    if found is None:
-        return None
-    known, bucket, key = found
-    return _signed_source(bucket, key, known, retry) or S3Source(known, bucket, key, retry)
-
+__all__ = ["S3", "S3Backend", "S3Source", "SignedS3Source", "read_paced", "s3_source"]
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _VIRTUAL_BUCKET = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")  # names AWS serves as <bucket>.s3.<region>...
@@ -213,12 +131,6 @@ class SignedS3Source(HttpSource):
         return self._keys[1]
 
 
-def _installed(module: str) -> bool:
-    if module in sys.modules:
-        return sys.modules[module] is not None
-    return importlib.util.find_spec(module) is not None
-
-
 class S3Source:
     """One S3 object, read by ranged ``GetObject`` calls (with no retry budget: botocore's calls cannot be cut off
     mid-request); each response's body held to the retry policy's least rate (:func:`read_paced`)."""
@@ -239,12 +151,12 @@ class S3Source:
             return b"", None
         pinned = {} if self.etag is None else {"IfMatch": self.etag}
         try:
-            answer = _client(self.options).get_object(
+            answer = s3_client(self.options).get_object(
                 Bucket=self.bucket, Key=self.key, Range=f"bytes={start}-{end - 1}", **pinned
             )
         except Exception as exn:
             error = status_error(exn)
-            if isinstance(error, _PastTheEnd):
+            if isinstance(error, PastTheEnd):
                 return b"", error.size
             raise error from None
         body, pace = answer["Body"], self.attempts.begin(left)
@@ -262,7 +174,7 @@ class S3Source:
 
     def info(self, left: float | None) -> dict[str, Any]:
         try:
-            answer = _client(self.options).head_object(Bucket=self.bucket, Key=self.key)
+            answer = s3_client(self.options).head_object(Bucket=self.bucket, Key=self.key)
         except Exception as exn:
             raise status_error(exn) from None
         return {"type": "file", "size": int(answer["ContentLength"])}
@@ -294,26 +206,29 @@ def read_paced(body: Any, wanted: int, pace: Pace) -> bytes:
     return read_body(read, 0, wanted)
 
 
-class _PastTheEnd(Exception):
-    def __init__(self, size: int | None) -> None:
-        self.size = size
+def s3_source(
+    url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_RETRY
+) -> SignedS3Source | S3Source | None:
+    """A :class:`SignedS3Source` or an :class:`S3Source` for ``url``, its responses held to ``retry``'s least rate;
+    ``None`` when the s3 extra is not installed or an option is one only s3fs knows."""
+    found = s3_object(url, options)
+    if found is None:
+        return None
+    known, bucket, key = found
+    return _signed_source(bucket, key, known, retry) or S3Source(known, bucket, key, retry)
 
 
-def status_error(exn: Exception) -> Exception:
-    """A botocore ClientError as the exception wds's retry policy reads; any other exception as it is."""
-    response = getattr(exn, "response", None)
-    if "ClientError" not in {cls.__name__ for cls in type(exn).__mro__} or not isinstance(response, dict):
-        return exn
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    message = f"{code or 'HTTP'} ({status})"
-    if status == 416 or code == "InvalidRange":
-        size = str(response.get("Error", {}).get("ActualObjectSize", ""))
-        return _PastTheEnd(int(size) if size.isdigit() else None)
-    if status == 412 or code == "PreconditionFailed":  # IfMatch failed: another object is there now
-        return ShardChangedError("the shard was replaced while it was read (its ETag no longer matches)")
-    if status == 404 or code in ("NoSuchKey", "NoSuchBucket", "404"):
-        return FileNotFoundError(message)
-    if status in (401, 403) or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
-        return PermissionError(message)
-    return RequestError(message, status or 500)
+class S3Backend(RangedBackend):
+    """``s3://`` (and ``s3a://``) objects: read by ranges straight from the I/O pool's threads (:func:`s3_source`),
+    written in parts uploaded in parallel (:mod:`.s3upload`); through s3fs when an option is one only s3fs knows,
+    or a retry ``budget`` is set (botocore's calls cannot be cut off mid-request)."""
+
+    def direct(self, url: str, options: dict[str, Any], retry: RetryPolicy) -> RangeSource | None:
+        return None if retry.budget is not None else s3_source(url, options, retry)
+
+    def create(self, url: str, settings: Settings) -> ShardSink:
+        upload = s3_upload(url, settings.options_for(url), settings.retry)  # None: an option only s3fs knows
+        return upload if upload is not None else super().create(url, settings)
+
+
+S3 = S3Backend()

@@ -1,42 +1,34 @@
-"""Range requests sent straight from the I/O pool's threads, for HTTP(S) and S3.
+"""``http://`` and ``https://`` objects, read by ``Range`` requests straight from the I/O pool's threads.
 
-fsspec's HTTP and S3 backends run every request of a process on one event
-loop thread, which reads each response in small pieces of Python: with 16
-ranges in flight it tops out near 220 MB/s on a 2-core machine, while 16
-plain connections read in C (``http.client``, urllib3) give 515 MB/s.  So a
-remote shard is read through a :class:`RangeSource`:
-
-- :class:`HttpSource` for ``http(s)://`` URLs: ``http.client`` connections
-  kept alive per host and process, redirects followed (the options' credentials sent on only to the same
-  host, never from https to http), the object's size taken from the first range's ``Content-Range`` (no
-  request of its own);
-- :class:`~wds_core.io.s3direct.S3Source` for ``s3://`` URLs: botocore's client (thread-safe, one
-  per set of options and process, its own retries off: wds's
-  :class:`~wds_core.io.remote.RetryPolicy` is the only one);
-- :class:`FsspecSource` (this module) for every other scheme, and for HTTP or S3 options
-  this module does not know how to honour (it then leaves them to fsspec
-  rather than drop one), a retry ``budget`` on S3 (botocore's calls cannot be
-  cut off mid-request), or a proxy set in the environment for the host.
-
-Every source returns ``(data, total)``: the bytes ``[start, end)`` (fewer only
-at the end of the object) and the object's size when the response told it.
+fsspec's HTTP backend runs every request of a process on one event loop
+thread, which reads each response in small pieces of Python: with 16 ranges
+in flight it tops out near 220 MB/s on a 2-core machine, while 16 plain
+connections read in C (``http.client``) give 515 MB/s.  So an HTTP(S) shard is
+read by :class:`HttpSource`: ``http.client`` connections kept alive per host
+and process (:mod:`.httpconn`), redirects followed (the options' credentials
+sent on only to the same host, never from https to http), the object's size
+taken from the first range's ``Content-Range`` (no request of its own), each
+response held to the retry policy's least rate.  Options this module does not
+know how to honour (anything but ``headers``), or a proxy set in the
+environment for the host, leave the shard to fsspec's client rather than drop
+one.  Writing goes through fsspec (:mod:`.fsspec`).
 """
 
 from __future__ import annotations
 
 import functools
 import http.client
-import inspect
 import re
 import urllib.parse
 import urllib.request
-from typing import Any, Protocol
+from typing import Any
 
-from ..errors import ShardChangedError
+from ...errors import ShardChangedError
+from ..retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
 from .httpconn import CONNECTIONS, HARMLESS_HEADERS, PacedResponse, read_body, same_origin, store_error_code
-from .retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
+from .ranged import RangedBackend
 
-__all__ = ["FsspecSource", "HttpSource", "RangeSource", "RequestError", "http_source"]
+__all__ = ["HTTP", "HttpBackend", "HttpSource", "RequestError", "http_source"]
 
 _MAX_REDIRECTS = 5
 _PINNED = {"etag": "ETag", "size": "size", "modified": "Last-Modified"}
@@ -49,48 +41,6 @@ class RequestError(OSError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
-
-
-class RangeSource(Protocol):
-    sizes_in_ranges: bool  # a range's answer says the object's size (no separate request needed for it)
-
-    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
-        """Bytes ``[start, end)`` and the object's size if the response said it, within ``left`` seconds."""
-        ...
-
-    def info(self, left: float | None) -> dict[str, Any]:
-        """``{"size": ..., "type": "file" | "directory"}`` of the object."""
-        ...
-
-
-def _within(method: Any, left: float | None) -> dict[str, Any]:
-    """Keyword arguments that cut a call of ``method`` off after ``left`` seconds, when it can be.
-
-    fsspec runs an async backend's coroutine for its blocking methods and accepts ``timeout=`` there
-    (cancelling the coroutine, retries and all); other methods run as they are.
-    """
-    if left is None or not inspect.iscoroutinefunction(getattr(method, "__wrapped__", None)):
-        return {}
-    return {"timeout": left}
-
-
-class FsspecSource:
-    """An object of an fsspec filesystem.  Its reads cannot be watched byte by byte: each range is given the time
-    its bytes take at the retry policy's least rate (:meth:`RetryPolicy.attempt_time`), which an async backend is
-    cut off at."""
-
-    sizes_in_ranges = False
-
-    def __init__(self, fs: Any, path: str, retry: RetryPolicy = DEFAULT_RETRY) -> None:
-        self.fs, self.path, self.retry = fs, path, retry
-
-    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
-        cat = self.fs.cat_file
-        return cat(self.path, start=start, end=end, **_within(cat, self.retry.attempt_time(end - start, left))), None
-
-    def info(self, left: float | None) -> dict[str, Any]:
-        info_of = self.fs.info
-        return info_of(self.path, **_within(info_of, left))
 
 
 class HttpSource:
@@ -292,3 +242,13 @@ def http_source(url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_
     if set(options) <= {"headers"} and not _proxied(url):
         return HttpSource(url, options.get("headers"), retry=retry)
     return None
+
+
+class HttpBackend(RangedBackend):
+    """``http://`` and ``https://`` objects (see the module doc)."""
+
+    def direct(self, url: str, options: dict[str, Any], retry: RetryPolicy) -> HttpSource | None:
+        return http_source(url, options, retry)
+
+
+HTTP = HttpBackend()

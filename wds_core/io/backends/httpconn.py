@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from .retries import Pace
+from ..retries import Pace
 
 __all__ = ["CONNECTIONS", "HARMLESS_HEADERS", "PacedResponse", "read_body", "same_origin", "store_error_code"]
 

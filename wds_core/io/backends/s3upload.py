@@ -2,7 +2,7 @@
 
 :class:`S3Upload` is the :class:`~wds_core.io.shardsink.ShardSink` of an ``s3://``
 destination whose options botocore's client honours
-(:func:`~wds_core.io.s3direct.s3_object`): the bytes written are cut into
+(:func:`~wds_core.io.backends.s3client.s3_object`): the bytes written are cut into
 parts of ``part_bytes`` (8 MiB), and each full part is uploaded
 (``UploadPart``) on :func:`~wds_core.io.readahead.io_pool` while the writer
 goes on, at most ``in_flight`` (8) at once -- the writer waits for the oldest
@@ -20,11 +20,11 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
-from ..errors import ShardOpenError
-from .readahead import io_pool
-from .retries import DEFAULT_RETRY, RetryPolicy, cut_off, with_retries
-from .s3direct import s3_client, s3_object, status_error
-from .shardsink import ShardSink
+from ...errors import ShardOpenError
+from ..readahead import io_pool
+from ..retries import DEFAULT_RETRY, RetryPolicy, cut_off, with_retries
+from ..shardsink import ShardSink
+from .s3client import s3_client, s3_object, status_error
 
 __all__ = ["S3Upload", "s3_upload"]
 

@@ -1,0 +1,108 @@
+"""Storage backends: one per kind of URL, behind one protocol (:class:`~.base.Backend`), found by the URL's scheme.
+
+:func:`route` reads a URL once and says whose it is; secure mode checks the URL as that reading has it, and the
+storage context (:class:`~wds_core.io.storage.Storage`) hands it to that backend.  In order:
+
+* a scheme given an opener (``register_opener``, webdataset's ``gopen_schemes[scheme] = f``; ``"__default__"``
+  stands for every ``scheme://`` URL without one of its own): :mod:`.opener`;
+* ``-``: standard input and output, and local paths and ``file://`` URLs: :mod:`.local`;
+* ``pipe:COMMAND``: :mod:`.pipe`;
+* a scheme given a backend with :func:`register_backend`;
+* ``http``/``https``: :mod:`.http`; ``s3``/``s3a``: :mod:`.s3` (both read straight from the I/O pool's threads);
+* any other scheme: every filesystem fsspec knows, read by ranges through the remote engine
+  (:mod:`.ranged`, :mod:`.fsspec`).
+
+The registrations are kept in one table by scheme (:mod:`wds_core.io.registry`); the built-in backends' modules
+are imported when a URL of theirs is first met.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from ..local import local_path
+from ..registry import OPENERS, register_opener, registered_backend, registered_scheme, scheme_opener, set_backend
+from .base import Backend, Settings
+
+__all__ = [
+    "OPENERS",
+    "Backend",
+    "Route",
+    "Settings",
+    "backend_for",
+    "register_backend",
+    "register_opener",
+    "route",
+    "scheme_of",
+    "scheme_opener",
+]
+
+# The built-in backends by scheme (module, name), imported on first use; any scheme not here is fsspec's.
+_BUILT_IN = {
+    "file": ("local", "LOCAL"),
+    "-": ("local", "STDIO"),
+    "pipe": ("pipe", "PIPE"),
+    "http": ("http", "HTTP"),
+    "https": ("http", "HTTP"),
+    "s3": ("s3", "S3"),
+    "s3a": ("s3", "S3"),
+}
+_ANY_OTHER = ("ranged", "FSSPEC")
+
+
+def _built_in(scheme: str) -> Backend:
+    module, name = _BUILT_IN.get(scheme, _ANY_OTHER)
+    backend: Backend = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return backend
+
+
+@dataclass(frozen=True)
+class Route:
+    """Whose a URL is: its ``scheme`` (the registry's key, :func:`scheme_of`), the scheme of the registered opener
+    that opens it (``opener``, else ``None``) and its ``backend``."""
+
+    scheme: str
+    opener: str | None
+    backend: Backend
+
+
+def scheme_of(url: str) -> str:
+    """The registry's key for ``url``: ``"-"``, ``"pipe"``, ``"file"`` (local paths too) or the URL's scheme."""
+    if url == "-":
+        return "-"
+    if url.startswith("pipe:"):
+        return "pipe"
+    if local_path(url) is not None:
+        return "file"
+    return url.split("://", 1)[0]
+
+
+def route(url: str) -> Route:
+    """Whose ``url`` is (after rewrites): a registered opener's, a registered backend's, else a built-in one's."""
+    opener = registered_scheme(url)
+    scheme = scheme_of(url)
+    if opener is not None:
+        from .opener import OpenerBackend
+
+        return Route(scheme, opener, OpenerBackend(OPENERS[opener]))
+    return Route(scheme, None, registered_backend(scheme) or _built_in(scheme))
+
+
+def backend_for(url: str) -> Backend:
+    """The backend that reads and writes ``url`` (after rewrites): see :func:`route`."""
+    return route(url).backend
+
+
+def register_backend(scheme: str, backend: Backend | None) -> None:
+    """Read and write every URL of ``scheme`` (``"s3"`` for ``s3://...``) with ``backend``; ``None`` removes it.
+
+    Registered per process, like :func:`~wds_core.io.registry.register_opener` (which wins over a backend for its
+    scheme).
+    """
+    if backend is None:
+        if scheme in ("file", "-", "pipe"):
+            raise ValueError(f"the {scheme!r} backend is built in; register another in its place to replace it")
+    elif not isinstance(backend, Backend):
+        raise TypeError(f"a backend is a wds_core.io.backends.Backend, got {type(backend).__name__}")
+    set_backend(scheme, backend)

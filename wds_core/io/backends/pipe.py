@@ -1,0 +1,25 @@
+"""``pipe:COMMAND``: the command's output read, or its input written (:mod:`wds_core.io.pipes`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import BinaryIO, cast
+
+from ..pipes import PipeSink, PipeStream
+from ..shardsink import ShardSink
+from .base import Backend, Settings
+
+__all__ = ["PIPE", "PipeBackend"]
+
+
+class PipeBackend(Backend):
+    name = "a pipe: command"
+
+    def open(self, url: str, settings: Settings, stats: Counter[str] | None = None) -> BinaryIO:
+        return cast(BinaryIO, PipeStream(url[len("pipe:") :]))
+
+    def create(self, url: str, settings: Settings) -> ShardSink:
+        return PipeSink(url[len("pipe:") :])
+
+
+PIPE = PipeBackend()
