@@ -94,14 +94,14 @@ from .io.urls import expand_urls
 from .loader.main import Loader
 from .mock import MockDataset
 from .observe import metrics  # noqa: F401 - adds the run hook that profiles runs when WDS_PROFILE is set
-from .observe.profiling import Profile, Starvation
+from .observe.profiling import Profile
+from .observe.starvation import Starvation
 from .pipeline.datapipeline import DataPipeline, PipelineStage
 from .pipeline.fluid import FluidInterface
 from .pipeline.mixing import RandomMix, RoundRobin
-from .sources.descriptor import load_descriptor
+from .sources.descriptor import load_descriptor, write_descriptor
 from .sources.dirshards import DirectoryShardList, MultiShardSample
 from .sources.interleave import InterleaveShards
-from .sources.reader import TarfileToSamples, tarfile_to_samples
 from .sources.recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .sources.shardlists import (
     ResampledShards,
@@ -113,11 +113,12 @@ from .sources.shardlists import (
     split_by_worker,
 )
 from .sources.specfile import load_spec
+from .sources.tarsamples import TarfileToSamples, tarfile_to_samples
 from .stages.batching import Batch, Slice, Unbatch
 from .stages.batching import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
 from .stages.cache import MemoryCache
 from .stages.collate import default_collation_fn
-from .stages.decode import CropImages, Decode, Decoder, XDecode, crop_images, decode
+from .stages.decode import CropImages, Decode, Decoder, crop_images, decode
 from .stages.documents import Interleaved, LazyImage, interleaved_sample
 from .stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from .stages.imagetext import ImageTextPairs
@@ -125,11 +126,12 @@ from .stages.mapping import Map, MapDict, MapTuple, NonEmpty, Rename, Select, To
 from .stages.sampling import RandomSample, Resample
 from .stages.shuffle import DetShuffle, Shuffle
 from .stages.tracing import Info, LogKeys
+from .stages.xdecode import XDecode
 from .tar.tarindex import ShardIndex as ShardIndex
 from .tar.tario import iter_members as iter_members
 from .tools.parallel import map_shards
 from .version import __version__
-from .writer import ShardWriter, TarWriter, write_descriptor
+from .writer import ShardWriter, TarWriter
 
 Pipeline = DataPipeline
 

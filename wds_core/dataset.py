@@ -20,10 +20,10 @@ from .rng import derive_seed
 from .sources.balanced import BalancedSplit
 from .sources.dirshards import DirectoryShardList
 from .sources.interleave import InterleaveShards
-from .sources.reader import TarfileToSamples
 from .sources.reading import ShardReadOptions
 from .sources.shardlists import ResampledShards, SimpleShardList, split_by_node, split_by_worker
 from .sources.specfile import Extensions, SourceShards, load_spec
+from .sources.tarsamples import TarfileToSamples
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 

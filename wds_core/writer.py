@@ -14,10 +14,6 @@ errors here rather than silently different samples later.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import json
-import lzma
 import os
 import tarfile
 from collections.abc import Callable, Mapping
@@ -26,8 +22,9 @@ from typing import Any
 from .errors import EncodingError, ShardOpenError, SpecError
 from .fieldcodecs import FieldEncoder
 from .io.locks import PatternLock
-from .io.sinks import CommitOnExit, ShardSink
+from .io.sinks import CommitOnExit, CompressedSink, compression_of
 from .io.storage import Storage, local_path
+from .sources.descriptor import write_descriptor
 from .tar.tarindex import ShardIndex
 from .tar.tarwrite import MemberPacker, end_of_archive
 
@@ -36,46 +33,6 @@ __all__ = ["ShardWriter", "TarWriter"]
 _FLUSH = 1 << 20
 _BYTES = (bytes, bytearray, memoryview)
 _READER_FIELDS = frozenset({"__key__", "__url__", "__local_path__"})
-_COMPRESSORS = {"gz": "gz", "gzip": "gz", "bz2": "bz2", "xz": "xz"}
-
-
-def _compression(dest: Any, compress: bool | str | None) -> str | None:
-    if compress is None:
-        name: str = dest if isinstance(dest, str) else ""
-        for suffix, implied in ((".tgz", "gz"), (".gz", "gz"), (".bz2", "bz2"), (".xz", "xz")):
-            if name.endswith(suffix):
-                return implied
-        return None
-    if compress is False:
-        return None
-    if compress is True:
-        return "gz"
-    kind: str | None = _COMPRESSORS.get(str(compress).lower())
-    if kind is None:
-        raise SpecError(f"compress must be True, False, 'gz', 'bz2' or 'xz', got {compress!r}")
-    return kind
-
-
-class _Compressed:
-    """A compressor in front of a sink; deterministic output (no name, no timestamp)."""
-
-    def __init__(self, sink: ShardSink, kind: str) -> None:
-        self.sink = sink
-        out: Any = sink  # a ShardSink has write(), all the compressors need
-        if kind == "gz":
-            self.file: Any = gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=6, mtime=0)
-        elif kind == "bz2":
-            self.file = bz2.BZ2File(out, "wb")
-        else:
-            self.file = lzma.LZMAFile(out, "wb")
-        self.write = self.file.write
-
-    def commit(self) -> None:
-        self.file.close()
-        self.sink.commit()
-
-    def abort(self) -> None:
-        self.sink.abort()
 
 
 def check_key(key: Any) -> str:
@@ -155,11 +112,11 @@ class TarWriter(CommitOnExit):
             )
         self._encoder = _make_encoder(encoder, allow_pickle)
         self._packer = MemberPacker(mtime=int(mtime), mode=mode, uid=uid, gid=gid, uname=user, gname=group)
-        kind = _compression(dest, compress)
+        kind = compression_of(dest, compress)
         self.keep_meta = keep_meta
         sink = Storage.of(storage_options).create(dest)
         self.url = sink.url
-        self._sink: Any = _Compressed(sink, kind) if kind else sink
+        self._sink: Any = CompressedSink(sink, kind) if kind else sink
         self._pending: list[Any] = []
         self._pending_size = 0
         self._layouts: dict[tuple, list[str]] = {}  # the sample's keys, in dict order -> fields to write
@@ -438,31 +395,3 @@ class ShardWriter(CommitOnExit):
         self._release()
         if self.descriptor is not None:
             write_descriptor(self.descriptor, self.shards, name=os.path.basename(self.pattern))
-
-
-def write_descriptor(
-    path: str, shards: list[dict[str, Any]], name: str = "", base: str | None = None, info: str | None = None
-) -> None:
-    """Write a wids v1 dataset descriptor listing ``shards`` to the local file ``path``.
-
-    Local shard URLs are written relative to the descriptor's folder (when they are inside it).
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    entries = []
-    for shard in shards:
-        entry = dict(shard)
-        url = entry["url"]
-        if "://" not in url and not url.startswith("pipe:"):
-            relative = os.path.relpath(os.path.abspath(url), folder)
-            entry["url"] = url if relative.startswith("..") else relative
-        entries.append(entry)
-    body: dict[str, Any] = {"wids_version": 1, "name": name}
-    if base is not None:
-        body["base"] = base
-    if info is not None:
-        body["info"] = info
-    body["shardlist"] = entries
-    partial = f"{path}.partial"
-    with open(partial, "w") as out:
-        json.dump(body, out, indent=1)
-    os.replace(partial, path)

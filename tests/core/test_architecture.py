@@ -318,7 +318,7 @@ def test_no_module_writes_a_pipelines_private_fields():
 STORAGE_ENTRY_POINTS = {
     "wds_core.dataset": {"__init__"},  # WebDataset
     "wds_core.indexed.dataset": {"__init__"},  # ShardListDataset
-    "wds_core.sources.reader": {"__init__", "tarfile_to_samples"},  # the shard-reading stage
+    "wds_core.sources.tarsamples": {"__init__", "tarfile_to_samples"},  # the shard-reading stage
     "wds_core.sources.recordstreams": {"__init__", "cbors_to_samples", "msgpacks_to_samples"},  # and its writers
     "wds_core.sources.specfile": {"load_spec"},
     "wds_core.sources.descriptor": {"load_descriptor"},

@@ -40,10 +40,9 @@ from ..io.shardnames import shard_names
 from ..io.storage import Storage, local_path
 from ..io.urls import expand_urls
 from ..sources.counts import write_counts
-from ..sources.descriptor import load_descriptor
+from ..sources.descriptor import load_descriptor, write_descriptor
 from ..tar.tarindex import index_shard, stored_index
-from ..tools.parallel import run_jobs
-from ..writer import write_descriptor
+from ..tools.jobs import run_jobs
 from .common import md5_of
 from .progress import Progress, human_bytes
 

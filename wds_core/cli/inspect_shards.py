@@ -26,7 +26,7 @@ from ..io.sinks import stale_partials
 from ..io.storage import local_path
 from ..io.urls import expand_urls
 from ..sources.descriptor import load_descriptor
-from ..sources.reader import TarfileToSamples
+from ..sources.tarsamples import TarfileToSamples
 from ..tar.headers import BLOCK, checksum_ok
 from ..tar.tario import iter_members, open_decompressed
 from .common import md5_of, subcommand

@@ -19,8 +19,8 @@ import sys
 from typing import Any
 
 from ..errors import SpecError
-from ..sources.reader import TarfileToSamples
 from ..sources.shardlists import SimpleShardList
+from ..sources.tarsamples import TarfileToSamples
 from ..stages.shuffle import Shuffle
 from ..tools.parallel import map_shards
 from ..writer import ShardWriter

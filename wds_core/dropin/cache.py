@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
 from ..io.storage import local_path, open_shard, url_of
-from ..sources.reader import TarfileToSamples
+from ..sources.tarsamples import TarfileToSamples
 
 __all__ = [
     "FileCache",

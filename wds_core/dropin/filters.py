@@ -24,12 +24,13 @@ from ..rng import fresh_seed
 from ..stages.batching import ReadAheadBatch, Slice, Unbatch
 from ..stages.cache import MemoryCache
 from ..stages.collate import collate_column, default_collation_fn
-from ..stages.decode import XDECODE_DEFAULTS, XDecode, decode, decode_bin, decode_pickle, decode_text
+from ..stages.decode import decode
 from ..stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from ..stages.mapping import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
 from ..stages.sampling import RandomSample
 from ..stages.shuffle import DetShuffle, Shuffle
 from ..stages.tracing import Info, LogKeys
+from ..stages.xdecode import XDECODE_DEFAULTS, XDecode, decode_bin, decode_pickle, decode_text
 from ._refuse import refused_class
 
 __all__ = [

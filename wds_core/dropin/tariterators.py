@@ -33,7 +33,7 @@ from ..errors import SampleError
 from ..grouping import is_meta, split_key
 from ..handlers import Handler, reraise_exception
 from ..io.storage import Storage
-from ..sources.reader import TarfileToSamples, tarfile_to_samples
+from ..sources.tarsamples import TarfileToSamples, tarfile_to_samples
 from ..tar.tario import iter_members, open_decompressed
 
 __all__ = [

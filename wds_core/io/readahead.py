@@ -18,8 +18,8 @@ between shards and the shards ahead only get what the current one does not
 need.  When a range is answered its connection goes to the next range the
 allowance allows.
 
-The requests run on :func:`io_pool`, shared by every reader of the process
-(made anew in a forked child).  Each range is fetched with the retry policy
+The requests run on the process's remote engine (:mod:`.engine`): one pool of
+threads, and one byte budget over every reader's allowance.  Each range is fetched with the retry policy
 of its stream, so a range is delivered whole and once.  :meth:`RangeWindow.cancel`
 drops what has not started; what is running finishes and is dropped (and is
 not retried once its stream is closed).
@@ -32,16 +32,16 @@ connection): one process reads ~10x what one connection gives.
 from __future__ import annotations
 
 import functools
-import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["POOL_WORKERS", "READ_AHEAD", "Allowance", "ReadAhead", "RangeWindow", "io_pool"]
+from .engine import BOOKKEEPING, ENGINE, io_pool, start_jobs
+
+__all__ = ["READ_AHEAD", "Allowance", "ReadAhead", "RangeWindow"]
 
 
 @dataclass(frozen=True)
@@ -95,51 +95,6 @@ class ReadAhead:
 
 READ_AHEAD = ReadAhead()
 
-POOL_WORKERS = 64  # requests of all the readers of a process; they wait on the network, not the CPU
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = 0
-_pool_lock = threading.Lock()
-_BOOKKEEPING = threading.RLock()  # held only to count and request ranges, never while waiting for one
-
-
-_exiting = False  # the interpreter is exiting (the pool refused a request): nothing more is requested
-
-
-def io_pool() -> ThreadPoolExecutor:
-    """The process's pool for remote requests (a forked child makes its own: threads do not survive a fork)."""
-    global _pool, _pool_pid
-    with _pool_lock:
-        if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(POOL_WORKERS, thread_name_prefix="wds-io")
-            _pool_pid = os.getpid()
-        return _pool
-
-
-def _run(request: Future, fetch: Callable[[int, int], bytes], start: int, length: int) -> None:
-    """Answer ``request`` (a range booked by a window) on a pool thread, unless it was cancelled before."""
-    if not request.set_running_or_notify_cancel():
-        return
-    try:
-        data = fetch(start, length)
-    except BaseException as exn:
-        request.set_exception(exn)
-    else:
-        request.set_result(data)
-
-
-def _start(jobs: list[tuple[Future, Callable[[int, int], bytes], int, int]]) -> None:
-    """Hand booked ranges to the pool, outside the bookkeeping lock (starting a pool thread takes a while: the
-    reader must not wait for it to take the range it needs)."""
-    global _exiting
-    for at, job in enumerate(jobs):
-        try:
-            io_pool().submit(_run, *job)
-        except RuntimeError:  # the interpreter is exiting: the pool is shut down
-            _exiting = True
-            for request, *_ in jobs[at:]:
-                request.cancel()
-            return
-
 
 class Allowance:
     """What the windows of one reader may request together: ``plan.in_flight`` ranges and ``plan.budget`` bytes
@@ -150,8 +105,8 @@ class Allowance:
         self.plan = plan
         # one lock for the bookkeeping of every window of the process: a window moves from one allowance to another
         # (a reader adopting a stream it opened), and its ranges must never be requested by two threads at once
-        self.lock = _BOOKKEEPING
-        self.held = 0  # bytes requested and not yet taken, all windows
+        self.lock = BOOKKEEPING
+        self._held = 0  # bytes requested and not yet taken, all windows (the engine counts them too)
         self.pending = 0  # ranges requested and not yet taken, all windows
         self.running = 0  # ranges requested and not yet answered: the connections in use
         self.asked = 0  # bytes requested so far, all windows
@@ -159,25 +114,49 @@ class Allowance:
         self.filling = self.again = False
         self.jobs: list[tuple[Future, Callable[[int, int], bytes], int, int]] = []  # booked, not yet handed over
 
-    def room(self) -> bool:
-        """Whether one more range may be requested (one may always be, when nothing is pending)."""
-        return self.running < self.plan.in_flight and (self.held < self.plan.budget or self.pending == 0)
+    @property
+    def held(self) -> int:
+        """Bytes requested and not yet taken, all windows."""
+        return self._held
 
-    def fill(self) -> None:
-        """Request what the allowance allows, window by window in the reader's order."""
+    @held.setter
+    def held(self, value: int) -> None:  # under the lock
+        ENGINE.held += value - self._held
+        self._held = value
+
+    def room(self) -> bool:
+        """Whether one more range may be requested (one may always be, when nothing is pending): within the
+        reader's budget and the engine's."""
+        if self.running >= self.plan.in_flight:
+            return False
+        if self.pending == 0:
+            return True
+        if self._held >= self.plan.budget:
+            return False
+        if ENGINE.held >= ENGINE.budget:
+            ENGINE.wait_for_room(self)
+            return False
+        return True
+
+    def fill(self, wake: bool = True) -> None:
+        """Request what the allowance allows, window by window in the reader's order; then (``wake``) serve the
+        readers the engine held back, if this one's bytes were taken."""
         with self.lock:
             if self.filling:  # a range cancelled calls back into fill(): the loop below goes round again
                 self.again = True
                 return
             self.filling = True
             try:
-                plan = self.plan
+                plan, engine = self.plan, ENGINE
                 while True:
                     self.again = False
                     for window in list(self.windows):
                         # room(), and RangeWindow.full(), written out: with many windows (a reader of many shards
                         # at once) this loop runs for each range taken and each answered
-                        if self.running >= plan.in_flight or (self.held >= plan.budget and self.pending):
+                        if self.running >= plan.in_flight or (self._held >= plan.budget and self.pending):
+                            break
+                        if self.pending and engine.held >= engine.budget:
+                            engine.wait_for_room(self)
                             break
                         cap, ahead = window.plan.window_bytes, window.ahead
                         if cap is not None and ahead and ahead + window.plan.range_bytes > cap:
@@ -188,13 +167,15 @@ class Allowance:
             finally:
                 self.filling = False
         self.start()
+        if wake and ENGINE.waiting:
+            ENGINE.wake()
 
     def start(self) -> None:
         """Hand the ranges booked so far to the pool (called without the lock held)."""
         with self.lock:
             jobs, self.jobs = self.jobs, []
         if jobs:
-            _start(jobs)
+            start_jobs(jobs)
 
     def adopt(self, window: RangeWindow, first: bool) -> None:
         """Serve ``window`` from now on: first (the shard being read) or after the others (a shard ahead)."""
@@ -256,7 +237,7 @@ class RangeWindow:
 
     @property
     def lock(self) -> Any:
-        return _BOOKKEEPING
+        return BOOKKEEPING
 
     def _request(self, needed: bool = False) -> None:
         """Request ranges while the allowance allows (under the lock); one more when the reader ``needed`` it and
@@ -265,7 +246,7 @@ class RangeWindow:
         plan, allowance = self.plan, self.allowance
         while (
             not self.cancelled
-            and not _exiting
+            and not ENGINE.exiting
             and ((allowance.room() and not self.full()) or (needed and not self.pending))
         ):
             if size is None and not self._may_guess():

@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any, BinaryIO, Protocol
 
 from ..errors import ShardOpenError, redact_url
+from .engine import ENGINE
 from .readahead import READ_AHEAD, Allowance, RangeWindow, ReadAhead
 from .retries import (
     DEFAULT_RETRY,
@@ -133,8 +134,13 @@ class RangeStream(ReadStream):
 
     def read_range(self, start: int, length: int) -> bytes:
         """``length`` bytes at ``start`` (fewer only at the end of the object), with retries; the stream
-        position and its buffered ranges are left alone."""
-        return self._fetch(start, length)
+        position and its buffered ranges are left alone.  A read asked for now (indexed access), not ahead: it
+        never waits for the engine's budget, which counts its bytes while it runs."""
+        ENGINE.hold(length)
+        try:
+            return self._fetch(start, length)
+        finally:
+            ENGINE.release(length)
 
     def _lookup_size(self) -> int | None:
         info = with_retries("look up the shard", self.source.info, self.url, None, self.retry, self.stats)

@@ -15,12 +15,15 @@ Remote destinations use the storage options that apply to their URL
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import re
 import secrets
 from typing import Any, BinaryIO
 
-from ..errors import ShardOpenError
+from ..errors import ShardOpenError, SpecError
 from .secure import verify_opened
 from .shardsink import ShardSink
 
@@ -30,6 +33,8 @@ __all__ = [
     "OpenedSink",
     "ShardSink",
     "StreamSink",
+    "CompressedSink",
+    "compression_of",
     "process_running",
     "stale_partials",
     "temporary_name",
@@ -226,3 +231,47 @@ class OpenedSink(StreamSink):
 
     def abort(self) -> None:
         self.stream.close()
+
+
+COMPRESSORS = {"gz": "gz", "gzip": "gz", "bz2": "bz2", "xz": "xz"}
+
+
+def compression_of(dest: Any, compress: bool | str | None) -> str | None:
+    """The compression a shard is written with: ``compress`` (``True`` is gzip), else what ``dest``'s suffix
+    implies (``.tgz``, ``.gz``, ``.bz2``, ``.xz``); ``None`` for none."""
+    if compress is None:
+        name: str = dest if isinstance(dest, str) else ""
+        for suffix, implied in ((".tgz", "gz"), (".gz", "gz"), (".bz2", "bz2"), (".xz", "xz")):
+            if name.endswith(suffix):
+                return implied
+        return None
+    if compress is False:
+        return None
+    if compress is True:
+        return "gz"
+    kind: str | None = COMPRESSORS.get(str(compress).lower())
+    if kind is None:
+        raise SpecError(f"compress must be True, False, 'gz', 'bz2' or 'xz', got {compress!r}")
+    return kind
+
+
+class CompressedSink:
+    """A compressor in front of a sink; deterministic output (no name, no timestamp)."""
+
+    def __init__(self, sink: ShardSink, kind: str) -> None:
+        self.sink = sink
+        out: Any = sink  # a ShardSink has write(), all the compressors need
+        if kind == "gz":
+            self.file: Any = gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=6, mtime=0)
+        elif kind == "bz2":
+            self.file = bz2.BZ2File(out, "wb")
+        else:
+            self.file = lzma.LZMAFile(out, "wb")
+        self.write = self.file.write
+
+    def commit(self) -> None:
+        self.file.close()
+        self.sink.commit()
+
+    def abort(self) -> None:
+        self.sink.abort()

@@ -128,8 +128,8 @@ class FluidInterface:
         return self.compose(RenameKeys(*renamings, **kw))
 
     def xdecode(self, *decoders: tuple[str, Any], **kw: Any) -> Any:
-        """Decode fields by glob patterns with stream decoders; see :class:`~wds_core.stages.decode.XDecode`."""
-        from ..stages.decode import XDecode
+        """Decode fields by glob patterns with stream decoders; see :class:`~wds_core.stages.xdecode.XDecode`."""
+        from ..stages.xdecode import XDecode
 
         return self.compose(XDecode(*decoders, **kw))
 

@@ -1,4 +1,4 @@
-"""wids v1 dataset descriptors: read (local or any URL the storage layer opens) and resolve.
+"""wids v1 dataset descriptors: read (local or any URL the storage layer opens), resolved, and written.
 
 A descriptor is JSON::
 
@@ -25,7 +25,7 @@ from ..errors import SpecError
 from ..io.storage import Storage
 from ..io.urls import folder_of, join_url, url_joiner
 
-__all__ = ["load_descriptor", "resolve_descriptor"]
+__all__ = ["load_descriptor", "resolve_descriptor", "write_descriptor"]
 
 
 def _asfolder_of(base: str) -> str:
@@ -117,3 +117,31 @@ def load_descriptor(source: Any, storage_options: Storage | dict | None = None) 
     except (OSError, ValueError) as exn:
         raise SpecError(f"{source}: cannot read the dataset descriptor: {exn}") from None
     return resolve_descriptor(body, source, storage)
+
+
+def write_descriptor(
+    path: str, shards: list[dict[str, Any]], name: str = "", base: str | None = None, info: str | None = None
+) -> None:
+    """Write a wids v1 dataset descriptor listing ``shards`` to the local file ``path``.
+
+    Local shard URLs are written relative to the descriptor's folder (when they are inside it).
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    entries = []
+    for shard in shards:
+        entry = dict(shard)
+        url = entry["url"]
+        if "://" not in url and not url.startswith("pipe:"):
+            relative = os.path.relpath(os.path.abspath(url), folder)
+            entry["url"] = url if relative.startswith("..") else relative
+        entries.append(entry)
+    body: dict[str, Any] = {"wids_version": 1, "name": name}
+    if base is not None:
+        body["base"] = base
+    if info is not None:
+        body["info"] = info
+    body["shardlist"] = entries
+    partial = f"{path}.partial"
+    with open(partial, "w") as out:
+        json.dump(body, out, indent=1)
+    os.replace(partial, path)

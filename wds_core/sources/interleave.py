@@ -32,13 +32,15 @@ from typing import Any
 
 from ..dist import stream_seed
 from ..errors import SpecError
-from ..io.readahead import POOL_WORKERS, Allowance, ReadAhead
+from ..io.engine import POOL_WORKERS
+from ..io.readahead import Allowance, ReadAhead
 from ..io.storage import remote_url, url_of
 from ..rng import Rng
 from ..state import Recipe, RunContext, StageIterator
 from .lists import ListSource
-from .reader import ShardReader, TarfileToSamples
+from .reader import ShardReader
 from .reading import ShardReadOptions
+from .tarsamples import TarfileToSamples
 
 __all__ = ["LANE_CHUNK", "LANE_RANGE", "InterleaveShards", "lane_ranges", "lane_read_ahead", "lanes_allowance"]
 

@@ -86,7 +86,7 @@ def iter_members(
     megabyte at a time, so a skipped member costs no memory).
 
     ``limits`` (default: the configuration file's ``decode_limits``, else the
-    defaults of :class:`~wds_core.fieldcodecs.limits.DecodeLimits`) bounds the
+    defaults of :class:`~wds_core.limits.DecodeLimits`) bounds the
     memory a member may take, since a small compressed shard can inflate to
     members of any size: a member larger than ``field_bytes``, or whose
     extension headers (GNU long name, pax records) hold more than
@@ -125,64 +125,123 @@ def iter_members(
     """
     if over_limit not in ("raise", "skip"):
         raise ValueError(f"over_limit must be 'raise' or 'skip', got {over_limit!r}")
-    skipping = over_limit == "skip"
-    src = ExactSource(stream if mapped is None else mapped, url)  # type: ignore[arg-type]
-    read = src.read
-    limits = limits or DecodeLimits.of()
-    max_member = limits.field_bytes
-    ext = Extensions(url, limits, pax_global)
-    plain = ext.plain  # no extension pending: the next member is named by its own header
-    buf: bytes = b""
-    body: bytes | memoryview = buf  # what members' data are sliced from: buf, or a view of the map
-    if mapped is not None:  # the walk goes window by window through the map itself: offsets are absolute
-        buf, body, end = mapped, memoryview(mapped), start_offset  # type: ignore[assignment]
-    pos = n = 0
-    base = start_offset  # absolute offset of buf[0]
-    chunk = max(int(chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
-    next_read = chunk
-    skip = 0  # padding still to skip before the next header
-    seen_any = start_offset > 0
-    size = 0
-    scan = compiled.SCAN if want is None else None  # the common case in C: it leaves every other header to the walk
-    size_of_file = file_size(fd) if scan is not None and mapped is None else -1  # the file walk reads up to there
-    # where scan reads the headers of a map from (buf is the map from the file's start then; else buf is a chunk)
-    header_fd = mapped_file(stream, mapped) if scan is not None and mapped is not None else -1
-    copy_below = MAPPED_COPY if mapped is not None else 0  # members as bytes sliced from buf, not views of body
-
+    walk = _Walk(stream, url, start_offset, pax_global, want, limits, over_limit == "skip", mapped, fd, chunk)
     while True:
-        # -- plain members of a local file, in C straight from the file (a chunk's worth at a time)
-        if size_of_file >= 0 and plain and src.pending is None:
-            at = base + len(buf) + skip  # the next header
-            moved = yield from walk_file(scan, fd, at, size_of_file, max_member, chunk, map_file)  # type: ignore[arg-type]
-            if moved != at:  # the walk below goes on from there: what stopped the file walk is its to report
-                seen_any = True
-                stream.seek(moved)
-                base, buf, skip = moved, b"", 0
-        # -- refill: a new aligned block; a header never straddles two blocks
+        if walk.size_of_file >= 0 and walk.ext.plain and walk.src.pending is None:
+            yield from walk.from_file(stream, map_file)
+        origin, n = walk.next_window()
+        out, headers, pos, n, straddle, ended, problem = walk.walk(origin, n)
+        bad = first_bad_checksum(walk.buf, headers, origin)
+        if bad >= 0:
+            yield from _before(out, walk.base + headers[bad])
+            raise corrupt_header(walk.base + headers[bad], url)
+        yield from out
+        if problem is not None:
+            raise problem
+        if ended:
+            return
+        if straddle < 0 and pos < n:
+            if pos + BLOCK <= n:  # pragma: no cover - every stop of the walk above is reported already
+                raise corrupt_header(walk.base + pos, url)
+            raise walk.src.short(ENDS_IN_HEADER, offset=walk.base + pos)
+        if straddle < 0:
+            walk.skip = pos - n
+            continue
+        yield from walk.straddling(straddle, n)
+
+
+class _Walk:
+    """One walk of a tar stream, a window of blocks at a time (:func:`iter_members`): the source it reads
+    (a stream, a map, or a local file in C), the extension headers pending, and where it is."""
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        url: object,
+        start_offset: int,
+        pax_global: dict[str, str] | None,
+        want: Callable[[str], bool] | None,
+        limits: DecodeLimits | None,
+        skipping: bool,
+        mapped: mmap.mmap | None,
+        fd: int,
+        chunk: int,
+    ) -> None:
+        self.url, self.want, self.skipping, self.mapped, self.fd = url, want, skipping, mapped, fd
+        self.src = ExactSource(stream if mapped is None else mapped, url)  # type: ignore[arg-type]
+        self.limits = limits = limits or DecodeLimits.of()
+        self.max_member = limits.field_bytes
+        self.ext = Extensions(url, limits, pax_global)
+        self.buf: bytes = b""
+        self.body: bytes | memoryview = self.buf  # what members' data are sliced from: buf, or a view of the map
+        self.end = 0  # the end of the map's current window
+        if mapped is not None:  # the walk goes window by window through the map itself: offsets are absolute
+            self.buf, self.body, self.end = mapped, memoryview(mapped), start_offset  # type: ignore[assignment]
+        self.base = start_offset  # absolute offset of buf[0]
+        self.chunk = max(int(chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
+        self.next_read = self.chunk
+        self.skip = 0  # padding still to skip before the next header
+        self.seen_any = start_offset > 0
+        self.size = 0  # the size of the last header read
+        # the common case in C: it leaves every other header to the walk
+        self.scan = compiled.SCAN if want is None else None
+        self.size_of_file = file_size(fd) if self.scan is not None and mapped is None else -1  # the file walk's end
+        # where scan reads the headers of a map from (buf is the map from the file's start then; else buf is a chunk)
+        self.header_fd = mapped_file(stream, mapped) if self.scan is not None and mapped is not None else -1
+        self.copy_below = MAPPED_COPY if mapped is not None else 0  # members as bytes sliced from buf, not views
+
+    def from_file(self, stream: BinaryIO, map_file: bool) -> Iterator[Member]:
+        """Plain members of a local file, in C straight from the file (a chunk's worth at a time), up to what
+        stops it (an extension header, a bad header, the end), which the walk then goes on from."""
+        at = self.base + len(self.buf) + self.skip  # the next header
+        moved = yield from walk_file(self.scan, self.fd, at, self.size_of_file, self.max_member, self.chunk, map_file)  # type: ignore[arg-type]
+        if moved != at:
+            self.seen_any = True
+            stream.seek(moved)
+            self.base, self.buf, self.skip = moved, b"", 0
+
+    def next_window(self) -> tuple[int, int]:
+        """The next window of blocks (a header never straddles two): ``(origin, n)``, the walk's first header
+        and the window's end in ``buf``."""
+        mapped, skip = self.mapped, self.skip
         if mapped is None:
-            base += len(buf)
-            buf = body = src.read_blocks(skip, next_read)
+            self.base += len(self.buf)
+            self.buf = self.body = self.src.read_blocks(skip, self.next_read)
             # the padding is skipped by starting the walk past it, not by copying the block
-            if len(buf) < skip:
-                raise src.short(ENDS_IN_PADDING, offset=base + len(buf))
-            origin, skip = skip, 0
-            n = len(buf)
+            if len(self.buf) < skip:
+                raise self.src.short(ENDS_IN_PADDING, offset=self.base + len(self.buf))
+            origin, n = skip, len(self.buf)
         else:  # the next window of the map; base stays 0
-            base = 0
-            origin, skip = end + skip, 0
+            self.base = 0
+            origin = self.end + skip
             if origin > len(mapped):
-                raise src.short(ENDS_IN_PADDING, offset=len(mapped))
-            n = end = min(len(mapped), origin + next_read)
-        next_read = chunk
-        pos = origin
+                raise self.src.short(ENDS_IN_PADDING, offset=len(mapped))
+            n = self.end = min(len(mapped), origin + self.next_read)
+        self.skip, self.next_read = 0, self.chunk
         if n - origin < BLOCK:
-            here = base + origin
-            if n == origin and not seen_any and src.pending is None:
-                raise TarFormatError(EMPTY, url=url, offset=here)
-            if n == origin:
-                raise src.short(ENDS_UNMARKED, offset=here)
-            raise src.short(ENDS_IN_HEADER, offset=here)
-        seen_any = True
+            here = self.base + origin
+            if n == origin and not self.seen_any and self.src.pending is None:
+                raise TarFormatError(EMPTY, url=self.url, offset=here)
+            raise self.src.short(ENDS_UNMARKED if n == origin else ENDS_IN_HEADER, offset=here)
+        self.seen_any = True
+        return origin, n
+
+    def walk(self, origin: int, n: int) -> tuple[list[Member], list[int], int, int, int, bool, WdsError | None]:
+        """The members whose headers and data lie in ``buf[origin:n]``: ``(members, header positions, where the
+        walk stopped, the window's end (a map's window takes in a large member), the header whose data runs past
+        it or -1, whether the archive ended, a problem to raise after the members)``.
+
+        The hot loop of a shard read in Python (95 lines, measured: its state lives in locals, written back once,
+        and it is called once a window, not once a member)."""
+        buf, body, base, url, ext, want = self.buf, self.body, self.base, self.url, self.ext, self.want
+        mapped, scan, max_member, copy_below, skipping = (
+            self.mapped,
+            self.scan,
+            self.max_member,
+            self.copy_below,
+            self.skipping,
+        )
+        plain, size, pos = ext.plain, self.size, origin
         out: list[Member] = []
         headers: list[int] = []
         straddle = -1
@@ -191,7 +250,7 @@ def iter_members(
         try:
             while pos + BLOCK <= n:
                 if scan is not None and plain:
-                    pos = scan(buf, body, pos, n, base, max_member, out, header_fd, copy_below)
+                    pos = scan(buf, body, pos, n, base, max_member, out, self.header_fd, copy_below)
                     if pos + BLOCK > n:
                         break
                 if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
@@ -218,7 +277,7 @@ def iter_members(
                     # It ends on a block boundary: a window ending inside the header after the data would take
                     # that header for a cut shard
                     after = dend + (-size) % BLOCK
-                    n = end = min(len(mapped), after + chunk if dend - origin < MAPPED_SPAN else after)
+                    n = self.end = min(len(mapped), after + self.chunk if dend - origin < MAPPED_SPAN else after)
                 if plain and kind in REGULAR:
                     name = decode_name(ustar_name(buf, pos))
                     if want is None or want(name):
@@ -226,9 +285,9 @@ def iter_members(
                             data = (buf if size < copy_below else body)[dpos:dend]
                             out.append((name, data, base + pos))  # type: ignore[arg-type]
                         elif skipping:
-                            out.append((name, _too_big(name, size, limits, url, base + pos), base + pos))  # type: ignore[arg-type]
+                            out.append((name, _too_big(name, size, self.limits, url, base + pos), base + pos))  # type: ignore[arg-type]
                         else:
-                            problem = _too_big(name, size, limits, url, base + pos)
+                            problem = _too_big(name, size, self.limits, url, base + pos)
                             break
                 elif kind in EXTENSIONS:
                     refused = None
@@ -260,31 +319,20 @@ def iter_members(
                 pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
         except TarFormatError as exn:  # a pax size that is not a number, a malformed pax record
             problem = exn
+        self.size = size
+        return out, headers, pos, n, straddle, ended, problem
 
-        bad = first_bad_checksum(buf, headers, origin)
-        if bad >= 0:
-            yield from _before(out, base + headers[bad])
-            raise corrupt_header(base + headers[bad], url)
-        yield from out
-        if problem is not None:
-            raise problem
-        if ended:
-            return
-        if straddle < 0 and pos < n:
-            if pos + BLOCK <= n:  # pragma: no cover - every stop of the walk above is reported already
-                raise corrupt_header(base + pos, url)
-            raise src.short(ENDS_IN_HEADER, offset=base + pos)
-        if straddle < 0:
-            skip = pos - n
-            continue
-
-        # -- a header whose data runs past this block: read (or drop) the rest directly
-        header = buf[straddle : straddle + BLOCK]
-        header_offset = base + straddle
-        have = buf[straddle + BLOCK : n]
-        if mapped is not None:  # a member running past the end of the mapped file: the rest is read from there
-            mapped.seek(n)
-        buf = b""
+    def straddling(self, straddle: int, n: int) -> Iterator[Member]:
+        """The member (or extension header) at ``buf[straddle]``, whose data runs past the window: the rest read
+        directly (or dropped: a refused or unwanted member), then the walk goes on after it."""
+        ext, skipping, size = self.ext, self.skipping, self.size
+        header = self.buf[straddle : straddle + BLOCK]
+        header_offset = self.base + straddle
+        have = self.buf[straddle + BLOCK : n]
+        if self.mapped is not None:  # a member running past the end of the mapped file: the rest is read from there
+            self.mapped.seek(n)
+        self.buf = b""
+        read = self.src.read
         kind = header[156]
         taken: bytes | None = None  # the data, when it is read
         yielded: Member | None = None
@@ -300,8 +348,7 @@ def iter_members(
                     yielded = (None, refused, header_offset)  # type: ignore[assignment]
             label = decode_name(ustar_name(header, 0))
         else:
-            item = _member(ext, header, 0, kind, size, header_offset, want, max_member)
-            plain = ext.plain
+            item = _member(ext, header, 0, kind, size, header_offset, self.want, self.max_member)
             if item is not None:
                 label = item[0]
                 if item[1].__class__ is OverLimitError:
@@ -321,17 +368,16 @@ def iter_members(
         else:
             got = len(taken)
         if got < size:
-            raise src.short(ENDS_IN_MEMBER, member=label, offset=header_offset + BLOCK + got)
-        base = header_offset + BLOCK + size
-        skip = (-size) % BLOCK
+            raise self.src.short(ENDS_IN_MEMBER, member=label, offset=header_offset + BLOCK + got)
+        self.base = header_offset + BLOCK + size
+        self.skip = (-size) % BLOCK
         if size >= DIRECT:
-            next_read = BLOCK  # only the next header: large members tend to follow each other
+            self.next_read = BLOCK  # only the next header: large members tend to follow each other
         if kind in EXTENSIONS:
             if taken is not None:
                 ext.extend(kind, taken, header_offset)
             elif kind == GNU_LONGLINK:
                 ext.extend(kind, b"", header_offset)
-            plain = ext.plain
         elif yielded is not None:
             yield yielded
 

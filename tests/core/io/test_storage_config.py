@@ -5,7 +5,7 @@ import pytest
 import wds_core
 from wds_core.errors import SpecError
 from wds_core.io.storage_config import config_path, options_for, registered, rewrite_url
-from wds_core.sources.reader import TarfileToSamples
+from wds_core.sources.tarsamples import TarfileToSamples
 
 
 def test_longest_registered_prefix_wins():

@@ -111,3 +111,24 @@ def test_a_store_that_takes_an_upload_a_byte_at_a_time_does_not_hold_the_writer(
     with pytest.raises(ShardOpenError, match=r"cannot upload the shard after .*the retry budget is 1.5 s"):
         upload.commit()
     assert time.monotonic() - started < 10
+
+
+def test_an_uploads_parts_in_flight_count_in_the_engines_budget(s3, monkeypatch):
+    from wds_core.io import engine
+
+    server = s3["team-a"]
+    data = os.urandom(21 << 20)  # 5 parts of 5 MiB
+    monkeypatch.setattr(engine.ENGINE, "budget", 6 << 20)  # room for one part in flight beside the readers'
+    upload = uploading(server, "uploads/budget.tar", in_flight=4)
+    most = 0
+    for at in range(0, len(data), 1 << 20):
+        upload.write(data[at : at + (1 << 20)])
+        most = max(most, len(upload.parts))
+        assert engine.ENGINE.held <= 6 << 20
+    upload.commit()
+    assert most == 1 and engine.ENGINE.held == 0
+    assert fetch(server, "uploads/budget.tar") == data
+    aborted = uploading(server, "uploads/aborted-budget.tar", in_flight=4)
+    aborted.write(data[: 11 << 20])
+    aborted.abort()
+    assert engine.ENGINE.held == 0  # an aborted upload lets its parts' bytes go

@@ -4,7 +4,7 @@
 destination whose options botocore's client honours
 (:func:`~wds_core.io.backends.s3client.s3_object`): the bytes written are cut into
 parts of ``part_bytes`` (8 MiB), and each full part is uploaded
-(``UploadPart``) on :func:`~wds_core.io.readahead.io_pool` while the writer
+(``UploadPart``) on :func:`~wds_core.io.engine.io_pool` while the writer
 goes on, at most ``in_flight`` (8) at once -- the writer waits for the oldest
 beyond that, so an upload holds at most ``(in_flight + 1) x part_bytes``.
 Every request (create, each part, complete) is retried after a transient
@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ...errors import ShardOpenError
-from ..readahead import io_pool
+from ..engine import ENGINE, io_pool
 from ..retries import DEFAULT_RETRY, RetryPolicy, cut_off, with_retries
 from ..shardsink import ShardSink
 from .s3client import s3_client, s3_object, status_error
@@ -60,7 +60,7 @@ class S3Upload(ShardSink):
         self.part_bytes, self.in_flight = part_bytes, in_flight
         self.buffer = bytearray()
         self.upload_id: str | None = None
-        self.parts: deque[tuple[int, Future]] = deque()  # (part number, its upload) not yet known to be done
+        self.parts: deque[tuple[int, Future, int]] = deque()  # (part number, its upload, bytes) not known done
         self.done: list[dict[str, Any]] = []  # {"PartNumber", "ETag"} of the uploaded parts
         self.sent = 0  # bytes handed to part uploads
         self.finished = False
@@ -94,22 +94,28 @@ class S3Upload(ShardSink):
         try:
             if self.upload_id is None:
                 self.upload_id = self._call("start the upload", "create_multipart_upload")["UploadId"]
-            while len(self.parts) >= self.in_flight:  # the oldest first: parts finish in about the order sent
+            # the oldest first (parts finish in about the order sent), also while the engine's budget is spent
+            while len(self.parts) >= self.in_flight or self.parts and ENGINE.held + len(part) > ENGINE.budget:
                 self._settle(self.parts.popleft())
             number, offset = len(self.done) + len(self.parts) + 1, self.sent
             upload = io_pool().submit(
                 self._call, f"upload part {number} (bytes {offset}-{offset + len(part)})", "upload_part", offset,
                 UploadId=self.upload_id, PartNumber=number, Body=part,
             )  # fmt: skip
-            self.parts.append((number, upload))
+            ENGINE.hold(len(part))
+            self.parts.append((number, upload, len(part)))
             self.sent += len(part)
         except BaseException:
             self.abort()
             raise
 
-    def _settle(self, sent: tuple[int, Future]) -> None:
-        number, upload = sent
-        self.done.append({"PartNumber": number, "ETag": upload.result()["ETag"]})
+    def _settle(self, sent: tuple[int, Future, int]) -> None:
+        number, upload, nbytes = sent
+        try:
+            answer = upload.result()
+        finally:
+            ENGINE.release(nbytes)
+        self.done.append({"PartNumber": number, "ETag": answer["ETag"]})
 
     def commit(self) -> None:
         if self.finished:
@@ -143,7 +149,9 @@ class S3Upload(ShardSink):
         self.finished = True
         self.buffer = bytearray()
         while self.parts:
-            self.parts.popleft()[1].cancel()
+            _, upload, nbytes = self.parts.popleft()
+            upload.cancel()  # one already running ends on its own: its bytes are let go now all the same
+            ENGINE.release(nbytes)
         if self.upload_id is not None:
             try:
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)

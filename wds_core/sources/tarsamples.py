@@ -1,0 +1,135 @@
+"""The stage that reads tar shards into samples (:class:`TarfileToSamples`, webdataset's ``tarfile_to_samples()``):
+a :class:`~.reader.ShardReader` whose items are the samples that :func:`~wds_core.tar.tario.iter_members` and
+:func:`~wds_core.grouping.group_members` make of each shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..grouping import group_members, is_meta
+from ..handlers import Handler, reraise_exception
+from ..io.cache import ShardCache
+from ..io.local import file_descriptor, map_whole
+from ..io.readahead import ReadAhead
+from ..io.remote import RetryPolicy
+from ..io.storage import Storage
+from ..state import RunContext
+from ..tar.resume import skip_to
+from ..tar.tario import iter_members
+from .reader import ShardReader
+from .reading import ShardReading, ShardReadOptions
+
+__all__ = ["TarfileToSamples", "tarfile_to_samples"]
+
+
+class TarfileToSamples(ShardReading):
+    """Stage: a stream of shards (URLs or ``{"url": ...}``) to a stream of samples.
+
+    ``handler`` decides what happens when a shard cannot be opened or is
+    corrupt: the samples completed before the problem are always delivered, and
+    so are the members read whole of the sample in progress when the handler
+    goes on (its ``True`` moves on to the next shard, ``False`` ends the
+    stream).  ``select_files(name)`` keeps only the members it accepts (their
+    data is not even read); ``rename_files(name)`` renames members before
+    grouping.  A member larger than the ``field_bytes``
+    limit, or a sample whose members pass ``sample_bytes``, is refused before it
+    is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
+    members included.  While a remote shard is read, the next shards of the list
+    (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.readahead`).
+    ``zero_copy=True`` and ``local_path=True``: see :class:`ShardReadOptions`.
+    """
+
+    zero_copy = False  # a recipe pickled before the option reads as before
+    local_path = False
+
+    def __init__(
+        self,
+        handler: Handler = reraise_exception,
+        select_files: Callable[[str], bool] | None = None,
+        rename_files: Callable[[str], str] | None = None,
+        storage_options: Storage | dict | None = None,
+        cache: ShardCache | None = None,
+        retry: RetryPolicy | None = None,
+        limits: Any = None,
+        read_ahead: ReadAhead | None = None,
+        zero_copy: bool = False,
+        local_path: bool = False,
+    ) -> None:
+        self.handler = handler
+        self.select_files = select_files
+        self.rename_files = rename_files
+        self.zero_copy = bool(zero_copy)
+        self.local_path = bool(local_path)  # samples say where their shard is on this machine (WebDataset's)
+        self._set_storage(Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead), limits)
+
+    @classmethod
+    def from_options(cls, options: ShardReadOptions) -> TarfileToSamples:
+        """The stage reading shards as ``options`` say."""
+        return cls(
+            options.handler, options.select_files, options.rename_files, options.storage, limits=options.limits,
+            zero_copy=options.zero_copy, local_path=options.local_path,
+        )  # fmt: skip
+
+    def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
+        return _TarSamplesIterator(src, self)
+
+    def want(self) -> Callable[[str], bool] | None:
+        select, rename = self.select_files, self.rename_files
+        if select is None:
+            return None
+        if rename is None:
+            return lambda name: not is_meta(name) and select(name)
+        return lambda name: not is_meta(name) and select(rename(name))
+
+
+def tarfile_to_samples(
+    handler: Handler = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+    storage_options: dict | None = None,
+    cache: ShardCache | None = None,
+    retry: RetryPolicy | None = None,
+    limits: Any = None,
+    zero_copy: bool = False,
+) -> TarfileToSamples:
+    """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples (:class:`TarfileToSamples`)."""
+    return TarfileToSamples(
+        handler, select_files, rename_files, storage_options, cache, retry, limits, zero_copy=zero_copy
+    )
+
+
+class _TarSamplesIterator(ShardReader):
+    def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
+        super().__init__(src, recipe)
+        self.pax_global: dict[str, str] = {}
+
+    def _own_state(self) -> dict[str, Any]:
+        state = super()._own_state()
+        if state["url"] and self.pax_global:
+            state["pax_global"] = dict(self.pax_global)
+        return state
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        super()._load_own_state(state)
+        self.pax_global = dict(state.get("pax_global", {}))
+
+    def _starting(self, url: str) -> None:
+        self.pax_global = {}
+
+    def _items(self, stream: Any, url: str, start: int) -> Iterator[dict[str, Any]]:
+        recipe = self.recipe
+        tar, self.plain = skip_to(stream, start, url, self.plain)
+        limits = self.limits
+        mapped = map_whole(stream) if recipe.zero_copy and self.plain else None
+        fd = file_descriptor(stream) if self.plain and mapped is None else -1  # a local plain shard: read directly
+        members = iter_members(
+            tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
+            over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk, map_file=self.map_files,
+        )  # fmt: skip
+        refused = self._refused
+        path = recipe.storage.local_copy(url) if recipe.local_path else None
+        yield from group_members(
+            members, url, path=path, position=self, rename=recipe.rename_files, limits=limits, refused=refused
+        )
