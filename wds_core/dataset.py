@@ -114,6 +114,7 @@ class WebDataset(DataPipeline, FluidInterface):
         reading = ShardReadOptions(
             handler, select_files, rename_files, storage, zero_copy=zero_copy, local_path=True
         )  # fmt: skip
+        self.empty_check = empty_check
         if interleave is not None and (is_spec(urls) or isinstance(urls, str) and urls.endswith("/")):
             raise SpecError("interleave= reads a list of shards; a dataset-spec file or a folder has no such list")
         if is_spec(urls):
@@ -122,46 +123,54 @@ class WebDataset(DataPipeline, FluidInterface):
             mix = spec_mix(urls, seed, bool(shardshuffle), reading, (nodesplitter, workersplitter), allow_pipe)
             self.append(mix)
             self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
-            self.empty_check = empty_check
-            if repeat:
-                self.repeat()
-            return
-        if isinstance(urls, str) and urls.endswith("/") and os.path.isdir(urls):
+        elif isinstance(urls, str) and urls.endswith("/") and os.path.isdir(urls):
             self.append(DirectoryShardList(urls, mode=mode or "resample"))
             self.append(TarfileToSamples.from_options(reading))
             self.nshards, self.empty_check = 0, False
             return
+        else:
+            shards = self._shard_list(urls, mode, resampled, balanced, sample_counts, shardshuffle, seed, reading)
+            if not (resampled or mode == "resampled") and balanced is None:
+                for splitter in (nodesplitter, workersplitter):
+                    if splitter is not None:
+                        self.append(splitter)
+            if isinstance(shards, SimpleShardList) and handler is reraise_exception:
+                shards.check_local, shards.check_local_storage = True, storage
+            self.nshards = len(shards.urls)
+            self.append(
+                TarfileToSamples.from_options(reading) if interleave is None else InterleaveShards(interleave, reading)
+            )
+        if repeat:
+            self.repeat()
+
+    def _shard_list(
+        self,
+        urls: Any,
+        mode: str | None,
+        resampled: bool,
+        balanced: str | None,
+        sample_counts: Any,
+        shardshuffle: Any,
+        seed: int | None,
+        reading: ShardReadOptions,
+    ) -> SimpleShardList | ResampledShards:
+        """The shard list stage (and a balanced split after it), appended; the splitters are the caller's."""
         if mode not in (None, "resampled"):
             raise SpecError(f"mode must be None or 'resampled' (or a folder mode for a folder of shards), got {mode!r}")
-        resampled = resampled or mode == "resampled"
-        if balanced is not None and resampled:
+        if balanced is not None and (resampled or mode == "resampled"):
             raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
         if sample_counts is not None and balanced is None:
             raise SpecError("sample_counts gives the counts a balanced epoch needs; pass balanced='pad' or 'drop'")
         shards: SimpleShardList | ResampledShards
-        if balanced is not None:
-            shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
-            self.append(shards)
-            self.append(BalancedSplit(balanced, reading, sample_counts))
-        elif resampled:
+        if resampled or mode == "resampled":
             shards = ResampledShards(urls, seed=seed)
             self.append(shards)
-        else:
-            shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
-            self.append(shards)
-            if nodesplitter is not None:
-                self.append(nodesplitter)
-            if workersplitter is not None:
-                self.append(workersplitter)
-        if isinstance(shards, SimpleShardList) and handler is reraise_exception:
-            shards.check_local, shards.check_local_storage = True, storage
-        self.nshards = len(shards.urls)
-        self.append(
-            TarfileToSamples.from_options(reading) if interleave is None else InterleaveShards(interleave, reading)
-        )
-        self.empty_check = empty_check
-        if repeat:
-            self.repeat()
+            return shards
+        shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
+        self.append(shards)
+        if balanced is not None:
+            self.append(BalancedSplit(balanced, reading, sample_counts))
+        return shards
 
     def empty_message(self) -> str:
         rank, world = node_info()

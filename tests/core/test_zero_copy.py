@@ -11,7 +11,7 @@ import pytest
 import wds_core as wds
 from tests.conftest import make_samples, write_shard
 from wds_core.loader.shm import MIN_BYTES_OBJECT, without_views
-from wds_core.tar.tario import MAPPED_COPY
+from wds_core.tar.walk import MAPPED_COPY
 from wds_core.testing import check_resume
 
 

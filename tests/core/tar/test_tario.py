@@ -175,10 +175,11 @@ def _read_all(data: bytes, mapped, start: int = 0, path=None) -> tuple[list, str
 def test_a_mapped_shard_gives_views_across_windows_and_the_same_errors_when_cut(tmp_path, monkeypatch, span):
     import mmap
 
-    from wds_core.tar import tario
-    from wds_core.tar.tario import CHUNK, MAPPED_COPY
+    from wds_core.tar import walk
+    from wds_core.tar.source import CHUNK
+    from wds_core.tar.walk import MAPPED_COPY
 
-    monkeypatch.setattr(tario, "MAPPED_SPAN", span)
+    monkeypatch.setattr(walk, "MAPPED_SPAN", span)
 
     rng = np.random.default_rng(0)
     sizes = [100, CHUNK * 2 + 300, 700_000, 700_000, 700_000, 1024, 0, CHUNK - 512, 5, CHUNK + 1]

@@ -1,0 +1,327 @@
+"""The walk of a tar stream behind :func:`~.tario.iter_members`, one window of blocks at a time (:class:`Walk`).
+
+A window is read from the stream (or is the next span of a memory-mapped shard); its headers are parsed and its
+members sliced out together (the compiled scan takes the plain ones, :mod:`.compiled`); a member whose data runs
+past the window is read (or dropped) on its own; plain members of a local file are walked in C straight from the
+file.  Extension headers (GNU long names, pax records) are gathered by :class:`~.headers.Extensions`.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from ..errors import OverLimitError, TarFormatError, WdsError
+from ..limits import DecodeLimits
+from . import compiled
+from .compiled import file_size, mapped_file, walk_file
+from .headers import (
+    BLOCK,
+    EMPTY,
+    ENDS_IN_HEADER,
+    ENDS_IN_MEMBER,
+    ENDS_IN_PADDING,
+    ENDS_UNMARKED,
+    EXTENSIONS,
+    GNU_LONGLINK,
+    REGULAR,
+    ZERO_BLOCK,
+    Extensions,
+    checksum_ok,
+    corrupt_header,
+    decode_name,
+    parse_number,
+    pax_number,
+    ustar_name,
+)
+from .source import ExactSource, discard
+
+__all__ = ["DIRECT", "MAPPED_COPY", "MAPPED_SPAN", "Member", "Walk", "members_before"]
+
+
+DIRECT = 1 << 16  # members at least this large are read with one copy, header by header
+
+
+MAPPED_SPAN = 64 << 20  # a mapped shard's window takes in large members up to this span
+
+
+# a mapped shard's members smaller than this are copied as bytes, not viewed: a view saves next to nothing there,
+# and the first read of a page of the map is a page fault that costs more than copying a few kilobytes
+MAPPED_COPY = 16 << 10
+
+
+Member = tuple[str, bytes, int]
+
+
+class Walk:
+    """One walk of a tar stream, a window of blocks at a time (:func:`iter_members`): the source it reads
+    (a stream, a map, or a local file in C), the extension headers pending, and where it is."""
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        url: object,
+        start_offset: int,
+        pax_global: dict[str, str] | None,
+        want: Callable[[str], bool] | None,
+        limits: DecodeLimits | None,
+        skipping: bool,
+        mapped: mmap.mmap | None,
+        fd: int,
+        chunk: int,
+    ) -> None:
+        self.url, self.want, self.skipping, self.mapped, self.fd = url, want, skipping, mapped, fd
+        self.src = ExactSource(stream if mapped is None else mapped, url)  # type: ignore[arg-type]
+        self.limits = limits = limits or DecodeLimits.of()
+        self.max_member = limits.field_bytes
+        self.ext = Extensions(url, limits, pax_global)
+        self.buf: bytes = b""
+        self.body: bytes | memoryview = self.buf  # what members' data are sliced from: buf, or a view of the map
+        self.end = 0  # the end of the map's current window
+        if mapped is not None:  # the walk goes window by window through the map itself: offsets are absolute
+            self.buf, self.body, self.end = mapped, memoryview(mapped), start_offset  # type: ignore[assignment]
+        self.base = start_offset  # absolute offset of buf[0]
+        self.chunk = max(int(chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
+        self.next_read = self.chunk
+        self.skip = 0  # padding still to skip before the next header
+        self.seen_any = start_offset > 0
+        self.size = 0  # the size of the last header read
+        # the common case in C: it leaves every other header to the walk
+        self.scan = compiled.SCAN if want is None else None
+        self.size_of_file = file_size(fd) if self.scan is not None and mapped is None else -1  # the file walk's end
+        # where scan reads the headers of a map from (buf is the map from the file's start then; else buf is a chunk)
+        self.header_fd = mapped_file(stream, mapped) if self.scan is not None and mapped is not None else -1
+        self.copy_below = MAPPED_COPY if mapped is not None else 0  # members as bytes sliced from buf, not views
+
+    def from_file(self, stream: BinaryIO, map_file: bool) -> Iterator[Member]:
+        """Plain members of a local file, in C straight from the file (a chunk's worth at a time), up to what
+        stops it (an extension header, a bad header, the end), which the walk then goes on from."""
+        at = self.base + len(self.buf) + self.skip  # the next header
+        moved = yield from walk_file(self.scan, self.fd, at, self.size_of_file, self.max_member, self.chunk, map_file)  # type: ignore[arg-type]
+        if moved != at:
+            self.seen_any = True
+            stream.seek(moved)
+            self.base, self.buf, self.skip = moved, b"", 0
+
+    def next_window(self) -> tuple[int, int]:
+        """The next window of blocks (a header never straddles two): ``(origin, n)``, the walk's first header
+        and the window's end in ``buf``."""
+        mapped, skip = self.mapped, self.skip
+        if mapped is None:
+            self.base += len(self.buf)
+            self.buf = self.body = self.src.read_blocks(skip, self.next_read)
+            # the padding is skipped by starting the walk past it, not by copying the block
+            if len(self.buf) < skip:
+                raise self.src.short(ENDS_IN_PADDING, offset=self.base + len(self.buf))
+            origin, n = skip, len(self.buf)
+        else:  # the next window of the map; base stays 0
+            self.base = 0
+            origin = self.end + skip
+            if origin > len(mapped):
+                raise self.src.short(ENDS_IN_PADDING, offset=len(mapped))
+            n = self.end = min(len(mapped), origin + self.next_read)
+        self.skip, self.next_read = 0, self.chunk
+        if n - origin < BLOCK:
+            here = self.base + origin
+            if n == origin and not self.seen_any and self.src.pending is None:
+                raise TarFormatError(EMPTY, url=self.url, offset=here)
+            raise self.src.short(ENDS_UNMARKED if n == origin else ENDS_IN_HEADER, offset=here)
+        self.seen_any = True
+        return origin, n
+
+    def walk(self, origin: int, n: int) -> tuple[list[Member], list[int], int, int, int, bool, WdsError | None]:
+        """The members whose headers and data lie in ``buf[origin:n]``: ``(members, header positions, where the
+        walk stopped, the window's end (a map's window takes in a large member), the header whose data runs past
+        it or -1, whether the archive ended, a problem to raise after the members)``.
+
+        The hot loop of a shard read in Python (95 lines, measured: its state lives in locals, written back once,
+        and it is called once a window, not once a member)."""
+        buf, body, base, url, ext, want = self.buf, self.body, self.base, self.url, self.ext, self.want
+        mapped, scan, max_member, copy_below, skipping = (
+            self.mapped,
+            self.scan,
+            self.max_member,
+            self.copy_below,
+            self.skipping,
+        )
+        plain, size, pos = ext.plain, self.size, origin
+        out: list[Member] = []
+        headers: list[int] = []
+        straddle = -1
+        ended = False
+        problem: WdsError | None = None  # a refusal (raise mode) or a bad header value, after the members before it
+        try:
+            while pos + BLOCK <= n:
+                if scan is not None and plain:
+                    pos = scan(buf, body, pos, n, base, max_member, out, self.header_fd, copy_below)
+                    if pos + BLOCK > n:
+                        break
+                if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
+                    ended = True
+                    break
+                field = buf[pos + 124 : pos + 135]
+                try:  # the common case: eleven octal digits (an 8 or a 9 raises)
+                    size = int(field, 8) if field.isdigit() else parse_number(buf[pos + 124 : pos + 136], "size")
+                except ValueError as exn:
+                    problem = _bad_size(buf, pos, exn, url, base)
+                    break
+                headers.append(pos)
+                dpos = pos + BLOCK
+                kind = buf[pos + 156]
+                if not plain and kind not in EXTENSIONS and ext.pax is not None and "size" in ext.pax:
+                    size = pax_number(ext.pax["size"], "size", url, ext.first(base + pos))
+                dend = dpos + size
+                if dend > n:
+                    if mapped is None or dend > len(mapped):
+                        straddle = pos
+                        break
+                    # mapped: the data is there; the window takes it in, and a chunk of headers after it while it
+                    # spans less than MAPPED_SPAN (its headers' checksums are checked together, after the walk).
+                    # It ends on a block boundary: a window ending inside the header after the data would take
+                    # that header for a cut shard
+                    after = dend + (-size) % BLOCK
+                    n = self.end = min(len(mapped), after + self.chunk if dend - origin < MAPPED_SPAN else after)
+                if plain and kind in REGULAR:
+                    name = decode_name(ustar_name(buf, pos))
+                    if want is None or want(name):
+                        if size <= max_member:
+                            data = (buf if size < copy_below else body)[dpos:dend]
+                            out.append((name, data, base + pos))  # type: ignore[arg-type]
+                        elif skipping:
+                            out.append((name, _too_big(name, size, self.limits, url, base + pos), base + pos))  # type: ignore[arg-type]
+                        else:
+                            problem = _too_big(name, size, self.limits, url, base + pos)
+                            break
+                elif kind in EXTENSIONS:
+                    refused = None
+                    if ext.fits(kind, size):
+                        ext.extend(kind, buf[dpos:dend], base + pos)
+                    else:
+                        refused = ext.skip(kind, size, base + pos) or ext.early()  # at once, not after the rest
+                    plain = ext.plain
+                    if refused is not None:
+                        if not skipping:
+                            problem = refused
+                            break
+                        out.append((None, refused, base + pos))  # type: ignore[arg-type]
+                else:
+                    if not plain and not checksum_ok(buf[pos : pos + BLOCK]):
+                        # a member named by extension headers is yielded at the offset of the first of them: it
+                        # must not be yielded when its own header is corrupt (the walk checks the others later)
+                        problem = corrupt_header(base + pos, url)
+                        break
+                    item = _member(ext, buf, pos, kind, size, base + pos, want, max_member)
+                    plain = ext.plain
+                    if item is not None:
+                        if item[1].__class__ is OverLimitError and not skipping:
+                            problem = item[1]  # type: ignore[assignment]
+                            break
+                        refused_item = item[1].__class__ is OverLimitError
+                        data = (buf if size < copy_below else body)[dpos:dend]
+                        out.append(item if refused_item else (item[0], data, item[2]))  # type: ignore[arg-type]
+                pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
+        except TarFormatError as exn:  # a pax size that is not a number, a malformed pax record
+            problem = exn
+        self.size = size
+        return out, headers, pos, n, straddle, ended, problem
+
+    def straddling(self, straddle: int, n: int) -> Iterator[Member]:
+        """The member (or extension header) at ``buf[straddle]``, whose data runs past the window: the rest read
+        directly (or dropped: a refused or unwanted member), then the walk goes on after it."""
+        ext, skipping, size = self.ext, self.skipping, self.size
+        header = self.buf[straddle : straddle + BLOCK]
+        header_offset = self.base + straddle
+        have = self.buf[straddle + BLOCK : n]
+        if self.mapped is not None:  # a member running past the end of the mapped file: the rest is read from there
+            self.mapped.seek(n)
+        self.buf = b""
+        read = self.src.read
+        kind = header[156]
+        taken: bytes | None = None  # the data, when it is read
+        yielded: Member | None = None
+        label: str | None = None  # what a truncation names
+        if kind in EXTENSIONS:
+            if ext.fits(kind, size) and kind != GNU_LONGLINK:
+                taken = have + read(size - len(have))
+            else:
+                refused = ext.skip(kind, size, header_offset) or ext.early() if kind != GNU_LONGLINK else None
+                if refused is not None:
+                    if not skipping:
+                        raise refused
+                    yielded = (None, refused, header_offset)  # type: ignore[assignment]
+            label = decode_name(ustar_name(header, 0))
+        else:
+            item = _member(ext, header, 0, kind, size, header_offset, self.want, self.max_member)
+            if item is not None:
+                label = item[0]
+                if item[1].__class__ is OverLimitError:
+                    if not skipping:
+                        raise item[1]  # type: ignore[misc]
+                    yielded = item  # type: ignore[assignment]
+                else:
+                    taken = have + read(size - len(have))
+                    yielded = (item[0], taken, item[2])
+            if label is None:
+                label = decode_name(ustar_name(header, 0))
+        if taken is None:
+            if yielded is not None:  # the refusal first: the consumer may stop before the data is streamed past
+                yield yielded
+                yielded = None
+            got = len(have) + discard(read, size - len(have))
+        else:
+            got = len(taken)
+        if got < size:
+            raise self.src.short(ENDS_IN_MEMBER, member=label, offset=header_offset + BLOCK + got)
+        self.base = header_offset + BLOCK + size
+        self.skip = (-size) % BLOCK
+        if size >= DIRECT:
+            self.next_read = BLOCK  # only the next header: large members tend to follow each other
+        if kind in EXTENSIONS:
+            if taken is not None:
+                ext.extend(kind, taken, header_offset)
+            elif kind == GNU_LONGLINK:
+                ext.extend(kind, b"", header_offset)
+        elif yielded is not None:
+            yield yielded
+
+
+def _member(
+    ext: Extensions,
+    buf: bytes,
+    pos: int,
+    kind: int,
+    size: int,
+    offset: int,
+    want: Callable[[str], bool] | None,
+    max_member: int,
+) -> tuple[str, object, int] | None:
+    """A member header after extensions (or of another kind) at ``buf[pos]``: ``(name, True, start)`` for a
+    wanted regular member, ``(name, OverLimitError, start)`` for a refused one, else ``None``; the pending
+    extensions are done with."""
+    name = ext.name(buf, pos, kind, offset)
+    start = ext.first(offset)
+    refused = ext.refusal(name) if name is not None else None
+    ext.done()
+    if name is None or not (want is None or want(name)):
+        return None
+    if refused is None and size > max_member:
+        refused = _too_big(name, size, ext.limits, ext.url, start)
+    return (name, True if refused is None else refused, start)
+
+
+def _bad_size(buf: bytes, pos: int, exn: Exception, url: object, base: int) -> TarFormatError:
+    """A header whose size field is not a number: a bad value when its checksum holds, else a corrupt header."""
+    if checksum_ok(buf[pos : pos + BLOCK]):
+        return TarFormatError(f"bad member size in tar header ({exn})", url=url, offset=base + pos)
+    return corrupt_header(base + pos, url)
+
+
+def _too_big(member: str | None, size: int, limits: DecodeLimits, url: object, offset: int) -> OverLimitError:
+    what = f"member {member!r} is" if member is not None else "a tar extension header is"
+    return limits.over(what, size, "field_bytes", "tarfile_to_samples", url=url, member=member, offset=offset)
+
+
+def members_before(out: list[Member], offset: int) -> list[Member]:
+    """The members of ``out`` that start before ``offset`` (those before a corrupt header)."""
+    return [m for m in out if m[2] < offset]
