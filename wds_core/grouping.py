@@ -82,6 +82,10 @@ def group_members(
     stream fails, the members of the sample in progress that were read whole
     are left in ``position.partial`` before the error is raised: a reader whose
     handler goes on delivers them, as webdataset does.
+
+    Its loop runs once a member wherever the compiled grouper cannot take them
+    (renamed members, refusals, ``WDS_PURE_PYTHON=1``): a hot loop kept in one
+    function, its state in locals (``WDS_PURE_PYTHON=1 python benchmarks/bench_read.py`` measures it).
     """
     key = None
     sample: dict[str, Any] | None = None
