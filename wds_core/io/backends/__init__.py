@@ -13,8 +13,8 @@ storage context (:class:`~wds_core.io.storage.Storage`) hands it to that backend
   (:mod:`.ranged`, :mod:`.fsspec`).
 
 The registrations are kept in one table by scheme (:mod:`wds_core.io.registry`).  The built-in backends come
-with the package: imported at a URL's first use instead, they put 9-11 ms into the first sample of every process
-(each forked DataLoader worker's too: ``python benchmarks/bench_objectstore.py``, 0.061 -> 0.068 s).  What they
+with the package: imported at a URL's first use instead, they put about 7 ms into the first sample of every
+process, each forked DataLoader worker's too (``python benchmarks/bench_objectstore.py``: 0.061 -> 0.068 s).  What they
 stand on is imported at first use: fsspec's filesystems (a missing one named with its install command) and
 botocore.
 """
