@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from . import demo, index, inspect_shards, profile, reshape, shardfiles
+from . import demo, doctor, index, inspect_shards, profile, reshape, shardfiles
 from .common import add_storage_arguments, apply_storage_arguments, tidy_help
 
 __all__ = ["main"]
@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     index.add_parser(commands)
     demo.add_parser(commands)
     profile.add_parser(commands)
+    doctor.add_parser(commands)
     for command in commands.choices.values():
         add_storage_arguments(command)
     tidy_help(parser)
