@@ -22,7 +22,7 @@ from .sources.dirshards import DirectoryShardList
 from .sources.interleave import InterleaveShards
 from .sources.reading import ShardReadOptions
 from .sources.shardlists import ResampledShards, SimpleShardList, split_by_node, split_by_worker
-from .sources.specfile import Extensions, SourceShards, load_spec
+from .sources.specfile import Extensions, SourceShards, is_spec, load_spec
 from .sources.tarsamples import TarfileToSamples
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
@@ -108,12 +108,8 @@ class WebDataset(DataPipeline, FluidInterface):
         cache = None
         if cache_dir is not None:
             cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
-        from .sources.specfile import is_spec
-
         storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)
-        reading = ShardReadOptions(
-            handler, select_files, rename_files, storage, zero_copy=zero_copy, local_path=True
-        )  # fmt: skip
+        reading = ShardReadOptions(handler, select_files, rename_files, storage, zero_copy=zero_copy, local_path=True)
         self.empty_check = empty_check
         if interleave is not None and (is_spec(urls) or isinstance(urls, str) and urls.endswith("/")):
             raise SpecError("interleave= reads a list of shards; a dataset-spec file or a folder has no such list")
@@ -129,8 +125,9 @@ class WebDataset(DataPipeline, FluidInterface):
             self.nshards, self.empty_check = 0, False
             return
         else:
+            resampled = resampled or mode == "resampled"
             shards = self._shard_list(urls, mode, resampled, balanced, sample_counts, shardshuffle, seed, reading)
-            if not (resampled or mode == "resampled") and balanced is None:
+            if not resampled and balanced is None:
                 for splitter in (nodesplitter, workersplitter):
                     if splitter is not None:
                         self.append(splitter)
@@ -157,12 +154,12 @@ class WebDataset(DataPipeline, FluidInterface):
         """The shard list stage (and a balanced split after it), appended; the splitters are the caller's."""
         if mode not in (None, "resampled"):
             raise SpecError(f"mode must be None or 'resampled' (or a folder mode for a folder of shards), got {mode!r}")
-        if balanced is not None and (resampled or mode == "resampled"):
+        if balanced is not None and resampled:
             raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
         if sample_counts is not None and balanced is None:
             raise SpecError("sample_counts gives the counts a balanced epoch needs; pass balanced='pad' or 'drop'")
         shards: SimpleShardList | ResampledShards
-        if resampled or mode == "resampled":
+        if resampled:
             shards = ResampledShards(urls, seed=seed)
             self.append(shards)
             return shards

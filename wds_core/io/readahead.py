@@ -126,7 +126,8 @@ class Allowance:
 
     def room(self) -> bool:
         """Whether one more range may be requested (one may always be, when nothing is pending): within the
-        reader's budget and the engine's."""
+        reader's budget and the engine's (held back by the engine's, the allowance is served again when bytes
+        are taken: :meth:`~.engine.Engine.wait_for_room`)."""
         if self.running >= self.plan.in_flight:
             return False
         if self.pending == 0:
@@ -140,7 +141,7 @@ class Allowance:
 
     def fill(self, wake: bool = True) -> None:
         """Request what the allowance allows, window by window in the reader's order; then (``wake``) serve the
-        readers the engine held back, if this one's bytes were taken."""
+        allowances the engine held back, while it has room."""
         with self.lock:
             if self.filling:  # a range cancelled calls back into fill(): the loop below goes round again
                 self.again = True

@@ -106,10 +106,6 @@ class Storage:
             return self
         return replace(self, options=StorageOptions(options_over(self.options, options, urls) or {}))
 
-    def with_read_ahead(self, plan: ReadAhead) -> Storage:
-        """This context with another read-ahead plan."""
-        return replace(self, read_ahead=plan)
-
     def __getstate__(self) -> dict[str, Any]:
         mine = registered()
         carried = {kind: {**self.carried.get(kind, {}), **mine[kind]} for kind in ("storage", "rewrite")}

@@ -34,7 +34,7 @@ from ..dist import stream_seed
 from ..errors import SpecError
 from ..io.engine import POOL_WORKERS
 from ..io.readahead import Allowance, ReadAhead
-from ..io.storage import remote_url, url_of
+from ..io.storage import Storage, remote_url, url_of
 from ..rng import Rng
 from ..state import Recipe, RunContext, StageIterator
 from .lists import ListSource
@@ -99,8 +99,8 @@ class InterleaveShards(Recipe):
         self.lanes = lanes
         self.seed = seed
         self.plan = options.storage.read_ahead
-        lane_plan = lane_read_ahead(self.plan, lanes)
-        self.reader = TarfileToSamples.from_options(options.with_storage(options.storage.with_read_ahead(lane_plan)))
+        lanes_storage = Storage.of(options.storage, read_ahead=lane_read_ahead(self.plan, lanes))
+        self.reader = TarfileToSamples.from_options(options.with_storage(lanes_storage))
 
     def stage_name(self) -> str:
         return "tarfile_to_samples"
