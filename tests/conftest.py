@@ -8,6 +8,7 @@ import tarfile
 import threading
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import wds_core
 from wds_core.tar.tarwrite import encode_member, end_of_archive
@@ -25,6 +26,19 @@ for _name, _value in {
     os.environ[_name] = _value
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "WDS_CONFIG", "WDS_REWRITE", "GOPEN_REWRITE"):
     os.environ.pop(_name, None)
+
+
+# Property tests draw FUZZ_EXAMPLES cases each, one setting for all of them: 60 by default, drawn the same way
+# every run so a failure repeats; WDS_FUZZ_EXAMPLES=5000 is the long campaign, drawn afresh each run.
+FUZZ_EXAMPLES = int(os.environ.get("WDS_FUZZ_EXAMPLES", "60"))
+settings.register_profile(
+    "wds",
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    derandomize=FUZZ_EXAMPLES <= 60,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("wds")
 
 
 # scripts that the loader tests run in subprocesses (on webdataset and on wds), not test modules
@@ -83,6 +97,41 @@ def _descends_from(pid: int, root: int) -> bool:
         if pid <= 1:
             return False
     return False
+
+
+# ---------------------------------------------------------------- the two tiers (docs/guides/testing.md)
+
+# The fast tier is `-m "not slow"`: the README's test command. A test is marked slow when it takes a second or
+# more on the 2-core machine by its nature: worker processes, gloo ranks, subprocesses, servers that trickle,
+# hang or drop, inflation bombs, scale. The slow tier, `-m "slow or frameworks"`, is the rest of what CI runs once
+# the ci extra (torch, torchdata, JAX, TensorFlow, the docs tools) is installed: the tests under these folders and
+# files need it (without it they skip themselves), and are marked `frameworks` here.
+FRAMEWORK_TESTS = {"torch", "jax", "tf", "test_docs.py", "test_doc_examples.py", "test_examples.py"}
+SLOW_AFTER = 2.0  # seconds (noise allowed for): a test not marked slow that takes longer is listed at the end
+
+
+def pytest_collection_modifyitems(config, items):
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        relative = os.path.relpath(str(item.path), tests).split(os.sep)
+        if relative[0] in FRAMEWORK_TESTS:
+            item.add_marker(pytest.mark.frameworks)
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > SLOW_AFTER and "slow" not in report.keywords:
+        _UNMARKED_SLOW.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _UNMARKED_SLOW:
+        terminalreporter.section(f"tests not marked slow that took over {SLOW_AFTER:.0f} s", sep="-")
+        for duration, nodeid in sorted(_UNMARKED_SLOW, reverse=True)[:20]:
+            terminalreporter.write_line(f"{duration:6.2f} s  {nodeid}")
+        terminalreporter.write_line("the fast tier is the README's command: mark them slow or make them cheaper")
+
+
+_UNMARKED_SLOW: list[tuple[float, str]] = []
 
 
 def pytest_sessionstart(session):

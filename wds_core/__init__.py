@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._native import native_status as native_status  # which compiled helpers are built and used
 from .dataset import FluidWrapper, WebDataset
 from .elastic import merge_states
 from .errors import (

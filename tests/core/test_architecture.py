@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.repository  # the sources in this checkout, not an installed wheel
+
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = ("wds_torch", "wds_jax", "wds_tf")
 

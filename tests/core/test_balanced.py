@@ -62,6 +62,7 @@ def test_plan_covers_the_sequence_end_to_end():
     assert plan_parts([], 2, 0, "pad") == [] and plan_parts([0, 0], 2, 1, "drop") == []
 
 
+@pytest.mark.frameworks
 def test_balanced_with_dataloader_workers(uneven):
     torch = pytest.importorskip("torch")
     import wds_torch
@@ -100,6 +101,7 @@ def _order(spec, seed, epoch, hashseed):
     return run.stdout.decode().strip().split(",")
 
 
+@pytest.mark.slow
 def test_order_is_a_function_of_seed_and_epoch_only(uneven):
     spec, keys = uneven
     first = _order(spec, "7", 0, hashseed=1)

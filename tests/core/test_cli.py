@@ -1,20 +1,41 @@
-"""The ``wds`` console script: every command in a subprocess, on generated data."""
+"""The ``wds`` console script on generated data: each command run in this process as the console script runs it
+(its ``main``, output captured), and in a subprocess where the process itself is what is tested (its environment,
+the storage options it is given, a terminal, a closed pipe): those tests are in the slow tier."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 
 import pytest
 
 import wds_core as wds
 from tests.conftest import make_samples, tar_bytes, write_shard
+from wds_core.cli.main import main
 
-pytestmark = pytest.mark.slow  # the wds command in subprocesses
+PROCESS_ARGUMENTS = ("--storage-options", "--endpoint-url")  # they set the process's storage: a process of its own
 
 
 def wds_cli(*args, cwd=None, check=True, env=None):
-    return subprocess.run(["wds", *map(str, args)], capture_output=True, cwd=cwd, check=check, env=env)
+    """What ``subprocess.run(["wds", *args], capture_output=True)`` gives; run in this process unless ``env`` or
+    a storage argument asks for a process of its own."""
+    argv = [str(arg) for arg in args]
+    if env is not None or any(arg in PROCESS_ARGUMENTS for arg in argv):
+        return subprocess.run(["wds", *argv], capture_output=True, cwd=cwd, check=check, env=env)
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
+    with contextlib.chdir(cwd or os.getcwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit:  # --help, and usage errors
+            code = exit.code if isinstance(exit.code, int) else 2
+        sys.stdout.flush()
+    result = subprocess.CompletedProcess(["wds", *argv], code, out.buffer.getvalue(), err.buffer.getvalue())
+    if check:
+        result.check_returncode()
+    return result
 
 
 @pytest.fixture
@@ -132,6 +153,7 @@ def test_extract_refuses_escaping_members(tmp_path):
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "y.txt").exists()
 
 
+@pytest.mark.slow
 def test_cp_to_a_folder_and_to_s3(data, tmp_path, s3):
     spec, keys = data
     wds_cli("cp", spec, str(tmp_path / "copy") + "/")
@@ -164,6 +186,7 @@ def test_bench_and_errors_go_to_stderr(data):
     assert failed.returncode == 1 and failed.stderr.startswith(b"wds stats:") and not failed.stdout
 
 
+@pytest.mark.slow
 def test_progress_on_a_terminal_and_quiet_when_piped(data):
     import pty
 
@@ -201,6 +224,7 @@ def test_index_create_in_parallel_and_resumed(data, tmp_path):
     assert (tmp_path / "d-1.tar.idx").exists()
 
 
+@pytest.mark.slow
 def test_index_create_writes_sidecars_beside_remote_shards(data, tmp_path, s3):
     spec, keys = data
     options = s3["team-a"].client_options("team-a")
@@ -277,6 +301,7 @@ def _no_aws_environment(tmp_path):
     return env
 
 
+@pytest.mark.slow
 def test_storage_options_and_endpoint_on_the_command_line(data, tmp_path, s3):
     """Issue 45: credentials and an endpoint without a configuration file, on every subcommand; a missing
     credential says so (it read as `NoCredentialsError: ***`) and how to give one."""
@@ -302,6 +327,7 @@ def test_storage_options_and_endpoint_on_the_command_line(data, tmp_path, s3):
     assert bad.returncode == 1 and b"--storage-options is not JSON" in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_quietly_and_help_has_no_markup(data, tmp_path):
     """Issue 45: `wds ls x.tar | head -1` ended in a BrokenPipeError traceback with exit 1; --help showed
     ``code`` and :class:`~a.b.C` markup."""

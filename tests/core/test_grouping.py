@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from wds_core import SampleError
@@ -16,7 +16,6 @@ from webdataset.tariterators import base_plus_ext  # noqa: E402
 
 
 @given(st.text(st.sampled_from("ab./_X\n"), max_size=12))
-@settings(max_examples=500, deadline=None)
 def test_split_key_is_webdatasets_rule(name):
     assert split_key(name) == base_plus_ext(name)
 
@@ -58,7 +57,6 @@ DATA = st.one_of(st.binary(max_size=6), st.binary(max_size=6), st.binary(max_siz
     st.sampled_from([None, True, False]),
     st.sampled_from(["u.tar", "http://host/u.tar"]),
 )
-@settings(max_examples=int(os.environ.get("WDS_FUZZ_EXAMPLES", "300")), deadline=None)
 def test_the_compiled_grouping_gives_what_the_python_loop_gives(items, ending, budget, go_on, url):
     """groupfast.c groups plain members and leaves the first other one, and all after it, to the Python loop:
     on members of every kind (refusals among them, a cut, a reader's refusal or a failing stream at the end),
@@ -68,7 +66,7 @@ def test_the_compiled_grouping_gives_what_the_python_loop_gives(items, ending, b
     if grouping.GROUPER is None:
         if os.environ.get("WDS_REQUIRE_COMPILED") == "1":
             pytest.fail("the compiled grouping (wds_core/groupfast.c) was not built")
-        pytest.skip("the compiled grouping is not built here")
+        pytest.skip("the compiled grouping is not built here or is turned off (WDS_PURE_PYTHON)")
 
     def run(compiled: bool) -> tuple[list, str, object]:
         def members():

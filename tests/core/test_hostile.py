@@ -103,6 +103,7 @@ READERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", sorted(READERS))
 @pytest.mark.parametrize(
     "case",
@@ -127,6 +128,7 @@ def test_crafted_sizes_are_format_errors_for_every_reader(tmp_path, reader, case
     assert outcome["grown"] < 64 * MB, outcome
 
 
+@pytest.mark.slow
 def test_a_shard_of_big_pax_headers_is_refused_without_reading_them(tmp_path):
     """Five 64 MiB pax headers in a small .tar.gz: refused from their headers (a running total per member)."""
     deflater = zlib.compressobj(1, zlib.DEFLATED, 31)
@@ -174,6 +176,7 @@ def test_extension_headers_over_the_limit_are_reported_before_the_rest_is_read()
     assert info.value.offset == 512 + 512 and stream.tell() < 2 * big  # the second and third were never read
 
 
+@pytest.mark.slow
 def test_global_pax_records_are_bounded_together(tmp_path):
     """Many global records each under the field limit: with limits of 1/4 MiB a 213 KB shard used to hold 200 MB."""
     body = []
@@ -216,6 +219,7 @@ def test_an_over_limit_member_is_streamed_past_and_the_shard_goes_on(tmp_path):
     assert outcome["grown"] < 64 * MB, outcome
 
 
+@pytest.mark.slow
 def test_indexed_access_refuses_an_over_limit_member_of_a_compressed_shard(tmp_path):
     zstd = pytest.importorskip("zstandard")
     raw = io.BytesIO()
@@ -280,6 +284,7 @@ def shard_with(tmp_path, field: str, data: bytes) -> str:
     return write(tmp_path / "d.tar", member("k0.txt", b"a"), member(f"k1.{field}", data), member("k2.txt", b"b"), END)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["msgpack", "cbor", "json"])
 @pytest.mark.parametrize("gz", [False, True])
 def test_containers_count_toward_the_field_limit(tmp_path, kind, gz):
@@ -297,6 +302,7 @@ def test_containers_count_toward_the_field_limit(tmp_path, kind, gz):
     assert outcome["grown"] < 256 * MB, outcome
 
 
+@pytest.mark.slow
 def test_a_json_gz_inflating_to_400_mb_is_refused_under_the_default_limits(tmp_path):
     deflater = zlib.compressobj(9, zlib.DEFLATED, 31)
     parts = [deflater.compress(b"[")]
@@ -336,6 +342,7 @@ def png_of(size: int, mode: str = "1") -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["rgba", "rgba8", "torchrgba"])
 def test_image_limits_count_the_output_channels_and_values(tmp_path, spec):
     data = png_of(13000)  # 1-bit: ~20 KB that decode to 13000 x 13000 x 4 values
@@ -352,6 +359,7 @@ def test_image_limits_count_the_output_channels_and_values(tmp_path, spec):
     assert outcome["grown"] < 64 * MB, outcome
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decoder", ["simplejpeg", "pillow"])
 @pytest.mark.parametrize("spec", ["rgb8", "pil"])
 def test_a_large_jpeg_is_checked_on_every_decoding_path(tmp_path, decoder, spec):
@@ -373,6 +381,7 @@ def test_a_large_jpeg_is_checked_on_every_decoding_path(tmp_path, decoder, spec)
     assert outcome["grown"] < 64 * MB, outcome
 
 
+@pytest.mark.slow
 def test_crop_images_checks_the_size_it_decodes(tmp_path):
     from PIL import Image
 

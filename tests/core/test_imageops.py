@@ -81,6 +81,7 @@ def test_center_crop_box_is_resize_then_centre():
     assert top == pytest.approx(16 * 375 / 256) and left == pytest.approx(58 * 500 / 341)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decoder", ["simplejpeg", "pillow"])
 def test_jpegs_decode_at_the_smallest_scale_that_covers_the_crop(decoder):
     pytest.importorskip("simplejpeg")
@@ -221,6 +222,7 @@ def test_the_stage_is_deterministic_threaded_or_not_and_new_each_epoch(shards):
     assert not all(np.array_equal(a, b) for a, b in zip(run(epoch=0), run(epoch=1)))
 
 
+@pytest.mark.slow
 def test_the_stage_resumes_exactly(shards):
     def make():
         return wds.WebDataset(shards, seed=3).shuffle(5).crop_images(40, flip=0.5).to_tuple("__key__", "jpg")

@@ -8,7 +8,7 @@ import sys
 import tarfile
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import wds_core as wds
@@ -98,7 +98,6 @@ def test_built_indexes_are_cached_in_cache_dir(tmp_path, shards):
     assert ShardIndex.from_json(open(cached[0]).read()).size == os.path.getsize(paths[0])
 
 
-@settings(max_examples=40, deadline=None)
 @given(
     members=st.lists(
         st.tuples(
@@ -157,7 +156,7 @@ def test_a_shard_cut_after_it_was_indexed_is_reported_not_a_crash(tmp_path, monk
     elif local._mapped_copy() is None:
         if os.environ.get("WDS_REQUIRE_COMPILED") == "1":
             pytest.fail("the compiled map copy (wds_core/io/mapcopy.c) was not built")
-        pytest.skip("the compiled map copy is not built here")
+        pytest.skip("the compiled map copy is not built here or is turned off (WDS_PURE_PYTHON)")
     path = tmp_path / "s.tar"
     with wds.TarWriter(str(path)) as sink:
         for i in range(40):

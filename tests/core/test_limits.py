@@ -58,6 +58,7 @@ def in_child(url, limits):
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_refused_within_the_limit(tmp_path):
     data = bomb(300 * MB)
     assert len(data) < 2 * MB

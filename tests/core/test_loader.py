@@ -11,8 +11,6 @@ import pytest
 import wds_core as wds
 from wds_core.errors import CheckpointError, WdsError
 
-pytestmark = pytest.mark.slow  # worker processes
-
 
 @pytest.fixture
 def spec(shards):
@@ -48,6 +46,7 @@ def test_every_sample_once_in_a_deterministic_order(spec):
     assert first[: len(interleaved)] == interleaved
 
 
+@pytest.mark.slow
 def test_epochs_differ_and_repeat_with_the_seed(spec):
     spec, keys = spec
     loader = wds.Loader(keyed(spec), num_workers=2)
@@ -78,6 +77,7 @@ def die(sample):
     return sample
 
 
+@pytest.mark.slow
 def test_a_dying_worker_is_an_error(spec):
     spec, _ = spec
     with pytest.raises(WdsError, match="died.*7"):
@@ -85,6 +85,7 @@ def test_a_dying_worker_is_an_error(spec):
     assert no_children()
 
 
+@pytest.mark.slow
 def test_break_and_interrupt_stop_the_workers(spec):
     spec, _ = spec
     for _ in wds.Loader(keyed(spec), num_workers=2, prefetch=1):
@@ -102,6 +103,7 @@ def slow_worker_zero(sample):
     return sample
 
 
+@pytest.mark.slow
 def test_a_slow_worker_is_waited_for(spec):
     spec, keys = spec
     got = [k for (k,) in wds.Loader(keyed(spec).map(slow_worker_zero), num_workers=2)]
@@ -110,19 +112,28 @@ def test_a_slow_worker_is_waited_for(spec):
     assert sorted(unordered) == sorted(keys)
 
 
-@pytest.mark.parametrize("k", [0, 1, 5, 37, 63, 64, 65, 99])
-def test_resume_from_any_item(spec, k):
+@pytest.mark.slow
+def test_resume_from_any_item(spec):
+    """States taken at several positions of one run (the run goes on after each, unchanged), each restored into a
+    fresh Loader that gives the rest: the workers start once for the record and once per position."""
     spec, _ = spec
-    reference = [x for (x,) in wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)]
+    positions = [0, 1, 5, 37, 63, 64, 65, 99]
     loader = wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)
-    stream = iter(loader)
-    head = [next(stream)[0] for _ in range(k)]
-    state = json.loads(json.dumps(loader.state_dict()))
-    loader.close()
-    assert len(json.dumps(state)) < 64_000
-    resumed = wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)
-    resumed.load_state_dict(state)
-    assert head + [x for (x,) in resumed] == reference
+    reference, states, stream = [], {}, iter(loader)
+    while True:
+        if len(reference) in positions:
+            states[len(reference)] = json.loads(json.dumps(loader.state_dict()))
+        try:
+            reference.append(next(stream)[0])
+        except StopIteration:
+            break
+    assert sorted(states) == positions and len(reference) > positions[-1]
+    assert reference == [x for (x,) in wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)]  # undisturbed
+    for k, state in states.items():
+        assert len(json.dumps(state)) < 64_000
+        resumed = wds.Loader(keyed(spec), num_workers=2, snapshot_every=16)
+        resumed.load_state_dict(state)
+        assert reference[:k] + [x for (x,) in resumed] == reference, f"resumed after {k} items"
     assert no_children()
 
 
@@ -144,6 +155,7 @@ def test_a_pipeline_that_cannot_checkpoint_says_so(spec):
         wds.Loader(keyed(spec), num_workers=2).load_state_dict(state)
 
 
+@pytest.mark.slow
 def test_explicit_node_is_what_workers_see(spec):
     spec, keys = spec
     halves = [[k for (k,) in wds.Loader(keyed(spec), num_workers=2, rank=r, world_size=2)] for r in range(2)]
@@ -167,6 +179,7 @@ def slots():
     return {name for name in os.listdir("/dev/shm") if name.startswith(f"wds_{os.getpid()}_")}
 
 
+@pytest.mark.slow
 def test_large_arrays_travel_through_reused_shared_memory(spec):
     spec, keys = spec
 
@@ -193,6 +206,7 @@ def big_bytes(sample):
     return key, [(key.encode() * 9000, n) for n in range(3)], b"tiny"
 
 
+@pytest.mark.slow
 def test_large_bytes_travel_through_a_slot_that_is_free_again_at_once(spec):
     spec, keys = spec
     before = slots()
@@ -207,6 +221,7 @@ def test_large_bytes_travel_through_a_slot_that_is_free_again_at_once(spec):
     assert no_children()
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_start_leaves_no_shared_memory(spec, monkeypatch):
     """Issue 21: e.g. spawn without a __main__ guard raises RuntimeError; the slots made for it are unlinked."""
     import multiprocessing.context
@@ -235,6 +250,7 @@ def with_pid(sample):
     return sample[0], os.getpid()
 
 
+@pytest.mark.slow
 def test_persistent_workers_serve_every_epoch_and_survive_an_early_break(spec):
     spec, keys = spec
     fresh = wds.Loader(keyed(spec).map(with_pid), num_workers=2)
@@ -258,6 +274,7 @@ def test_persistent_workers_serve_every_epoch_and_survive_an_early_break(spec):
     assert no_children()
 
 
+@pytest.mark.slow
 def test_persistent_workers_after_a_worker_error(spec):
     spec, keys = spec
     loader = wds.Loader(keyed(spec).map(fail_on_s2), num_workers=2, persistent_workers=True)
@@ -287,6 +304,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_workers_and_slots_do_not_outlive_a_killed_main_process(spec):
     """Issue 28: a SIGKILLed main process left its workers alive after 60 s and 22 slots held; a later Loader
     never swept them."""

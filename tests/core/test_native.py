@@ -32,3 +32,14 @@ def test_pure_python_leaves_every_helper_unused():
     env = {**os.environ, "WDS_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["False", "None", "False", "None", "False"]
+
+
+def test_the_package_says_its_status_and_each_switch_turns_off_its_helper(monkeypatch):
+    import wds_core
+    from wds_core.io.local import _mapped_copy
+
+    assert wds_core.native_status is _native.native_status  # the first thing a bug report asks for
+    for name, (variable, off) in _native._SWITCHES.items():
+        monkeypatch.setenv(variable, off)
+        assert _native.load(name) is None and not _native.native_status()[name]["used"]
+    assert _mapped_copy() is None  # WDS_MAPCOPY=pread: indexed access reads local shards with pread

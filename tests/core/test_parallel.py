@@ -13,8 +13,6 @@ from tests.core import shard_functions as fns
 from wds_core import SpecError
 from wds_core.tools.parallel import map_shards, output_names
 
-pytestmark = pytest.mark.slow  # process pools and Dask clusters
-
 
 @pytest.fixture
 def inputs(tmp_path):
@@ -32,6 +30,7 @@ def run(inputs, directory, fn=fns.shout, **kw):
     return map_shards(fn, inputs, str(directory / "out-%02d.tar"), workers=2, **kw)
 
 
+@pytest.mark.slow
 def test_engines_write_the_same_bytes(inputs, tmp_path):
     serial = run(inputs, tmp_path / "serial", engine="serial")
     assert serial.ok and serial.samples_in == serial.samples_out == 24 and len(serial.written) == 4
@@ -51,6 +50,7 @@ def test_sample_and_shard_functions(inputs, tmp_path):
     assert halves.samples_out == 12
 
 
+@pytest.mark.slow
 def test_a_rerun_skips_complete_shards_and_finishes_a_failed_one(inputs, tmp_path, monkeypatch):
     monkeypatch.setenv("WDS_TEST_MARKER", str(tmp_path / "ready"))
     first = run(inputs, tmp_path / "out", fn=fns.fails_on_shard_2, engine="process", retries=1)
@@ -64,6 +64,7 @@ def test_a_rerun_skips_complete_shards_and_finishes_a_failed_one(inputs, tmp_pat
     assert outputs(tmp_path / "out") == outputs(tmp_path / "clean")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["process", "dask"])
 def test_a_killed_worker_is_survived(inputs, tmp_path, monkeypatch, engine):
     monkeypatch.setenv("WDS_TEST_MARKER", str(tmp_path / "killed"))
@@ -87,6 +88,7 @@ def test_output_names():
         map_shards(fns.shout, urls, "o/", engine="spark")
 
 
+@pytest.mark.slow
 def test_transform_command_on_a_dask_cluster(inputs, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
     args = ["wds", "transform", "tests.core.shard_functions:shout", inputs, "-o", str(tmp_path / "t") + "/"]
@@ -133,6 +135,7 @@ def test_a_memory_limit_fails_the_shard_that_exceeds_it(inputs, tmp_path):
     assert "MemoryError" in summary.failures[0][1] and len(summary.written) == 3
 
 
+@pytest.mark.slow
 def test_jobs_on_a_cluster_given_by_address(inputs, tmp_path):
     """The recipe of docs/guides/processing.md: a cluster started apart (here a LocalCluster), its address."""
     distributed = pytest.importorskip("dask.distributed")

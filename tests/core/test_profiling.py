@@ -205,6 +205,7 @@ def pipelines(tmp_path, monkeypatch):
     sys.modules.pop("profiled_pipelines", None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "function, bound", [("reading", "tarfile_to_samples"), ("decoding", "decode"), ("mapping", "map(burn)")]
 )
@@ -222,6 +223,7 @@ def test_wds_profile_names_the_stage_that_bounds_the_rate(pipelines, capsys, fun
         assert reader["waiting_seconds"] > 0.5 * reader["seconds"]  # the pipe keeps it waiting
 
 
+@pytest.mark.slow
 def test_the_looks_go_on_while_a_long_read_gathers_a_trickle(pipelines):
     # the reader asks the pipe for more than a chunk: one call into C gathers the trickle read after read, and a
     # signal landing between two of those reads runs no handler until the call returns (a quarter of a second,

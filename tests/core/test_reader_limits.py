@@ -68,6 +68,7 @@ def in_child(url, kind, limits, select=""):
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_a_compressed_shard_inflating_to_a_huge_member_is_refused_before_it_is_read(tmp_path):
     url = gzip_tar(tmp_path / "bomb.tar.gz", [("k0.txt", b"fine"), ("k1.bin", 300 * MB), ("k2.txt", b"after")])
     assert (tmp_path / "bomb.tar.gz").stat().st_size < 2 * MB
@@ -79,6 +80,7 @@ def test_a_compressed_shard_inflating_to_a_huge_member_is_refused_before_it_is_r
     assert result["grown"] < 48 * MB, result  # nothing of the member was read
 
 
+@pytest.mark.slow
 def test_a_skipped_member_costs_no_memory_whatever_its_size(tmp_path):
     url = gzip_tar(tmp_path / "skip.tar.gz", [("k0.txt", b"a"), ("k1.bin", 300 * MB), ("k1.txt", b"b")])
     result = in_child(url, "tar", {"field_bytes": 32 * MB}, select=".txt")
@@ -131,6 +133,7 @@ def record_bomb(path, head, size):
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,head", [("cbor", b"\x5a"), ("msgpack", b"\xc6")])  # a byte string, 4-byte length
 def test_a_compressed_record_stream_inflating_to_a_huge_record_is_refused(tmp_path, kind, head):
     url = record_bomb(tmp_path / f"bomb.{kind}s.gz", head, 300 * MB)

@@ -128,6 +128,7 @@ def test_the_handler_decides_about_a_bad_shard(tmp_path):
     assert len(stopped) < 60 and {f"h2_{i:02d}" for i in range(4)} <= set(stopped)  # False ends the whole stream
 
 
+@pytest.mark.slow
 def test_remote_lanes_read_every_sample_once_in_the_local_order_and_resume(http_server):
     root, base = http_server.root, http_server.url
     keys = []

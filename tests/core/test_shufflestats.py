@@ -72,6 +72,7 @@ def test_the_common_streaming_shuffle_mixes_a_quarter_as_well_as_a_global_one(or
     assert report["diversity_ratio"] < bigger < 0.9
 
 
+@pytest.mark.slow
 def test_reading_every_shard_at_once_mixes_as_a_global_shuffle_with_as_many_samples_held(ordered, capsys):
     """The streaming shuffle of issue 32: 200 shards read at once and shuffle(800), 1,000 samples held, gives
     batches at least 0.8 of a global shuffle's distinct shards (0.98 with seed 0)."""
@@ -152,6 +153,7 @@ def test_stats_shuffle_svg_draws_each_batch_against_a_global_shuffle(tmp_path, c
     assert "add --shuffle" in capsys.readouterr().err
 
 
+@pytest.mark.repository
 def test_the_charts_are_named_in_the_commands_help(capsys):
     """Issue 45.11: ``wds --help`` names the charts (both ``--svg`` options and the benchmark charts' page),
     and the page and the charts it shows exist."""

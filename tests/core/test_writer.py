@@ -10,7 +10,7 @@ import tarfile
 import numpy as np
 import pytest
 import webdataset
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import wds_core as wds
@@ -259,7 +259,6 @@ def test_we_read_what_webdataset_writes(tmp_path):
         }
 
 
-@settings(max_examples=40, deadline=None)
 @given(
     st.lists(
         st.dictionaries(

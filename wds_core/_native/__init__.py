@@ -8,10 +8,11 @@ otherwise; each has a Python twin with the same results, which the tests compare
   above reach through ``sigbus_guard.h``;
 * ``jpegregion`` -- decoding a region of a JPEG with libjpeg-turbo (:mod:`wds_core.fieldcodecs.jpeg`).
 
-``WDS_PURE_PYTHON=1`` leaves all of them unused; ``WDS_TARSCAN=python`` and ``WDS_GROUPFAST=python`` turn off
-one each (:func:`load` reads them all).  Whether JPEG regions are decoded also follows the JPEG decoder chosen
-(``WDS_JPEG``, ``set_jpeg_decoder``: :func:`wds_core.fieldcodecs.jpeg.region_decoding`).  :func:`native_status`
-says which are built and which are loaded.  This package lies below every other: it imports nothing of wds_core.
+``WDS_PURE_PYTHON=1`` leaves all of them unused; ``WDS_TARSCAN=python``, ``WDS_GROUPFAST=python`` and
+``WDS_MAPCOPY=pread`` turn off one each, for debugging and measuring (:func:`load` reads them all).  Whether JPEG
+regions are decoded also follows the JPEG decoder chosen (``WDS_JPEG``, ``set_jpeg_decoder``:
+:func:`wds_core.fieldcodecs.jpeg.region_decoding`).  :func:`native_status` says which are built and which are
+loaded.  This package lies below every other: it imports nothing of wds_core.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from typing import Any
 __all__ = ["HELPERS", "load", "native_status", "pure_python"]
 
 HELPERS = ("tarscan", "groupfast", "mapcopy", "sigbus_guard", "jpegregion")
-_SWITCHES = {"tarscan": ("WDS_TARSCAN", "python"), "groupfast": ("WDS_GROUPFAST", "python")}  # helper: (name, off)
+_SWITCHES = {  # helper: (variable, the value that turns it off)
+    "tarscan": ("WDS_TARSCAN", "python"),
+    "groupfast": ("WDS_GROUPFAST", "python"),
+    "mapcopy": ("WDS_MAPCOPY", "pread"),
+}
 
 
 def pure_python() -> bool:

@@ -17,7 +17,10 @@ from .test_jpeg import jpeg, photo
 # CI builds it (a compiler and libjpeg-turbo's headers are there) and sets this, so a build that silently left
 # it out fails here instead of skipping
 if os.environ.get("WDS_REQUIRE_COMPILED") != "1" and not region_decoding():
-    pytest.skip("the compiled region decoder is not built here (setup.py)", allow_module_level=True)
+    pytest.skip(
+        "the compiled region decoder is not built here (setup.py) or is turned off (WDS_PURE_PYTHON)",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture
@@ -55,6 +58,7 @@ def regions(rng, height, width):
         yield top, int(rng.integers(top + 1, height + 1)), left, int(rng.integers(left + 1, width + 1))
 
 
+@pytest.mark.slow
 def test_a_region_has_the_pixels_of_the_whole_image_at_every_scale():
     rng = np.random.default_rng(4)
     checked = compared = 0

@@ -4,7 +4,7 @@ import io
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -14,7 +14,6 @@ DTYPES = st.sampled_from(["float16", "float32", "float64", "int8", "int16", "int
                           "uint32", "uint64"])  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.lists(DTYPES.flatmap(lambda d: hnp.arrays(d, hnp.array_shapes(min_dims=0, max_dims=4, max_side=5))),
                 max_size=4))  # fmt: skip
 def test_round_trip(arrays):

@@ -263,6 +263,7 @@ def test_s3_signed_here_or_by_botocore(monkeypatch):
     assert direct_source("s3://bucket/x.tar", {}, RetryPolicy()).cafile == "/etc/private-ca.pem"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("through", ["signed here", "botocore", "s3fs"])
 def test_an_s3_server_trickling_a_range_is_cut_off(s3, tmp_path, through):
     """Issue 43: every backend that reads bodies holds them to the policy: the direct sources (signed here, or

@@ -304,6 +304,7 @@ def silent_server():
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["s3", "http", "ftp"])
 def test_the_budget_cuts_off_an_attempt_that_hangs(silent_server, scheme):
     """ftp (issue 28): the backend connects when it is made, which was outside the budget (30 s, a raw
@@ -473,6 +474,7 @@ def test_a_missing_backend_names_its_install_command(url, hint):
     assert hint in out and url in out
 
 
+@pytest.mark.slow
 def test_s3_restore_inside_a_large_shard_makes_one_ranged_request_at_the_offset(s3, tmp_path):
     """Issue 21: not the first 32 MB range (to look for compression) and a prefetch, then the range needed."""
     import s3fs
@@ -563,6 +565,7 @@ def test_members_parse_as_ranges_arrive_with_any_range_sizes(tmp_path, first, si
     assert got == expected[: len(got)] and len(got) > 0
 
 
+@pytest.mark.slow
 def test_resume_at_every_step_while_the_next_shard_is_requested_ahead(http_server, monkeypatch):
     """The reader takes the next shard from its list early (to request it ahead): the state carries it."""
     from wds_core.testing import check_resume
@@ -675,6 +678,7 @@ def test_with_a_cache_the_next_shards_are_requested_ahead_too_and_only_whole_one
         server.stop()
 
 
+@pytest.mark.slow
 def test_stragglers_are_asked_for_again_and_the_first_answer_wins(tmp_path, monkeypatch):
     from tests.servers import HttpServer, Shape
 
@@ -692,6 +696,7 @@ def test_stragglers_are_asked_for_again_and_the_first_answer_wins(tmp_path, monk
         server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "drip, policy, said",
     [
@@ -715,6 +720,7 @@ def test_a_server_trickling_its_answer_is_cut_off(http_server, drip, policy, sai
     assert info.value.offset == 0 and "shard-000.tar" in str(info.value)
 
 
+@pytest.mark.slow
 def test_fsspec_reads_are_given_the_time_their_bytes_take_at_the_least_rate(http_server, monkeypatch):
     """A backend wds cannot watch byte by byte (fsspec's HTTP client, asked for by an option only it knows) is given
     a minute plus its range's bytes at the least rate, and cut off there (an async backend's call is cancelled)."""
@@ -798,6 +804,7 @@ def test_a_run_dropped_mid_epoch_closes_its_remote_shards_at_once(http_server, m
         gc.enable()
 
 
+@pytest.mark.slow
 def test_closing_a_remote_shard_ends_its_ranges_under_way(tmp_path, monkeypatch):
     """The ranges a closed shard had in flight end when it is closed (their sockets shut down), instead of
     downloading the rest for nothing: here 2 MB ranges at 200 KB/s a connection, which would take 10 s."""

@@ -212,6 +212,7 @@ def test_pickle_is_refused_on_every_decoder_path(allowed, tmp_path, monkeypatch)
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_link_flipped_while_it_is_opened_never_reads_outside(secret):
     """Checked, then opened by name, used to read the secret 2,424 times in 60,000 opens."""
     import threading

@@ -92,6 +92,7 @@ def test_parts_are_at_least_five_mib():
         S3Upload("s3://b/k", None, "b", "k", part_bytes=1 << 20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["stall", "drip"])
 def test_a_store_that_takes_an_upload_a_byte_at_a_time_does_not_hold_the_writer(s3, how):
     """Issue 43: botocore's calls cannot be told a deadline, and each socket operation of one that a store answers

@@ -15,7 +15,8 @@ from wds_core.tar import compiled, iter_members
 from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 needs_walk = pytest.mark.skipif(
-    compiled.SCAN is None and os.environ.get("WDS_REQUIRE_COMPILED") != "1", reason="tarscan is not built here"
+    compiled.SCAN is None and os.environ.get("WDS_REQUIRE_COMPILED") != "1",
+    reason="tarscan is not built here or is turned off",
 )
 
 
@@ -105,6 +106,7 @@ print("survived", flush=True)
 """
 
 
+@pytest.mark.slow
 @needs_walk
 @pytest.mark.parametrize("faulthandler", [False, True])
 def test_a_sigbus_outside_the_walk_still_ends_the_process(tmp_path, faulthandler):
@@ -153,6 +155,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.slow
 @needs_walk
 @pytest.mark.parametrize("elsewhere", ["fork", "handler"])
 @pytest.mark.parametrize("reader", ["stream", "indexed"])

@@ -5,7 +5,7 @@ import subprocess
 import tarfile
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from wds_core.tar.tario import iter_members
@@ -15,7 +15,6 @@ segment = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="/\x0
 names = st.lists(segment, min_size=1, max_size=8).map("/".join)
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(names, st.binary(max_size=1500)), min_size=1, max_size=6))
 def test_tarfile_reads_what_we_write_at_the_offsets_we_report(members):
     raw = b"".join(encode_member(name, data) for name, data in members) + end_of_archive()
