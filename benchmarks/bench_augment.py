@@ -22,7 +22,6 @@ and with ``num_threads=2``.  Best of N on a warm page cache, images/s.
 from __future__ import annotations
 
 import argparse
-import io
 import math
 import os
 import random
@@ -30,37 +29,15 @@ import time
 import warnings
 
 import numpy as np
+from harness import photo_shards
 from PIL import Image
 
 import wds_core
 from wds_core.fieldcodecs import set_jpeg_decoder
 
 
-def photo(rng, h, w):
-    y, x = np.mgrid[0:h, 0:w] / max(h, w)
-    phase = rng.uniform(0, 6, 3)
-    base = np.stack([np.sin(9 * x + phase[0]), np.cos(7 * y + phase[1]), np.sin(5 * (x + y) + phase[2])], -1)
-    texture = rng.normal(0, 0.035, (h, w, 3))
-    return (np.clip(0.5 + 0.4 * base + texture, 0, 1) * 255).astype(np.uint8)
-
-
-def jpeg_shards(prefix, n, image, *, shards=2, quality=90, seed=0, fields=None):
-    """``n`` samples of a JPEG of ``image(rng)`` and a ``cls`` (and ``fields(rng, i)``) in ``shards`` shards
-    ``prefix-0000.tar``...: written once, then reused (the benchmarks share it); the brace spec."""
-    pattern = f"{prefix}-%04d.tar"
-    if not os.path.exists(pattern % (shards - 1)):
-        rng = np.random.default_rng(seed)
-        with wds_core.ShardWriter(pattern, maxcount=-(-n // shards)) as sink:
-            for i in range(n):
-                out = io.BytesIO()
-                Image.fromarray(image(rng)).save(out, format="JPEG", quality=quality)
-                sample = {"__key__": f"img{i:06d}", "jpg": out.getvalue(), "cls": i % 10}
-                sink.write({**sample, **(fields(rng, i) if fields else {})})
-    return f"{prefix}-{{0000..{shards - 1:04d}}}.tar"
-
-
 def make_dataset(root, name, n, h, w):
-    return jpeg_shards(f"{root}/augment-{name}", n, lambda rng: photo(rng, h, w))
+    return photo_shards(root, f"augment-{name}", n, h, w)
 
 
 def rrc_flip_chw(img, size=224, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):

@@ -24,22 +24,15 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from bench_augment import jpeg_shards
+from harness import photo_shards
 from PIL import Image
 
 import wds_core
 from wds_core.fieldcodecs.jpeg import set_jpeg_decoder
 
 
-def make_image(rng, size=256):
-    y, x = np.mgrid[0:size, 0:size] / size
-    base = np.stack([np.sin(6 * x + rng.uniform(0, 6)), np.cos(5 * y + rng.uniform(0, 6)), np.sin(4 * (x + y))], -1)
-    texture = rng.normal(0, 0.04, (size, size, 3))
-    return (np.clip(0.5 + 0.4 * base + texture, 0, 1) * 255).astype(np.uint8)
-
-
 def make_dataset(root, n):
-    return jpeg_shards(f"{root}/decode-v2", n, make_image, quality=85)
+    return photo_shards(root, "decode-v3", n, 256, 256, quality=85)
 
 
 def best_of(repeats, fn):

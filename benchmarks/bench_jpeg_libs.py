@@ -19,13 +19,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from harness import photo
 from PIL import Image
-
-
-def photo(rng, h=375, w=500):
-    y, x = np.mgrid[0:h, 0:w] / max(h, w)
-    base = np.stack([np.sin(9 * x + rng.uniform(0, 6)), np.cos(7 * y + rng.uniform(0, 6)), np.sin(5 * (x + y))], -1)
-    return (np.clip(0.5 + 0.4 * base + rng.normal(0, 0.08, (h, w, 3)), 0, 1) * 255).astype(np.uint8)
 
 
 def pillow_decoders():
@@ -112,7 +107,7 @@ def main():
     jpegs = []
     for _ in range(args.images):
         out = io.BytesIO()
-        Image.fromarray(photo(rng)).save(out, format="JPEG", quality=90)
+        Image.fromarray(photo(rng, 375, 500)).save(out, format="JPEG", quality=90)
         jpegs.append(out.getvalue())
     reference = [pillow_decoders()[0](data) for data in jpegs[:20]]
     print(f"{len(jpegs)} JPEGs of 500x375, {sum(map(len, jpegs)) / len(jpegs) / 1e3:.0f} KB on average\n")

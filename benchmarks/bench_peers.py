@@ -1,6 +1,6 @@
 """Side by side on local disk: wds, webdataset 1.0.2, LitData, mosaic-streaming, Megatron-Energon, SPDL, Hugging Face.
 
-The same photo-like JPEGs (``bench_augment.photo``, quality 90) with a label and a caption are written from the
+The same photo-like JPEGs (``harness.photo``, quality 90) with a label and a caption are written from the
 same bytes into each system's own format: webdataset tars (read by wds and webdataset), LitData ``optimize``
 chunks, mosaic-streaming MDS shards (``bytes``, ``int`` and ``str`` columns); Megatron-Energon reads the same
 tars after ``energon prepare`` (``ImageClassificationSample``, ``image: jpg, label: cls``) through
@@ -86,7 +86,7 @@ def write_sets(root: str, images: int) -> dict[str, dict[str, str]]:
     """Each set in each system's format under ``root`` (written once): {set: {format: where}}."""
     sys.path.insert(0, HERE)
     sys.path.insert(0, REPO)
-    from bench_augment import jpeg_shards, photo
+    from harness import jpeg_shards, photo
 
     import wds_core
 

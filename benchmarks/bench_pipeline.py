@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_augment import arguments, jpeg_shards, photo, resize_center_chw, rrc_flip_chw  # noqa: E402
+from bench_augment import arguments, resize_center_chw, rrc_flip_chw  # noqa: E402
+from harness import jpeg_shards, photo  # noqa: E402
 
 import wds_core  # noqa: E402
 

@@ -3,9 +3,10 @@
 Each pipeline runs in one process, profile off and on in turns (``--rounds`` of each, the order alternating):
 best and median of the rates, the median CPU seconds a sample (steadier than the rates on a shared
 machine), and the share of the wall time the profile's looks cover (the stages' times are scaled from it to
-the rest).  The raw row reads the JPEG shards of ``bench_peers.py`` with ``zero_copy`` and ``to_tuple``,
-as many times as fill ``--seconds`` (over 150,000 samples/s on this machine); the bytes row reads them as
-``bytes``, the default (60,000-85,000 samples/s here); the decode row decodes them to uint8 arrays.  A profile
+the rest).  The raw row reads the JPEG shards of ``bench_peers.py`` (made here if they are not there) with
+``zero_copy`` and ``to_tuple``, as many times as fill ``--seconds`` (over 150,000 samples/s on this machine);
+the bytes row reads them as ``bytes``, the default (60,000-85,000 samples/s here); the decode row decodes them
+to uint8 arrays.  A profile
 looks every 5 ms for its first two seconds, every 20 ms after: ``--seconds 0.2`` measures the first regime
 (what ``wds profile`` runs), ``--seconds 8`` mostly the second (a profile left on).
 
@@ -16,15 +17,13 @@ looks every 5 ms for its first two seconds, every 20 ms after: ``--seconds 0.2``
 from __future__ import annotations
 
 import argparse
-import glob
-import os
 import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import jpeg_shards, photo
 
-import wds_core as wds  # noqa: E402
+import wds_core as wds
 
 
 def pipeline(where: str, row: str) -> wds.WebDataset:
@@ -57,10 +56,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.2, help="how long a run lasts (about)")
     parser.add_argument("--rows", default="raw,bytes,decode", help="comma-separated: raw, bytes, decode")
     args = parser.parse_args()
-    shards = sorted(glob.glob(f"{args.dir}/imagenet-*-0*.tar"))
-    if not shards:
-        raise SystemExit(f"no shards in {args.dir}: run benchmarks/bench_peers.py first (it writes them)")
-    where = f"{shards[0][:-8]}{{{os.path.basename(shards[0])[-8:-4]}..{os.path.basename(shards[-1])[-8:-4]}}}.tar"
+    where = jpeg_shards(  # bench_peers.py's imagenet set (the same shards, made here if that has not run)
+        f"{args.dir}/imagenet-2000", 2000, lambda rng: photo(rng, 375, 500), shards=4,
+        fields=lambda rng, i: {"txt": f"a photo of pattern {i} in class {i % 10}"},
+    )  # fmt: skip
     print(f"# {where}, runs of about {args.seconds:g} s, {args.rounds} runs each way, python {sys.version.split()[0]}")
     print(
         "| row | off: best / median samples/s | on: best / median samples/s | rate lost (medians) "

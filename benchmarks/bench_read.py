@@ -2,24 +2,23 @@
 
 Generates three synthetic datasets (small samples, ~30 KB JPEG image samples,
 1 MiB members), warms the page cache, and reports the best of N repeats for
-each reader, plus `cat` for the large shards and peak RSS while streaming them.
+each reader (the readers take turns within each round: benchmarks/harness.py), plus `cat` for the large shards
+and peak RSS while streaming them.
 
-    python benchmarks/bench_read.py [--dir /tmp/wds-bench] [--repeats 3]
+    python benchmarks/bench_read.py [--repeats 3] [--data /tmp/wds-bench] [--json PATH]
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
 import os
 import random
 import subprocess
 import sys
-import time
 import warnings
 
 import numpy as np
+from harness import arguments, report, turns
 from PIL import Image
 
 from wds_core.io.urls import expand_urls
@@ -68,15 +67,6 @@ def make_datasets(root):
     return specs
 
 
-def time_best(fn, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        count = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, count
-
-
 def read_ours(spec):
     import wds_core
 
@@ -101,40 +91,38 @@ print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, n)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--dir", default="/tmp/wds-bench")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = arguments(__doc__)
     args = parser.parse_args()
-    specs = make_datasets(args.dir)
-    results = {}
+    specs = make_datasets(args.data)
+    rows = []
     for name, (spec, expected) in specs.items():
         files = expand_urls(spec)
         nbytes = sum(os.path.getsize(f) for f in files)
         subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
-        ours, n1 = time_best(lambda spec=spec: read_ours(spec), args.repeats)
-        theirs, n2 = time_best(lambda spec=spec: read_theirs(spec), args.repeats)
-        assert n1 == n2 == expected, (name, n1, n2, expected)
+        systems = {"wds": lambda spec=spec: read_ours(spec), "webdataset": lambda spec=spec: read_theirs(spec)}
+        if name == "large":  # cat's rate, in samples/s of the same bytes
+            systems["cat"] = lambda files=files, n=expected: (
+                subprocess.run(["cat", *files], stdout=subprocess.DEVNULL) and n
+            )
+        rates = turns(systems, args.repeats)
+        ours, theirs = rates["wds"], rates["webdataset"]
         row = {
+            "dataset": name,
             "samples": expected,
-            "MB": round(nbytes / 1e6, 1),
-            "wds_samples_per_s": round(expected / ours),
-            "webdataset_samples_per_s": round(expected / theirs),
-            "speedup": round(theirs / ours, 1),
-            "wds_GB_per_s": round(nbytes / ours / 1e9, 2),
+            "MB": round(nbytes / 1e6),
+            "wds samples/s (best, median)": f"{ours.best:,.0f}, {ours.median:,.0f}",
+            "webdataset samples/s": f"{theirs.best:,.0f}, {theirs.median:,.0f}",
+            "speedup": f"**{ours.best / theirs.best:.1f}×**",
+            "wds GB/s": round(nbytes / expected * ours.best / 1e9, 2),
         }
         if name == "large":
-            cat, _ = time_best(
-                lambda files=files: subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True) and 0,
-                args.repeats,
-            )
-            row["cat_GB_per_s"] = round(nbytes / cat / 1e9, 2)
-            row["fraction_of_cat"] = round(cat / ours, 2)
+            row["of cat"] = f"{ours.best / rates['cat'].best:.0%}"
             out = subprocess.run([sys.executable, "-c", RSS_CODE, spec], capture_output=True, text=True, check=True)
             base, peak, _ = map(int, out.stdout.split())
-            row["peak_rss_above_import_MB"] = round((peak - base) / 1024, 1)
-        results[name] = row
-        print(name, json.dumps(row), flush=True)
-    return results
+            row["peak RSS above import (MB)"] = round((peak - base) / 1024, 1)
+        rows.append(row)
+    report(rows, args)
+    return rows
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ def _descends_from(pid: int, root: int) -> bool:
 # the ci extra (torch, torchdata, JAX, TensorFlow, the docs tools) is installed: the tests under these folders and
 # files need it (without it they skip themselves), and are marked `frameworks` here.
 FRAMEWORK_TESTS = {"torch", "jax", "tf", "test_docs.py", "test_doc_examples.py", "test_examples.py"}
-SLOW_AFTER = 2.0  # seconds (noise allowed for): a test not marked slow that takes longer is listed at the end
+SLOW_AFTER = 2.0  # seconds (noise allowed for): a fast-tier test that takes longer is listed at the end of the run
 
 
 def pytest_collection_modifyitems(config, items):
@@ -119,13 +119,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_logreport(report):
-    if report.when == "call" and report.duration > SLOW_AFTER and "slow" not in report.keywords:
+    fast_tier = "slow" not in report.keywords and "frameworks" not in report.keywords
+    if report.when == "call" and report.duration > SLOW_AFTER and fast_tier:
         _UNMARKED_SLOW.append((report.duration, report.nodeid))
 
 
 def pytest_terminal_summary(terminalreporter):
     if _UNMARKED_SLOW:
-        terminalreporter.section(f"tests not marked slow that took over {SLOW_AFTER:.0f} s", sep="-")
+        terminalreporter.section(f"fast-tier tests that took over {SLOW_AFTER:.0f} s", sep="-")
         for duration, nodeid in sorted(_UNMARKED_SLOW, reverse=True)[:20]:
             terminalreporter.write_line(f"{duration:6.2f} s  {nodeid}")
         terminalreporter.write_line("the fast tier is the README's command: mark them slow or make them cheaper")

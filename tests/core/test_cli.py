@@ -186,6 +186,25 @@ def test_bench_and_errors_go_to_stderr(data):
     assert failed.returncode == 1 and failed.stderr.startswith(b"wds stats:") and not failed.stdout
 
 
+def test_bench_prints_the_local_rows_beside_webdataset(tmp_path):
+    from PIL import Image
+
+    image = io.BytesIO()
+    Image.new("RGB", (32, 24), (200, 30, 90)).save(image, format="JPEG")
+    with wds.TarWriter(str(tmp_path / "images.tar")) as sink:
+        for i in range(20):
+            sink.write({"__key__": f"k{i:02d}", "jpg": image.getvalue(), "cls": i % 3, "txt": "a caption"})
+    spec = str(tmp_path / "images.tar")
+    out = wds_cli("bench", spec, "--rows", "raw,decoded").stdout.decode()
+    table = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [cells[0].strip() for cells in table] == ["row", "raw", "raw", "decoded", "decoded"]
+    assert [cells[1].strip() for cells in table[1:]] == ["wds", "webdataset"] * 2
+    assert all(float(cells[2].replace(",", "")) > 0 for cells in table[1:])  # samples/s
+    assert [cells[4].strip() for cells in table[1:]][1::2] == ["1.00x", "1.00x"]  # webdataset against itself
+    refused = wds_cli("bench", spec, "--rows", "raw,train", check=False)
+    assert refused.returncode == 2 and b"no row train; the rows are raw, decoded" in refused.stderr
+
+
 @pytest.mark.slow
 def test_progress_on_a_terminal_and_quiet_when_piped(data):
     import pty

@@ -6,6 +6,7 @@
     wds stats "data/shard-{000..099}.tar" --shuffle --label cls --svg shuffle.svg      # ... a label's mix, drawn
     wds verify data/dataset.json            # exit status 0: intact; 1: problems (each listed)
     wds bench "s3://bucket/shard-{000..099}.tar" --seconds 30
+    wds bench "data/shard-{000..099}.tar" --seconds 10 --rows raw,decoded   # ... and beside webdataset, as a table
 
 SPEC is shard URLs or brace specs, or a wids descriptor (``.json``) whose sample
 counts and md5sums ``verify`` also checks.
@@ -309,7 +310,70 @@ def run_bench(args: argparse.Namespace) -> int:
     elapsed = max(time.perf_counter() - start, 1e-9)
     print(f"{samples:,} samples, {human_bytes(nbytes)} in {elapsed:.2f} s: "
           f"{samples / elapsed:,.0f} samples/s, {human_bytes(nbytes / elapsed)}/s")  # fmt: skip
+    if args.rows:
+        print()
+        print(_bench_table(urls, args))
     return 0
+
+
+BENCH_ROWS = ("raw", "decoded")
+
+
+def _bench_rows(text: str) -> list[str]:
+    rows = [row.strip() for row in text.split(",") if row.strip()]
+    unknown = sorted(set(rows) - set(BENCH_ROWS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no row {', '.join(unknown)}; the rows are {', '.join(BENCH_ROWS)}")
+    return rows
+
+
+def _bench_table(urls: list[str], args: argparse.Namespace) -> str:
+    """The local rows of benchmarks/bench_read.py ("raw": samples as bytes) and bench_decode.py ("decoded": images
+    to RGB arrays, the rest by extension) on these shards, each system in turn over the same shards: wds, and
+    webdataset 1.x where it is installed; a Markdown table as benchmarks/README.md writes them."""
+    import warnings
+
+    import wds_core
+
+    systems: dict[str, Any] = {"wds": wds_core}
+    try:
+        import webdataset
+
+        systems["webdataset"] = webdataset
+    except ImportError:
+        pass
+    lines = ["| row | system | samples/s | MB/s | vs webdataset |", "|---|---|---|---|---|"]
+    for row in args.rows:
+        rates: dict[str, tuple[float, float]] = {}
+        for name, package in systems.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dataset = package.WebDataset(urls, shardshuffle=False)
+                rates[name] = _rate(dataset.decode("rgb8") if row == "decoded" else dataset, args.seconds)
+        for name, (per_second, bytes_per_second) in rates.items():
+            ratio = f"{per_second / rates['webdataset'][0]:.2f}x" if "webdataset" in rates else "not installed"
+            lines.append(f"| {row} | {name} | {per_second:,.0f} | {bytes_per_second / 1e6:,.1f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def _size(value: Any) -> int:
+    """Bytes of a field as read or decoded (an array's buffer, a string's or bytes' length); 0 for a number."""
+    if hasattr(value, "nbytes"):
+        return int(value.nbytes)
+    return len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else 0
+
+
+def _rate(dataset: Any, seconds: float) -> tuple[float, float]:
+    """Samples and bytes a second over ``dataset`` (all of it, or what ``seconds`` allow)."""
+    samples = nbytes = 0
+    start = time.perf_counter()
+    for sample in dataset:
+        samples += 1
+        nbytes += sum(_size(value) for key, value in sample.items() if not is_meta(key))
+        if seconds and time.perf_counter() - start > seconds:
+            break
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    return samples / elapsed, nbytes / elapsed
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -347,3 +411,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     bench = command("bench", "measure how fast your shards read (no decoding)", run_bench)
     bench.add_argument("--seconds", type=float, default=0, help="stop after this long (default: read everything)")
+    bench.add_argument("--rows", type=_bench_rows, default=[], metavar="raw,decoded",
+                       help="also the table of benchmarks/README.md's local rows on these shards: raw samples, "
+                       "and decoded ones (images to RGB arrays), through wds and, where it is installed, "
+                       "webdataset 1.x, each for --seconds")  # fmt: skip

@@ -1,0 +1,212 @@
+"""What every benchmark shares: datasets made once and kept, systems timed in turns, a stamp of the run, JSON.
+
+A script run as ``python benchmarks/SCRIPT.py`` imports this as ``harness`` (its folder is on ``sys.path``).
+
+* **Datasets** -- :func:`photo` draws the photo-like images every image benchmark uses (smooth colour fields
+  with a fine texture, which JPEG compresses as it does photographs, unlike noise or flat colour);
+  :func:`jpeg_shards` writes ``n`` of them as JPEG samples once under ``--data`` (default ``/tmp/wds-bench``,
+  or ``WDS_BENCH_DATA``) and reuses them afterwards, whichever script asks.
+* **Timing** -- :func:`turns` runs each system once per round, in an order that rotates from round to round, so
+  that a slow spell of the machine falls on all of them; each system's rates are kept, and :class:`Rates` gives
+  the best and the median.
+* **Stamp** -- :func:`stamp`: the date, the commit (``+`` when the tree differs from it), the machine, its cores
+  and memory, Python, and the installed version of wds and of every peer (read from the installed metadata,
+  nothing imported).
+* **Output** -- :func:`report` prints a Markdown table (the form of ``benchmarks/README.md``) and the stamp, and
+  writes both to ``--json PATH`` when asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.environ.get("WDS_BENCH_DATA", "/tmp/wds-bench")
+#: the packages whose versions a stamp records (the peers are measured by bench_peers.py and bench_objectstore.py)
+PACKAGES = (
+    "wds", "webdataset", "wids", "litdata", "mosaicml-streaming", "megatron-energon", "spdl", "datasets",
+    "torch", "torchvision", "torchdata", "jax", "tensorflow-cpu", "numpy", "pillow", "simplejpeg",
+    "opencv-python-headless", "fsspec", "s3fs",
+)  # fmt: skip
+
+
+def arguments(doc: str, repeats: int = 3) -> argparse.ArgumentParser:
+    """A parser with the options every benchmark takes: ``--repeats``, ``--data``, ``--json``; add your own."""
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=repeats, help="rounds; each system runs once a round")
+    parser.add_argument("--data", "--dir", default=DATA, help="where datasets are written once and kept")
+    parser.add_argument("--json", metavar="PATH", help="also write the results and the stamp here")
+    return parser
+
+
+# ---------------------------------------------------------------- datasets
+
+
+def photo(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A ``height x width`` RGB image that JPEG compresses as it does a photograph: smooth colour fields, a texture."""
+    y, x = np.mgrid[0:height, 0:width] / max(height, width)
+    phase = rng.uniform(0, 6, 3)
+    base = np.stack([np.sin(9 * x + phase[0]), np.cos(7 * y + phase[1]), np.sin(5 * (x + y) + phase[2])], -1)
+    texture = rng.normal(0, 0.035, (height, width, 3))
+    return (np.clip(0.5 + 0.4 * base + texture, 0, 1) * 255).astype(np.uint8)
+
+
+def jpeg_shards(
+    prefix: str,
+    n: int,
+    image: Callable[[np.random.Generator], np.ndarray],
+    *,
+    shards: int = 2,
+    quality: int = 90,
+    seed: int = 0,
+    fields: Callable[[np.random.Generator, int], dict[str, Any]] | None = None,
+) -> str:
+    """``n`` samples of a JPEG of ``image(rng)`` and a ``cls`` (and ``fields(rng, i)``) in ``shards`` shards
+    ``prefix-0000.tar``...: written once, then reused by whichever benchmark asks; returns the brace spec."""
+    from PIL import Image
+
+    import wds_core
+
+    pattern = f"{prefix}-%04d.tar"
+    if not os.path.exists(pattern % (shards - 1)):
+        os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+        rng = np.random.default_rng(seed)
+        with wds_core.ShardWriter(pattern, maxcount=-(-n // shards)) as sink:
+            for i in range(n):
+                out = io.BytesIO()
+                Image.fromarray(image(rng)).save(out, format="JPEG", quality=quality)
+                sample = {"__key__": f"img{i:06d}", "jpg": out.getvalue(), "cls": i % 10}
+                sink.write({**sample, **(fields(rng, i) if fields else {})})
+    return f"{prefix}-{{0000..{shards - 1:04d}}}.tar"
+
+
+def photo_shards(root: str, name: str, n: int, height: int, width: int, **options: Any) -> str:
+    """``n`` photo-like JPEGs of ``height x width`` as ``root/name-NNNN.tar`` (made once); the brace spec."""
+    return jpeg_shards(f"{root}/{name}", n, lambda rng: photo(rng, height, width), **options)
+
+
+# ---------------------------------------------------------------- timing
+
+
+@dataclass
+class Rates:
+    """One system's rates (items per second), one a round."""
+
+    values: list[float] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return max(self.values)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+
+def turns(systems: dict[str, Callable[[], int]], repeats: int) -> dict[str, Rates]:
+    """Each of ``systems`` (a name: a call that does the work and returns how many items it did) once a round, for
+    ``repeats`` rounds, the order rotating each round; ``{name: Rates}``.  Every system's counts must agree."""
+    names = list(systems)
+    rates = {name: Rates() for name in names}
+    counts: dict[str, int] = {}
+    for round_ in range(repeats):
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            start = time.perf_counter()
+            counts[name] = systems[name]()
+            rates[name].values.append(counts[name] / (time.perf_counter() - start))
+    if len(set(counts.values())) > 1:
+        raise AssertionError(f"the systems did different amounts of work: {counts}")
+    return rates
+
+
+# ---------------------------------------------------------------- stamp and output
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def stamp() -> dict[str, Any]:
+    """When, where and with what a run was made."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        memory = float("nan")
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return {
+        "date": datetime.date.today().isoformat(),
+        "commit": _commit(),
+        "machine": f"{_cpu()}, {platform.system()} {platform.machine()}",
+        "cores": os.cpu_count(),
+        "memory_GiB": round(memory, 1),
+        "python": platform.python_version(),
+        "versions": versions,
+        "command": " ".join(["python", os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]]),
+    }
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def table(rows: Iterable[dict[str, Any]]) -> str:
+    """The rows (dicts) as a Markdown table: a column for every key, in the order the keys first come."""
+    rows = list(rows)
+    if not rows:
+        return ""
+    headers = list(dict.fromkeys(key for row in rows for key in row))
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(row.get(h, "")) for h in headers) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def report(rows: list[dict[str, Any]], args: argparse.Namespace | None = None, **extra: Any) -> dict[str, Any]:
+    """Print the rows as a table and the run's stamp; with ``--json PATH``, write both there too."""
+    run = {**stamp(), **extra}
+    print(table(rows))
+    print(
+        f"\n{run['date']}, commit {run['commit']}, {run['machine']}, {run['cores']} cores, "
+        f"{run['memory_GiB']} GiB, Python {run['python']}; "
+        + ", ".join(f"{name} {version}" for name, version in run["versions"].items())
+    )
+    if args is not None and getattr(args, "json", None):
+        with open(args.json, "w") as out:
+            json.dump({**run, "rows": rows}, out, indent=1)
+    return run
