@@ -86,14 +86,13 @@ def write_sets(root: str, images: int) -> dict[str, dict[str, str]]:
     """Each set in each system's format under ``root`` (written once): {set: {format: where}}."""
     sys.path.insert(0, HERE)
     sys.path.insert(0, REPO)
-    from harness import jpeg_shards, photo
+    from harness import captioned_photo_shards
 
     import wds_core
 
     made: dict[str, dict[str, str]] = {}
     for name, (h, w) in {"imagenet": (375, 500), "clip": (512, 512)}.items():
-        spec = jpeg_shards(f"{root}/{name}-{images}", images, lambda rng, h=h, w=w: photo(rng, h, w), shards=4,
-                           fields=lambda rng, i: {"txt": f"a photo of pattern {i} in class {i % 10}"})  # fmt: skip
+        spec = captioned_photo_shards(root, name, images, h, w)
         samples = [(s["jpg"], int(s["cls"]), s["txt"].decode()) for s in wds_core.WebDataset(spec)]
         made[name] = {"tar": spec}
         try:

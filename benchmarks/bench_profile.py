@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-from harness import jpeg_shards, photo
+from harness import captioned_photo_shards
 
 import wds_core as wds
 
@@ -56,10 +56,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.2, help="how long a run lasts (about)")
     parser.add_argument("--rows", default="raw,bytes,decode", help="comma-separated: raw, bytes, decode")
     args = parser.parse_args()
-    where = jpeg_shards(  # bench_peers.py's imagenet set (the same shards, made here if that has not run)
-        f"{args.dir}/imagenet-2000", 2000, lambda rng: photo(rng, 375, 500), shards=4,
-        fields=lambda rng, i: {"txt": f"a photo of pattern {i} in class {i % 10}"},
-    )  # fmt: skip
+    where = captioned_photo_shards(args.dir, "imagenet", 2000, 375, 500)  # bench_peers.py's imagenet set
     print(f"# {where}, runs of about {args.seconds:g} s, {args.rounds} runs each way, python {sys.version.split()[0]}")
     print(
         "| row | off: best / median samples/s | on: best / median samples/s | rate lost (medians) "

@@ -102,7 +102,7 @@ def main():
         systems = {"wds": lambda spec=spec: read_ours(spec), "webdataset": lambda spec=spec: read_theirs(spec)}
         if name == "large":  # cat's rate, in samples/s of the same bytes
             systems["cat"] = lambda files=files, n=expected: (
-                subprocess.run(["cat", *files], stdout=subprocess.DEVNULL) and n
+                subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True) and n
             )
         rates = turns(systems, args.repeats)
         ours, theirs = rates["wds"], rates["webdataset"]

@@ -100,6 +100,15 @@ def photo_shards(root: str, name: str, n: int, height: int, width: int, **option
     return jpeg_shards(f"{root}/{name}", n, lambda rng: photo(rng, height, width), **options)
 
 
+def captioned_photo_shards(root: str, name: str, images: int, height: int, width: int) -> str:
+    """bench_peers.py's sets: ``images`` photo-like JPEGs with a class and a caption, in 4 shards
+    ``root/name-images-NNNN.tar`` (made once, by whichever script asks first); the brace spec."""
+    return jpeg_shards(
+        f"{root}/{name}-{images}", images, lambda rng: photo(rng, height, width), shards=4,
+        fields=lambda rng, i: {"txt": f"a photo of pattern {i} in class {i % 10}"},
+    )  # fmt: skip
+
+
 # ---------------------------------------------------------------- timing
 
 

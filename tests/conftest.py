@@ -121,18 +121,18 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_logreport(report):
     fast_tier = "slow" not in report.keywords and "frameworks" not in report.keywords
     if report.when == "call" and report.duration > SLOW_AFTER and fast_tier:
-        _UNMARKED_SLOW.append((report.duration, report.nodeid))
+        _SLOW_IN_FAST_TIER.append((report.duration, report.nodeid))
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _UNMARKED_SLOW:
+    if _SLOW_IN_FAST_TIER:
         terminalreporter.section(f"fast-tier tests that took over {SLOW_AFTER:.0f} s", sep="-")
-        for duration, nodeid in sorted(_UNMARKED_SLOW, reverse=True)[:20]:
+        for duration, nodeid in sorted(_SLOW_IN_FAST_TIER, reverse=True)[:20]:
             terminalreporter.write_line(f"{duration:6.2f} s  {nodeid}")
         terminalreporter.write_line("the fast tier is the README's command: mark them slow or make them cheaper")
 
 
-_UNMARKED_SLOW: list[tuple[float, str]] = []
+_SLOW_IN_FAST_TIER: list[tuple[float, str]] = []
 
 
 def pytest_sessionstart(session):
