@@ -1,66 +1,42 @@
-"""Indexed random access against wids 0.1.11, in the same run.
+"""Indexed random access against wids 0.1.11, and checkpoints inside a 1 GB shard, in the same run.
 
-* random access: raw samples/s for uniformly random indexes over 10 local shards x 1,000 samples
-  (a ~10 KB "jpg", a "cls" and a "json" each), shards memory-mapped by both; wids with
-  ``transformations=[]`` (raw), its shards opened in place (``localname`` = identity);
-* index building: a descriptor for the same 10 shards, ``widsindex create`` (as a subprocess)
-  against ``wds index create`` (as a subprocess; sidecar indexes included, no md5) and
-  ``wds index create --md5`` (what widsindex always does);
-* the local reads behind random access: the compiled copy out of a map (``mapcopy``, the default where it was
-  built) against ``pread`` (``WDS_MAPCOPY=pread``), for the ~10 KB samples and for the 1 GB shard's ~100 KB ones;
-* first access to an unindexed 1 GB shard (10,000 samples of ~100 KB): time from constructing the
-  dataset to the first sample of the middle of the shard, no index anywhere beforehand.
+Sections (``--rows``, all by default), each one table of benchmarks/README.md; the data is
+harness.indexed_shards (10 local shards x 1,000 samples of a ~10 KB ``jpg``, a ``cls`` and a ``json``, and a
+1 GB shard of 10,000 samples of ~100 KB), made once under ``--data``:
 
-    python benchmarks/bench_indexed.py [--dir /tmp/wds-bench-indexed] [--repeats 3]
+* ``indexed``: raw samples/s for uniformly random indexes over the 10 shards, memory-mapped by both, wids with
+  ``transformations=[]`` (its shards opened in place); index building for them, ``widsindex create`` against ``wds
+  index create`` (sidecar indexes included, no md5) and ``wds index create --md5`` (what widsindex always does),
+  each a subprocess; the local reads behind random access, the compiled copy out of a map (``mapcopy``, the
+  default where it was built) against ``pread`` (``WDS_MAPCOPY=pread``) for the ~10 KB samples and the 1 GB
+  shard's ~100 KB ones; first access to the unindexed 1 GB shard (constructing the dataset to the first sample of
+  the middle of the shard);
+* ``resume``: ``WebDataset(big).shuffle(1000).decode(only="cls")``: ``state_dict()`` + ``json.dumps`` after each
+  of 2,000 samples; restoring a state taken at sample 5,000 (to the first sample; against reading up to it); and
+  elastic: the shard read as a balanced epoch (``balanced="pad"``) by 4 readers that stop after 1,000 samples
+  each, ``merge_states`` of their 4 states, each of 2 new readers to its first sample of the rest of the epoch
+  (reading the shard's offset index again, as a restarted process does).
+
+    python benchmarks/bench_indexed.py [--rows indexed,resume] [--repeats 3] [--data /tmp/wds-bench]
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
+import json
 import os
 import random
 import subprocess
 import sys
 import time
 
-from wds_core.tar.tarwrite import encode_member, end_of_archive
+import harness
 
-NSHARDS, PER_SHARD, ACCESSES = 10, 1000, 20000
+import wds_core
+import wds_core.dist
+import wds_core.sources.balanced
 
-
-def write_shard(path, count, size, seed):
-    rng = random.Random(seed)
-    with open(path + ".tmp", "wb") as out:
-        for i in range(count):
-            key = f"s{seed:03d}-{i:06d}"
-            out.write(encode_member(f"{key}.jpg", rng.randbytes(size)))
-            out.write(encode_member(f"{key}.cls", b"%d" % (i % 10)))
-            out.write(encode_member(f"{key}.json", b'{"i": %d}' % i))
-        out.write(end_of_archive())
-    os.replace(path + ".tmp", path)
-
-
-def make_data(root):
-    os.makedirs(root, exist_ok=True)
-    for s in range(NSHARDS):
-        path = f"{root}/shard-{s:03d}.tar"
-        if not os.path.exists(path):
-            write_shard(path, PER_SHARD, 10_000, s)
-    big = f"{root}/big.tar"
-    if not os.path.exists(big):
-        write_shard(big, 10_000, 100_000, 999)
-    return [f"{root}/shard-{s:03d}.tar" for s in range(NSHARDS)], big
-
-
-def arguments_and_data(doc):
-    """``--dir`` and ``--repeats`` of the benchmarks that use this data set, and its shards."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--dir", default="/tmp/wds-bench-indexed")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    shards, big = make_data(os.path.abspath(args.dir))
-    return args, shards, big
+ACCESSES = 20000
 
 
 def clean_indexes(root):
@@ -83,17 +59,11 @@ def random_access(dataset, n):
     return ACCESSES / (time.perf_counter() - start)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", default="/tmp/wds-bench-indexed")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+def indexed(args):
     import wids
 
-    import wds_core
-
-    root = os.path.abspath(args.dir)
-    shards, big = make_data(root)
+    shards, big = harness.indexed_shards(args.data)
+    root = os.path.dirname(big)
     names = [os.path.basename(s) for s in shards]
     widsindex = [sys.executable, "-c", "import sys; from wids.wids_index import main; sys.argv[0]='widsindex'; main()"]
     best: dict[str, float] = {}
@@ -102,7 +72,7 @@ def main():
         old = best.get(name)
         best[name] = value if old is None else (max if higher else min)(old, value)
 
-    for _ in range(args.repeats):
+    for _ in range(harness.repeats(args, 3)):
         clean_indexes(root)
         keep("index: widsindex create (s)", timed([*widsindex, "create", "-o", "wids.json", *names], root), False)
         clean_indexes(root)
@@ -127,7 +97,7 @@ def main():
         sample = wds_core.ShardListDataset([big])[5000]
         keep("unindexed 1 GB shard: first sample (s)", time.perf_counter() - start, False)
         assert sample["__key__"] == "s999-005000"
-    print(f"# {NSHARDS} shards x {PER_SHARD} samples (~10 KB); python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    print(f"# {harness.INDEXED_SHARDS} shards x {harness.INDEXED_PER_SHARD} samples (~10 KB)")
     for name, value in best.items():
         print(f"{name:50s} {value:12,.3f}" if value < 100 else f"{name:50s} {value:12,.0f}")
     wids_rate, our_rate = best["random access: wids (samples/s)"], best["random access: wds (samples/s)"]
@@ -136,5 +106,77 @@ def main():
     print(f"index building: {index_ratio:.1f}x faster than widsindex (target >= 5x)")
 
 
+def _pipeline(path):
+    return wds_core.WebDataset(path, shardshuffle=False, seed=1).shuffle(1000).decode(only="cls")
+
+
+def resume(args):
+    _, big = harness.indexed_shards(args.data)
+    ds = _pipeline(big)
+    it = iter(ds)
+    spent, sizes = 0.0, []
+    for _ in range(2000):
+        next(it)
+        start = time.perf_counter()
+        text = json.dumps(ds.state_dict())
+        spent += time.perf_counter() - start
+        sizes.append(len(text))
+    print(f"state_dict() + json.dumps: {spent / 2000 * 1e3:.3f} ms per call, state {max(sizes):,} bytes at most")
+    for _ in range(3000):
+        next(it)
+    state = json.loads(json.dumps(ds.state_dict()))
+    expected = next(it)["__key__"]
+    start = time.perf_counter()
+    fresh = _pipeline(big)
+    fresh.load_state_dict(state)
+    first = next(iter(fresh))
+    restore = time.perf_counter() - start
+    assert first["__key__"] == expected, (first["__key__"], expected)
+    print(f"restore at sample 5,000 of the 1 GB shard, to the first sample: {restore:.3f} s")
+    start = time.perf_counter()
+    again = iter(_pipeline(big))
+    for _ in range(5001):
+        next(again)
+    print(f"reading up to sample 5,000 instead: {time.perf_counter() - start:.3f} s")
+    elastic(big)
+
+
+def balanced(path):
+    return wds_core.WebDataset(path, shardshuffle=False, seed=1, balanced="pad").shuffle(1000).decode(only="cls")
+
+
+def as_reader(reader, readers):
+    wds_core.dist.set_node_info_provider(lambda: (reader, readers))
+    wds_core.dist.set_worker_info_provider(lambda: (0, 1))
+
+
+def elastic(big):
+    states, spent = [], 0.0
+    for reader in range(4):
+        as_reader(reader, 4)
+        ds = balanced(big)
+        it = iter(ds)
+        for _ in range(1000):
+            next(it)
+            start = time.perf_counter()
+            text = json.dumps(ds.state_dict())
+            spent += time.perf_counter() - start
+        states.append(json.loads(text))
+    print(f"elastic: state_dict() + json.dumps with the position: {spent / 4000 * 1e3:.3f} ms per call")
+    start = time.perf_counter()
+    merged = wds_core.merge_states(states)
+    print(f"elastic: merge_states() of 4 readers: {(time.perf_counter() - start) * 1e3:.2f} ms")
+    for reader in range(2):
+        as_reader(reader, 2)
+        wds_core.sources.balanced._INDEXES.clear()  # as in a restarted process: the shard's index is read again
+        start = time.perf_counter()
+        fresh = balanced(big)
+        fresh.load_state_dict(merged)
+        next(iter(fresh))
+        print(f"elastic: reader {reader} of 2, to its first sample of the rest: {time.perf_counter() - start:.3f} s")
+    wds_core.dist.set_node_info_provider(None)
+    wds_core.dist.set_worker_info_provider(None)
+
+
 if __name__ == "__main__":
-    main()
+    harness.run(__doc__, {"indexed": indexed, "resume": resume})

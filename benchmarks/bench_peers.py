@@ -23,7 +23,7 @@ systems take turns), and every run checks that it got every sample once with its
   have no decoder for bytes: Pillow in the loop, as their examples do);
 * ``train``: the ImageNet-style train transform to a 3x224x224 uint8 array: random-resized-crop 224 and a
   random flip (webdataset, LitData, mosaic: ``decode("pil")`` or ``Image.open`` and the transform torchvision
-  applies to PIL images, written with Pillow -- ``bench_augment.rrc_flip_chw``; wds: ``crop_images(224,
+  applies to PIL images, written with Pillow -- ``harness.rrc_flip_chw``; wds: ``crop_images(224,
   flip=0.5)``, its documented path, with the ``jpeg`` and ``cv`` extras when installed: simplejpeg decodes,
   OpenCV resizes -- the header line says which);
 * ``clip``: the CLIP-style one on the ``clip`` set: resize the shorter side to 224 and cut the centre (wds:
@@ -37,11 +37,19 @@ systems take turns), and every run checks that it got every sample once with its
 Reported: samples/s; the time from making the dataset to the first sample; CPU seconds per 1,000 samples (the
 reading process and its workers); the peak growth of the memory of the reading process and its worker processes
 (their PSS: pages shared between them counted once, split).  For object stores see
-``bench_objectstore.py`` (the same systems against a shaped S3 server).
+``bench_store.py --rows objectstore`` (the same systems against a shaped S3 server).
 
-    python benchmarks/bench_peers.py [--images 2000] [--repeats 3] [--dir /tmp/wds-bench-peers]
-        [--rows raw,rawbytes,decode,train,clip,threads,loader] [--only webdataset,wds,litdata,mosaic,energon,hf]
-        [--svg FILE]
+**Profile** (section ``profile``): what leaving :class:`wds_core.Profile` on costs, on the same ``imagenet`` set
+read by wds in one process, profile off and on in turns (``--rounds`` of each, the order alternating): best and
+median of the rates, the median CPU seconds a sample (steadier than the rates on a shared machine), and the share
+of the wall time the profile's looks cover.  *raw* reads with ``zero_copy`` and ``to_tuple`` (over 150,000
+samples/s here), *bytes* as ``bytes`` (the default), *decode* to uint8 arrays, each as many times as fill
+``--seconds``.  A profile looks every 5 ms for its first two seconds, every 20 ms after: ``--seconds 0.2`` measures
+the first regime (what ``wds profile`` runs), ``--seconds 8`` mostly the second (a profile left on).
+
+    python benchmarks/bench_peers.py [--images 2000] [--repeats 3] [--data /tmp/wds-bench]
+        [--rows raw,rawbytes,decode,train,clip,threads,loader,profile] [--only webdataset,wds,litdata,...]
+        [--svg FILE] [--rounds 24] [--seconds 0.2]
 
 The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2 datasets
 megatron-energon spdl``; a
@@ -51,15 +59,19 @@ system that is missing is skipped and said so.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
+
+import harness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 SYSTEMS = (
     "webdataset",
     "wds",
@@ -84,15 +96,11 @@ RUN_TIMEOUT = 600
 
 def write_sets(root: str, images: int) -> dict[str, dict[str, str]]:
     """Each set in each system's format under ``root`` (written once): {set: {format: where}}."""
-    sys.path.insert(0, HERE)
-    sys.path.insert(0, REPO)
-    from harness import captioned_photo_shards
-
     import wds_core
 
     made: dict[str, dict[str, str]] = {}
     for name, (h, w) in {"imagenet": (375, 500), "clip": (512, 512)}.items():
-        spec = captioned_photo_shards(root, name, images, h, w)
+        spec = harness.captioned_photo_shards(root, name, images, h, w)
         samples = [(s["jpg"], int(s["cls"]), s["txt"].decode()) for s in wds_core.WebDataset(spec)]
         made[name] = {"tar": spec}
         try:
@@ -148,13 +156,13 @@ class _LitItem:
 READ = r"""
 import io, json, os, random, sys, time, warnings
 warnings.simplefilter("ignore")
-sys.path[:0] = [{here!r}, {repo!r}]
+sys.path[:0] = [{here!r}]
 system, row, where, cache = {system!r}, {row!r}, {where!r}, {cache!r}
 workers = 2 if row == "loader" else 0
 epochs = {raw_epochs} if row.startswith("raw") else 1
 import numpy as np
 from PIL import Image
-from bench_augment import resize_center_chw, rrc_flip_chw
+from harness import resize_center_chw, rrc_flip_chw
 def pss(pid):
     try:
         with open(f"/proc/{{pid}}/smaps_rollup") as rollup:
@@ -336,7 +344,7 @@ print(json.dumps({{"n": n, "labels": labels, "seconds": seconds, "first": first,
 def run(system: str, row: str, where: str) -> dict:
     cache = tempfile.mkdtemp(prefix=f"bench-peers-{system}-")
     try:
-        code = READ.format(here=HERE, repo=REPO, system=system, row=row, where=where, cache=cache,
+        code = READ.format(here=HERE, system=system, row=row, where=where, cache=cache,
                            raw_epochs=RAW_EPOCHS)  # fmt: skip
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT)
         if out.returncode:
@@ -346,77 +354,140 @@ def run(system: str, row: str, where: str) -> dict:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--dir", default="/tmp/wds-bench-peers")
-    parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows: " + ",".join(ROWS))
+def peers(args: argparse.Namespace, row: str) -> list[dict]:
+    """One row of the comparison: every system chosen, in turns, a fresh process a run."""
+    made = write_sets(os.path.join(args.data, "peers"), args.images)
+    expected = sum(i % 10 for i in range(args.images))
+    label = ROWS[row]
+    formats = made["clip" if row == "clip" else "imagenet"]
+    chosen = [s for s in SYSTEMS if s in args.only.split(",")]
+    skipped: dict[str, str] = {}
+    places: dict[str, str] = {}
+    for system in chosen:
+        where = formats.get("tar" if system in ("wds", "webdataset", "hf", "spdl") else system)
+        if importlib.util.find_spec({"hf": "datasets", "spdl": "spdl"}.get(system, "json")) is None:
+            where = None
+        if row == "threads" and system not in ("wds", "spdl") or row == "loader" and system == "spdl":
+            skipped[system] = "no such option"
+        elif where is None:
+            skipped[system] = "not installed"
+        else:
+            places[system] = where
+    # the systems take turns, round after round, each round in another order: this machine's speed drifts by
+    # 20-40% over minutes, which would otherwise favour whichever system ran in a fast spell (a fresh process a
+    # run, with its first-sample time, CPU and memory: more than harness.turns keeps)
+    results: dict[str, list[dict]] = {system: [] for system in places}
+    for round_number in range(harness.repeats(args, 3)):
+        shift = round_number % max(len(places), 1)
+        for system in list(places)[shift:] + list(places)[:shift]:
+            if system in skipped:
+                continue
+            try:
+                results[system].append(run(system, row, places[system]))
+            except (RuntimeError, subprocess.TimeoutExpired) as exn:
+                said = str(exn).strip().splitlines()[-1][:150] if str(exn).strip() else type(exn).__name__
+                skipped[system] = f"failed: {said}"
+    rates: dict[str, float] = {}
+    rows = []
+    for system in chosen:
+        if system in skipped:
+            rows.append({"row": label, "system": system, "samples/s": skipped[system]})
+            continue
+        runs = results[system]
+        samples = args.images * (RAW_EPOCHS if row.startswith("raw") else 1)
+        wrong = [r for r in runs if r["n"] != samples or r["labels"] != expected * samples // args.images]
+        if wrong:  # a system that dropped samples (SPDL's pipeline logs a failing stage and goes on) has no rate
+            rows.append({"row": label, "system": system,
+                         "samples/s": f"failed: {wrong[0]['n']} samples of {samples}, or wrong labels"})  # fmt: skip
+            continue
+        best = min(runs, key=lambda r: r["seconds"])
+        rates[system] = samples / best["seconds"]
+        rows.append({
+            "row": label, "system": system, "samples/s": rates[system],
+            "vs webdataset": harness.times(rates[system], rates["webdataset"]) if "webdataset" in rates else "",
+            "first sample": f"{min(r['first'] for r in runs):.3f} s",
+            "CPU s / 1,000 samples": f"{1000 * best['cpu'] / samples:.2f}",
+            "peak memory growth": f"{best['rss_mb']:.0f} MB",
+        })  # fmt: skip
+    DRAWN[label] = rates
+    return rows
+
+
+DRAWN: dict[str, dict[str, float]] = {}  # samples/s by row and system, for --svg
+
+
+def _profiled_pipeline(where: str, row: str):
+    import wds_core as wds
+
+    if row == "raw":
+        return wds.WebDataset(where, shardshuffle=False, zero_copy=True).to_tuple("jpg", "cls")
+    if row == "bytes":
+        return wds.WebDataset(where, shardshuffle=False).to_tuple("jpg", "cls")
+    return wds.WebDataset(where, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+
+
+def _profiled_run(where: str, row: str, epochs: int, profiled: bool) -> tuple[float, float, dict | None]:
+    """Samples/s, CPU seconds of this process a sample, and the profile's report."""
+    import wds_core as wds
+
+    dataset = _profiled_pipeline(where, row)
+    count = 0
+    started, cpu = time.perf_counter(), time.process_time()
+    profile = wds.Profile(dataset).start() if profiled else None
+    for _ in range(epochs):
+        for _item in dataset:
+            count += 1
+    if profile is not None:
+        profile.stop()
+    rate = count / (time.perf_counter() - started)
+    return rate, (time.process_time() - cpu) / count, profile.report() if profile is not None else None
+
+
+def profile(args: argparse.Namespace) -> list[dict]:
+    where = harness.captioned_photo_shards(os.path.join(args.data, "peers"), "imagenet", args.images, 375, 500)
+    print(f"{where}, runs of about {args.seconds:g} s, {args.rounds} runs each way")
+    rows = []
+    for row in ("raw", "bytes", "decode"):
+        _profiled_run(where, row, 1, False)  # warm: imports, page cache
+        rate = _profiled_run(where, row, 1, False)[0]
+        epochs = max(1, round(args.seconds * rate / args.images))
+        off, on, sums = [], [], []
+        cpu: dict[bool, list[float]] = {False: [], True: []}
+        for round_ in range(args.rounds):
+            for profiled in (False, True) if round_ % 2 == 0 else (True, False):
+                rate, seconds, report = _profiled_run(where, row, epochs, profiled)
+                (on if profiled else off).append(rate)
+                cpu[profiled].append(seconds)
+                if report is not None:  # the wall time the looks cover (the stages' times are scaled to all of it)
+                    sums.append(report["sampled_seconds"] / report["wall_seconds"])
+        cost = 1 - statistics.median(on) / statistics.median(off)
+        cpu_cost = statistics.median(cpu[True]) / statistics.median(cpu[False]) - 1
+        rows.append({
+            "row": row, "off: best / median samples/s": f"{max(off):,.0f} / {statistics.median(off):,.0f}",
+            "on: best / median samples/s": f"{max(on):,.0f} / {statistics.median(on):,.0f}",
+            "rate lost (medians)": f"{100 * cost:.1f}%", "CPU a sample added (medians)": f"{100 * cpu_cost:.1f}%",
+            "sampled / wall": f"{min(sums):.3f}-{max(sums):.3f}",
+        })  # fmt: skip
+    return rows
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--images", type=int, default=2000, help="JPEGs a set")
     parser.add_argument("--only", default=",".join(SYSTEMS), help="comma-separated systems")
     parser.add_argument("--svg", default="", help="also draw the rates as bars into this SVG file")
-    args = parser.parse_args()
-    os.makedirs(args.dir, exist_ok=True)
-    made = write_sets(args.dir, args.images)
-    expected = sum(i % 10 for i in range(args.images))
-    import importlib.util
+    parser.add_argument("--rounds", type=int, default=24, help="runs each way (profile)")
+    parser.add_argument("--seconds", type=float, default=0.2, help="how long a run lasts, about (profile)")
 
+
+def main() -> None:
+    sections = {row: (lambda args, row=row: peers(args, row)) for row in ROWS}
     extras = [name for name, module in (("jpeg", "simplejpeg"), ("cv", "cv2")) if importlib.util.find_spec(module)]
-    print(f"# {args.images} JPEGs per set (imagenet 500x375, clip 512x512, quality 90) with a label and a caption; "
-          f"local disk, warm page cache; python {sys.version.split()[0]}, {os.cpu_count()} cores; "
-          f"best of {args.repeats} rounds taken in turns, a fresh process each; "
-          f"wds extras: {', '.join(extras) or 'none'}")  # fmt: skip
-    print("| row | system | samples/s | vs webdataset | first sample | CPU s / 1,000 samples | peak memory growth |")
-    print("|---|---|---|---|---|---|---|")
-    drawn: dict[str, dict[str, float]] = {}
-    for row, label in [(row, label) for row, label in ROWS.items() if row in args.rows.split(",")]:
-        formats = made["clip" if row == "clip" else "imagenet"]
-        rates: dict[str, float] = {}
-        drawn[label] = rates
-        skipped: dict[str, str] = {}
-        places: dict[str, str] = {}
-        for system in [s for s in SYSTEMS if s in args.only.split(",")]:
-            where = formats.get("tar" if system in ("wds", "webdataset", "hf", "spdl") else system)
-            if importlib.util.find_spec({"hf": "datasets", "spdl": "spdl"}.get(system, "json")) is None:
-                where = None
-            if row == "threads" and system not in ("wds", "spdl") or row == "loader" and system == "spdl":
-                skipped[system] = "no such option"
-            elif where is None:
-                skipped[system] = "not installed"
-            else:
-                places[system] = where
-        # the systems take turns, round after round, each round in another order: this machine's speed drifts by
-        # 20-40% over minutes, which would otherwise favour whichever system ran in a fast spell
-        results: dict[str, list[dict]] = {system: [] for system in places}
-        for round_number in range(args.repeats):
-            shift = round_number % max(len(places), 1)
-            turn = list(places)[shift:] + list(places)[:shift]
-            for system in turn:
-                if system in skipped:
-                    continue
-                try:
-                    results[system].append(run(system, row, places[system]))
-                except (RuntimeError, subprocess.TimeoutExpired) as exn:
-                    said = str(exn).strip().splitlines()[-1][:150] if str(exn).strip() else type(exn).__name__
-                    skipped[system] = f"failed: {said}"
-        for system in [s for s in SYSTEMS if s in args.only.split(",")]:
-            if system in skipped:
-                print(f"| {label} | {system} | {skipped[system]} | | | | |", flush=True)
-                continue
-            runs = results[system]
-            samples = args.images * (RAW_EPOCHS if row.startswith("raw") else 1)
-            wrong = [r for r in runs if r["n"] != samples or r["labels"] != expected * samples // args.images]
-            if wrong:  # a system that dropped samples (SPDL's pipeline logs a failing stage and goes on) has no rate
-                print(f"| {label} | {system} | failed: {wrong[0]['n']} samples of {samples}, or wrong labels "
-                      "| | | | |", flush=True)  # fmt: skip
-                continue
-            best = min(runs, key=lambda r: r["seconds"])
-            rates[system] = samples / best["seconds"]
-            versus = f"{rates[system] / rates['webdataset']:.2f}x" if "webdataset" in rates else ""
-            print(f"| {label} | {system} | {rates[system]:,.0f} | {versus} | {min(r['first'] for r in runs):.3f} s | "
-                  f"{1000 * best['cpu'] / samples:.2f} | {best['rss_mb']:.0f} MB |", flush=True)  # fmt: skip
-
-    if args.svg:
-        write_svg(args.svg, {label: rates for label, rates in drawn.items() if rates}, args.images)
+    print(f"# JPEGs per set: imagenet 500x375, clip 512x512, quality 90, with a label and a caption; local disk, warm "
+          f"page cache; best of --repeats rounds taken in turns, a fresh process each; wds extras: "
+          f"{', '.join(extras) or 'none'}")  # fmt: skip
+    args, _ = harness.run(__doc__, {**sections, "profile": profile}, options)
+    if args.svg and DRAWN:
+        write_svg(args.svg, {label: rates for label, rates in DRAWN.items() if rates}, args.images)
 
 
 def write_svg(path: str, rows: dict[str, dict[str, float]], images: int) -> None:

@@ -14,6 +14,12 @@ A script run as ``python benchmarks/SCRIPT.py`` imports this as ``harness`` (its
   nothing imported).
 * **Output** -- :func:`report` prints a Markdown table (the form of ``benchmarks/README.md``) and the stamp, and
   writes both to ``--json PATH`` when asked.
+* **Families** -- each script is a family of sections (``--rows a,b``; all by default), one per table of the
+  results page: :func:`run` parses the command line, runs the sections chosen, prints each one's table under its
+  name, then the stamp; with ``--json`` every section's rows and the stamp.
+* **Shared data and servers** -- :func:`indexed_shards` (the 10 shards of ~10 KB samples and the 1 GB shard the
+  indexed, resume, mixing and scale-out sections read); :func:`servers` gives ``tests/servers.py`` (the shaped
+  HTTP, S3 and misbehaving servers the tests use), the one place a benchmark reaches outside this folder.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import argparse
 import datetime
 import io
 import json
+import math
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -34,10 +42,11 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.environ.get("WDS_BENCH_DATA", "/tmp/wds-bench")
-#: the packages whose versions a stamp records (the peers are measured by bench_peers.py and bench_objectstore.py)
+#: the packages whose versions a stamp records (the peers are measured by bench_peers.py and bench_store.py)
 PACKAGES = (
     "wds", "webdataset", "wids", "litdata", "mosaicml-streaming", "megatron-energon", "spdl", "datasets",
     "torch", "torchvision", "torchdata", "jax", "tensorflow-cpu", "numpy", "pillow", "simplejpeg",
@@ -45,13 +54,62 @@ PACKAGES = (
 )  # fmt: skip
 
 
-def arguments(doc: str, repeats: int = 3) -> argparse.ArgumentParser:
-    """A parser with the options every benchmark takes: ``--repeats``, ``--data``, ``--json``; add your own."""
-    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+def arguments(doc: str, repeats: int | None = 3) -> argparse.ArgumentParser:
+    """A parser with the options every benchmark takes: ``--repeats``, ``--data``, ``--json``; add your own.
+    ``repeats=None``: each section has its own default (:func:`repeats`)."""
+    parser = argparse.ArgumentParser(
+        description=doc.strip().splitlines()[0], epilog=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=repeats, help="rounds; each system runs once a round")
     parser.add_argument("--data", "--dir", default=DATA, help="where datasets are written once and kept")
     parser.add_argument("--json", metavar="PATH", help="also write the results and the stamp here")
     return parser
+
+
+def repeats(args: argparse.Namespace, default: int) -> int:
+    """``--repeats`` when given, else the section's own ``default``."""
+    return args.repeats if args.repeats is not None else default
+
+
+Section = Callable[[argparse.Namespace], "list[dict[str, Any]] | None"]
+
+
+def run(
+    doc: str, sections: dict[str, Section], options: Callable[[argparse.ArgumentParser], None] | None = None
+) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """A family's command line: ``--rows`` picks sections (all by default), ``options`` adds the family's own;
+    each section runs in turn and returns its table's rows (or prints its own table and returns ``None``).
+    The arguments and ``{section: rows}``."""
+    parser = arguments(doc, repeats=None)
+    parser.add_argument("--rows", default=",".join(sections), help=f"sections to run, of: {', '.join(sections)}")
+    if options is not None:
+        options(parser)
+    args = parser.parse_args()
+    chosen = [name.strip() for name in args.rows.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in sections]
+    if unknown:
+        parser.error(f"no section {', '.join(unknown)}; there are: {', '.join(sections)}")
+    os.makedirs(args.data, exist_ok=True)
+    results: dict[str, Any] = {}
+    for name in chosen:
+        print(f"\n## {name}\n", flush=True)
+        started = time.perf_counter()
+        rows = sections[name](args)
+        if rows is not None:
+            print(table(rows), flush=True)
+            results[name] = rows
+        print(f"\n({name}: {time.perf_counter() - started:.0f} s)", flush=True)
+    report([], args, sections=results)
+    return args, results
+
+
+def servers() -> Any:
+    """``tests/servers.py``: the shaped and misbehaving HTTP/S3 servers the tests start, for the benchmarks."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from tests import servers as module
+
+    return module
 
 
 # ---------------------------------------------------------------- datasets
@@ -78,8 +136,6 @@ def jpeg_shards(
 ) -> str:
     """``n`` samples of a JPEG of ``image(rng)`` and a ``cls`` (and ``fields(rng, i)``) in ``shards`` shards
     ``prefix-0000.tar``...: written once, then reused by whichever benchmark asks; returns the brace spec."""
-    from PIL import Image
-
     import wds_core
 
     pattern = f"{prefix}-%04d.tar"
@@ -107,6 +163,71 @@ def captioned_photo_shards(root: str, name: str, images: int, height: int, width
         f"{root}/{name}-{images}", images, lambda rng: photo(rng, height, width), shards=4,
         fields=lambda rng, i: {"txt": f"a photo of pattern {i} in class {i % 10}"},
     )  # fmt: skip
+
+
+INDEXED_SHARDS, INDEXED_PER_SHARD = 10, 1000
+
+
+def _random_shard(path: str, count: int, size: int, seed: int) -> None:
+    from wds_core.tar.tarwrite import encode_member, end_of_archive
+
+    rng = random.Random(seed)
+    with open(path + ".tmp", "wb") as out:
+        for i in range(count):
+            key = f"s{seed:03d}-{i:06d}"
+            out.write(encode_member(f"{key}.jpg", rng.randbytes(size)))
+            out.write(encode_member(f"{key}.cls", b"%d" % (i % 10)))
+            out.write(encode_member(f"{key}.json", b'{"i": %d}' % i))
+        out.write(end_of_archive())
+    os.replace(path + ".tmp", path)
+
+
+def indexed_shards(root: str) -> tuple[list[str], str]:
+    """Under ``root/indexed`` (made once): 10 shards x 1,000 samples (a ~10 KB ``jpg`` of random bytes, a ``cls``,
+    a ``json``) and ``big.tar``, 10,000 samples of ~100 KB (1 GB); the 10 paths and the big one."""
+    folder = os.path.join(os.path.abspath(root), "indexed")
+    os.makedirs(folder, exist_ok=True)
+    for s in range(INDEXED_SHARDS):
+        path = f"{folder}/shard-{s:03d}.tar"
+        if not os.path.exists(path):
+            _random_shard(path, INDEXED_PER_SHARD, 10_000, s)
+    big = f"{folder}/big.tar"
+    if not os.path.exists(big):
+        _random_shard(big, 10_000, 100_000, 999)
+    return [f"{folder}/shard-{s:03d}.tar" for s in range(INDEXED_SHARDS)], big
+
+
+# ---------------------------------------------------------------- the transforms webdataset users write
+
+
+def rrc_flip_chw(img, size=224, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+    """torchvision's RandomResizedCrop + RandomHorizontalFlip + PILToTensor, on a PIL image, with Pillow (the
+    train transform webdataset's users apply after ``decode("pil")``; torchvision's wheels do not load against
+    this machine's CPU build of torch)."""
+    width, height = img.size
+    area = width * height
+    for _ in range(10):
+        target = area * random.uniform(*scale)
+        aspect = math.exp(random.uniform(math.log(ratio[0]), math.log(ratio[1])))
+        w, h = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            top, left = random.randint(0, height - h), random.randint(0, width - w)
+            break
+    else:
+        top, left, h, w = 0, 0, height, width
+    out = img.crop((left, top, left + w, top + h)).resize((size, size), Image.Resampling.BILINEAR)
+    if random.random() < 0.5:
+        out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    return np.ascontiguousarray(np.asarray(out).transpose(2, 0, 1))
+
+
+def resize_center_chw(img, size=224):
+    """torchvision's Resize(224) + CenterCrop(224) + PILToTensor, with Pillow."""
+    width, height = img.size
+    new = (size, int(size * height / width)) if width <= height else (int(size * width / height), size)
+    img = img.resize(new, Image.Resampling.BILINEAR)
+    left, top = int(round((new[0] - size) / 2.0)), int(round((new[1] - size) / 2.0))
+    return np.ascontiguousarray(np.asarray(img.crop((left, top, left + size, top + size))).transpose(2, 0, 1))
 
 
 # ---------------------------------------------------------------- timing
@@ -206,10 +327,22 @@ def table(rows: Iterable[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def best_of(repeats: int, work: Callable[[], int]) -> float:
+    """The best rate (items a second) of ``repeats`` calls of ``work`` (which returns how many items it did): for a
+    system measured alone, or against a figure of its own (a ceiling, a bare read)."""
+    return turns({"": work}, repeats)[""].best
+
+
+def times(rate: float, base: float) -> str:
+    """A ratio as the results page writes it (``2.37×``)."""
+    return f"{rate / base:.2f}×"
+
+
 def report(rows: list[dict[str, Any]], args: argparse.Namespace | None = None, **extra: Any) -> dict[str, Any]:
     """Print the rows as a table and the run's stamp; with ``--json PATH``, write both there too."""
     run = {**stamp(), **extra}
-    print(table(rows))
+    if rows:
+        print(table(rows))
     print(
         f"\n{run['date']}, commit {run['commit']}, {run['machine']}, {run['cores']} cores, "
         f"{run['memory_GiB']} GiB, Python {run['python']}; "

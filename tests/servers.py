@@ -5,7 +5,7 @@ HTTP servers (and ``ShapingProxy``, which puts an object store's latency and ban
 can inject faults into the next requests (``Faults``): cut the
 connection after part of an object's bytes, or answer 503.  The HTTP server
 can also be shaped like an object store (``Shape``: latency, bandwidth per
-connection, jitter, stragglers), for the tests and ``benchmarks/bench_remote.py``.  The S3 server
+connection, jitter, stragglers), for the tests and ``benchmarks/`` (harness.servers).  The S3 server
 serves only its own buckets and checks that each request is signed with the
 access key of the bucket, as two separate S3 endpoints with separate accounts
 would.

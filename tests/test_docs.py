@@ -26,14 +26,14 @@ def _hooks():
 
 TABLES = """# Benchmarks
 
-## Raw read: `python benchmarks/bench_read.py`
+## Raw read: `python benchmarks/bench_local.py --rows read`
 
 | dataset | samples | wds samples/s | webdataset samples/s | speedup | target |
 |---|---|---|---|---|---|
 | small | 200,000 | 148,341 | 10,060 | **14.7×** | ≥ 12× — met |
 | image | 20,000 | 46,790 | 9,044 | 0.9× | not met |
 
-## Decoding: `python benchmarks/bench_decode.py`
+## Decoding: `python benchmarks/bench_local.py --rows decode`
 
 | pipeline | images/s | vs webdataset |
 |---|---|---|

@@ -85,7 +85,7 @@ def group_members(
 
     Its loop runs once a member wherever the compiled grouper cannot take them
     (renamed members, refusals, ``WDS_PURE_PYTHON=1``): a hot loop kept in one
-    function, its state in locals (``WDS_PURE_PYTHON=1 python benchmarks/bench_read.py`` measures it).
+    function, its state in locals (``WDS_PURE_PYTHON=1 python benchmarks/bench_local.py --rows read`` measures it).
     """
     key = None
     sample: dict[str, Any] | None = None

@@ -270,7 +270,7 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
         if _Stateful is not None:
             # its workers' states every 16 steps, not every step (a resumed run reads up to 15 batches a worker
             # again): 64-sample batches of bytes from 2 workers, 35,766 samples/s against 32,481 every step and
-            # 40,044 on a plain DataLoader (python benchmarks/bench_dropin.py --webloader-only --repeats 3)
+            # 40,044 on a plain DataLoader (python benchmarks/bench_adapters.py --rows webloader --repeats 3)
             kw.setdefault("snapshot_every_n_steps", 16)
             self.loader: Any = StatefulEpochLoader(*args, **kw)
         else:

@@ -239,8 +239,8 @@ class _WorkerSlots:
     for when it shuts its workers down (a loader dropped mid-epoch): that thread may still be writing a batch
     into a slot while the worker exits.  So at exit the slots' names are unlinked, but the slots stay mapped
     until the process is gone (unmapping them under the writer was a segmentation fault: 28 of 120 workers in 15
-    teardowns of 8 workers on a 16-core machine, benchmarks/bench_hostile_io.py), and no slot is made after that
-    (the batch goes the ordinary way).
+    teardowns of 8 workers on a 16-core machine, benchmarks/bench_hostile.py --rows servers), and no slot is made
+    after that (the batch goes the ordinary way).
     """
 
     def __init__(self) -> None:

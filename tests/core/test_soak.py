@@ -1,4 +1,5 @@
-"""A short soak (issue 21; the long one is benchmarks/soak.py): nothing grows from epoch to epoch.
+"""A short soak (issue 21; the long one is ``benchmarks/bench_scale.py --rows soak``): nothing grows from epoch to
+epoch.
 
 The soak runs in a process of its own: it counts that process's descriptors, children and memory, and the test
 process holds whatever earlier tests left open (kept-alive connections to their servers, closed when they are
@@ -13,18 +14,22 @@ import pytest
 
 pytestmark = pytest.mark.slow  # worker processes over many epochs
 
-SOAK = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _soak(call: str) -> dict:
+    """``bench_scale.<call>`` in a process of its own: its result."""
+    code = f"import json, sys; sys.path.insert(0, {str(BENCHMARKS)!r}); import bench_scale; print(json.dumps({call}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("flavour", ["core", "torch"])
 def test_descriptors_processes_shared_memory_and_memory_stay_flat(flavour):
     if flavour == "torch":
         pytest.importorskip("torchdata")
-    command = [sys.executable, str(SOAK), "--epochs", "30", "--loaders", flavour, "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["flavour"] == flavour
+    result = _soak(f"bench_scale.soak_run(30, {flavour!r})")
     rows = result["rows"][5:]
     for key in ("fds", "children", "shm"):
         assert len({row[key] for row in rows}) == 1, (key, [row[key] for row in rows])
@@ -41,11 +46,7 @@ def test_early_breaks_over_http_leave_the_workers_flat(flavour):
     warm-up."""
     if flavour == "torch":
         pytest.importorskip("torch")
-    command = [sys.executable, str(SOAK), "--breaks", "--epochs", "20", "--loaders", flavour, "--shards", "8",
-               "--shard-mb", "8", "--json"]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _soak(f"bench_scale.soak_breaks(20, {flavour!r}, 8, 8)")
     rows = result["rows"][result["warm"] :]
     for key in ("workers_threads", "workers_fds", "fds"):
         # the kept-alive connections (a descriptor each) and the I/O pool's threads grow to what the busiest moment

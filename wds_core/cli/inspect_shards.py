@@ -328,9 +328,9 @@ def _bench_rows(text: str) -> list[str]:
 
 
 def _bench_table(urls: list[str], args: argparse.Namespace) -> str:
-    """The local rows of benchmarks/bench_read.py ("raw": samples as bytes) and bench_decode.py ("decoded": images
-    to RGB arrays, the rest by extension) on these shards, each system in turn over the same shards: wds, and
-    webdataset 1.x where it is installed; a Markdown table as benchmarks/README.md writes them."""
+    """The local rows of benchmarks/bench_local.py ("raw": its read section, samples as bytes; "decoded": its decode
+    section, images to RGB arrays, the rest by extension) on these shards, each system in turn over the same
+    shards: wds, and webdataset 1.x where it is installed; a Markdown table as benchmarks/README.md writes them."""
     import warnings
 
     import wds_core

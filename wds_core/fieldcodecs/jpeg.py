@@ -4,7 +4,7 @@ Pillow decodes JPEGs with libjpeg-turbo too, but holds the GIL for part of
 each decode and goes through its own image object; simplejpeg calls
 libjpeg-turbo straight into a numpy array with the GIL released, which makes
 one thread faster and two threads nearly twice as fast
-(``benchmarks/bench_decode.py``).  The pixels are Pillow's: the same
+(``benchmarks/bench_local.py --rows decode``).  The pixels are Pillow's: the same
 libjpeg-turbo settings (accurate DCT, smooth upsampling) give identical RGB
 and greyscale-JPEG results, and ``L`` from a colour JPEG is converted with
 Pillow's own integer formula (tests/core/fieldcodecs/test_jpeg.py compares

@@ -25,7 +25,7 @@ drops what has not started; what is running finishes and is dropped (and is
 not retried once its stream is closed).
 
 Measured against a local server shaped like an object store
-(``python benchmarks/bench_remote.py --shaped``, 40 ms and 40 MB/s a
+(``python benchmarks/bench_store.py --rows shaped``, 40 ms and 40 MB/s a
 connection): one process reads ~10x what one connection gives.
 """
 

@@ -62,7 +62,7 @@ def lane_read_ahead(plan: ReadAhead, lanes: int) -> ReadAhead:
 
     Each lane used to keep two ranges of 256 KiB in flight whatever the budget, so that a few lanes left most of it
     idle: 16 shards of 16 MB from a server at 40 ms and 40 MB/s a connection read at 21 MB/s with 2 lanes, 38 with
-    4 and 104 with 16, against 399 one shard after another (``python benchmarks/bench_remote.py --shaped
+    4 and 104 with 16, against 399 one shard after another (``python benchmarks/bench_store.py --rows shaped
     --interleave 2,4,8,16``)."""
     ranges = lane_ranges(plan, lanes)
     window = max(plan.budget // max(lanes, 1), ranges)

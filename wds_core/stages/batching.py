@@ -82,7 +82,7 @@ class _ReadAheadBatchIterator(StageIterator):
     ``_READ_AHEAD_SNAPSHOT_EVERY`` items or so, and a resumed run reads at most that many items again.  The
     upstream's state can be dear (a shuffle's covers its buffer): of ``shuffle(1000).to_tuple(...).batched(32)``
     on 80,000 small samples, a snapshot every batch cost half the rate, every 64 items a third, every 1,024
-    items 6 to 7% (``python benchmarks/bench_dropin.py --stages-only --repeats 5``)."""
+    items 6 to 7% (``python benchmarks/bench_adapters.py --rows stages --repeats 5``)."""
 
     passes_order = False  # it holds the item read ahead: what it delivered is counted by delivered_positions()
     in_order = True  # a ReportsDelivered: what it has delivered is a prefix of what it read

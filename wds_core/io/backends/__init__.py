@@ -14,9 +14,9 @@ storage context (:class:`~wds_core.io.storage.Storage`) hands it to that backend
 
 The registrations are kept in one table by scheme (:mod:`wds_core.io.registry`).  The built-in backends come
 with the package: imported at a URL's first use instead, they put about 7 ms into the first sample of every
-process, each forked DataLoader worker's too (``python benchmarks/bench_objectstore.py``: 0.061 -> 0.068 s).  What they
-stand on is imported at first use: fsspec's filesystems (a missing one named with its install command) and
-botocore.
+process, each forked DataLoader worker's too (``python benchmarks/bench_store.py --rows objectstore``: 0.061 ->
+0.068 s).  What they stand on is imported at first use: fsspec's filesystems (a missing one named with its
+install command) and botocore.
 """
 
 from __future__ import annotations

@@ -1,26 +1,31 @@
-"""webdataset's own test suite, run on webdataset and on wds through the switch (issue 29).
+"""webdataset's and wids's own test suites, each run on the real package and on wds through the switch.
 
-    python benchmarks/webdataset_suite.py [--version 1.0.2] [--work DIR] [--keep] [-k EXPR]
+Sections (``--rows``, both by default):
 
-Downloads webdataset's source distribution from PyPI (its ``tests/`` folder), writes what the
-distribution leaves out — the ``tests/conftest.py`` the tests import their names from and the
-``testdata/`` shards they read — and runs the offline tests twice in child processes: once on the
-installed webdataset, once with ``wds_torch.install_as_webdataset()`` called before any test
-module imports ``webdataset``.  Tests that reach the internet (their source names webdataset's
-remote test buckets) are left out of both runs: the machine this runs on has no internet.
+* ``webdataset`` (issue 29): downloads webdataset's source distribution from PyPI (its ``tests/`` folder), writes
+  what the distribution leaves out -- the ``tests/conftest.py`` the tests import their names from and the
+  ``testdata/`` shards they read -- and runs the offline tests twice in child processes: on the installed
+  webdataset, and with ``wds_torch.install_as_webdataset()`` called before any test module imports
+  ``webdataset``.  Tests that reach the internet (their source names webdataset's remote test buckets) are left
+  out of both runs.  The test data are made here from the facts the tests check (47 samples with
+  ``png``/``cls``/``wnid``/``xml``, the first image 600x793; a ``txt.gz`` field holding ``hello\\n``; 100 ``.ten``
+  samples of two 28x28 float64 arrays), not copied from webdataset's repository.
+* ``wids`` (issue 44): the same for wids's tests, on the installed wids and on wds's wids through the switch
+  (``import wids`` gives wds's); its shards made here from what the tests check: ``mpdata.tar`` (100 samples with
+  an ``.mp`` field), ``tendata.tar``, ``compressed.tar`` (3 samples ``compressed/0001``... with ``.txt.gz``),
+  ``testgz.tar`` (1,000 samples with ``.txt.gz``, the first ``", or more info on the item."``) and
+  ``ixtest.tar`` (10 samples with ``.cls`` and ``.jpg``; its test checks an MD5 sum of the original file, which no
+  file made here has, so that test fails on both sides).
 
-Needs the test extra, PyTorch and ``imageio`` (webdataset's decoding tests import it):
-``pip install -e ".[ci]" -c constraints.txt imageio``.
+Each prints the counts of both runs and every test whose outcome differs.  Needs the test extra, PyTorch and
+``imageio`` (webdataset's decoding tests import it): ``pip install -e ".[ci]" -c constraints.txt imageio``.
 
-Prints the counts of both runs and every test whose outcome differs.  The test data are made here,
-from the facts the tests check (47 samples with ``png``/``cls``/``wnid``/``xml``, the first image
-600x793; a ``txt.gz`` field holding ``hello\\n``; 100 ``.ten`` samples of two 28x28 float64
-arrays), not copied from webdataset's repository.
+    python benchmarks/bench_suites.py [--rows webdataset,wids] [--webdataset-version 1.0.2]
+        [--wids-version 0.1.11] [--work DIR] [--only webdataset|wds] [-k EXPR]
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import io
 import os
@@ -30,9 +35,11 @@ import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
 
+import harness
+import msgpack
 import numpy as np
 
-CONFTEST = '''"""Written by wds's benchmarks/webdataset_suite.py: the names webdataset's tests import from here."""
+CONFTEST = '''"""Written by wds's benchmarks/bench_suites.py: the names webdataset's tests import from here."""
 import inspect
 import os
 
@@ -158,15 +165,10 @@ def run(folder: str, switch: bool, extra: list[str]) -> dict[str, str]:
     return outcomes
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default="1.0.2")
-    parser.add_argument("--work", help="folder to work in (default: a new temporary one)")
-    parser.add_argument("--only", choices=["webdataset", "wds"], help="run one side only")
-    parser.add_argument("-k", dest="select", help="pytest -k expression")
-    args = parser.parse_args()
-    work = args.work or tempfile.mkdtemp(prefix="wds-suite-")
-    folder = fetch_tests(args.version, work)
+def webdataset(args) -> None:
+    work = os.path.join(args.work, "webdataset") if args.work else tempfile.mkdtemp(prefix="wds-suite-")
+    os.makedirs(work, exist_ok=True)
+    folder = fetch_tests(args.webdataset_version, work)
     with open(os.path.join(folder, "tests", "conftest.py"), "w") as out:
         out.write(CONFTEST)
     write_testdata(os.path.join(folder, "testdata"))
@@ -190,5 +192,57 @@ def print_results(results: dict[str, dict[str, str]], folder: str, what: str) ->
     print(f"reports: {folder}/report-0.txt ({names[0]}), report-1.txt ({names[-1]})")
 
 
+WIDS_CONFTEST = '''"""Written by wds's benchmarks/bench_suites.py."""
+import os
+
+if os.environ.get("WDS_SUITE_SWITCH") == "1":
+    import wds_torch
+
+    wds_torch.install_as_webdataset(verbose=False)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "quick: a quick test")
+'''
+
+
+def write_wids_testdata(folder: str) -> None:
+    write_testdata(folder)  # tendata.tar among them
+    with tarfile.open(os.path.join(folder, "mpdata.tar"), "w") as tar:
+        for i in range(100):
+            _add(tar, f"{i:06d}.mp", msgpack.packb({"index": i, "values": list(range(i % 7))}))
+    with tarfile.open(os.path.join(folder, "compressed.tar"), "w") as tar:
+        for i in range(1, 4):
+            _add(tar, f"compressed/{i:04d}.txt.gz", gzip.compress(f"text {i}\n".encode(), mtime=0))
+    with tarfile.open(os.path.join(folder, "testgz.tar"), "w") as tar:
+        for i in range(1000):
+            text = ", or more info on the item." if i == 0 else f"item {i}"
+            _add(tar, f"{i:06d}.txt.gz", gzip.compress(text.encode(), mtime=0))
+    with tarfile.open(os.path.join(folder, "ixtest.tar"), "w") as tar:
+        for i in range(10):
+            _add(tar, f"{i:06d}.cls", str(i % 3).encode())
+            _add(tar, f"{i:06d}.jpg", _png(16, 12, i))
+
+
+def wids(args) -> None:
+    work = os.path.join(args.work, "wids") if args.work else tempfile.mkdtemp(prefix="wds-wids-suite-")
+    os.makedirs(work, exist_ok=True)
+    folder = fetch_tests(args.wids_version, work, package="wids")
+    with open(os.path.join(folder, "tests", "conftest.py"), "w") as out:
+        out.write(WIDS_CONFTEST)
+    write_wids_testdata(os.path.join(folder, "testdata"))
+    extra = ["-k", args.select] if args.select else []
+    results = {name: run(folder, switch, extra) for name, switch in {"wids": False, "wds": True}.items()}
+    print_results(results, folder, "tests")
+
+
+def options(parser):
+    parser.add_argument("--webdataset-version", default="1.0.2")
+    parser.add_argument("--wids-version", default="0.1.11")
+    parser.add_argument("--work", help="folder to work in (default: a new temporary one)")
+    parser.add_argument("--only", choices=["webdataset", "wds"], help="run one side only (webdataset)")
+    parser.add_argument("-k", dest="select", help="pytest -k expression")
+
+
 if __name__ == "__main__":
-    main()
+    harness.run(__doc__, {"webdataset": webdataset, "wids": wids}, options)
