@@ -122,7 +122,7 @@ def test_crafted_sizes_are_format_errors_for_every_reader(tmp_path, reader, case
     result = outcome["result"]
     if reader == "wds ls":
         assert result == {"exit": 1}, outcome
-        return  # its message: tests/core/test_cli.py
+        return  # its message: tests/core/cli/test_main.py
     assert result["raised"] == "TarFormatError", outcome
     assert "bad.tar" in result["error"] and f"offset {offset}" in result["error"], result
     assert outcome["grown"] < 64 * MB, outcome

@@ -166,7 +166,7 @@ def test_the_charts_are_named_in_the_commands_help(capsys):
         main(["--help"])
     text = capsys.readouterr().out
     assert "wds stats SPEC --shuffle --svg FILE" in text and "wds profile SPEC --svg FILE" in text
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[3]
     page = (root / "docs" / "benchmarks.md").read_text()
     assert "docs/benchmarks.md" in text and "benchmarks/README.md" in text
     charts = re.findall(r"\]\(images/([\w.-]+\.svg)\)", page)

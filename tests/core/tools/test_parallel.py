@@ -9,7 +9,7 @@ import pytest
 
 import wds_core as wds
 from tests.conftest import make_samples, write_shard
-from tests.core import shard_functions as fns
+from tests.core.tools import shard_functions as fns
 from wds_core import SpecError
 from wds_core.tools.parallel import map_shards, output_names
 
@@ -91,13 +91,14 @@ def test_output_names():
 @pytest.mark.slow
 def test_transform_command_on_a_dask_cluster(inputs, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
-    args = ["wds", "transform", "tests.core.shard_functions:shout", inputs, "-o", str(tmp_path / "t") + "/"]
+    args = ["wds", "transform", "tests.core.tools.shard_functions:shout", inputs, "-o", str(tmp_path / "t") + "/"]
     done = subprocess.run([*args, "--engine", "dask", "--workers", "2"], capture_output=True, env=env, check=True)
     assert b"4 inputs: 4 shards written" in done.stderr
     assert sorted(os.listdir(tmp_path / "t")) == [f"in-{s}.tar" for s in range(4)]
     again = subprocess.run(args, capture_output=True, env=env, check=True)
     assert b"0 shards written, 4 already complete" in again.stderr
-    failing = [*args[:2], "tests.core.shard_functions:fails_on_shard_2", *args[3:4], "-o", str(tmp_path / "f") + "/"]
+    failing = [*args[:2], "tests.core.tools.shard_functions:fails_on_shard_2", *args[3:4], "-o"]
+    failing.append(str(tmp_path / "f") + "/")
     env["WDS_TEST_MARKER"] = str(tmp_path / "never")
     result = subprocess.run([*failing, "--retries", "0", "--engine", "serial"], capture_output=True, env=env)
     assert result.returncode == 1 and b"FAILED" in result.stderr and b"shard 2 is not ready" in result.stderr
@@ -142,7 +143,7 @@ def test_jobs_on_a_cluster_given_by_address(inputs, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
         address = cluster.scheduler_address
-        args = ["wds", "transform", "tests.core.shard_functions:shout", inputs, "-o", str(tmp_path / "t") + "/"]
+        args = ["wds", "transform", "tests.core.tools.shard_functions:shout", inputs, "-o", str(tmp_path / "t") + "/"]
         args += ["--engine", "dask", "--scheduler", address, "--log", str(tmp_path / "job.jsonl")]
         done = subprocess.run([*args, "--progress-every", "0"], capture_output=True, env=env, check=True)
         assert b"4 inputs: 4 shards written" in done.stderr and b"shards 4/4" in done.stderr
