@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow  # worker processes over many epochs
+# worker processes over many epochs; serial: its bounds on threads, descriptors and memory hold on a machine to itself
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 

@@ -13,7 +13,8 @@ import wds_torch as wds  # noqa: E402
 from tests.conftest import make_samples, npy_bytes, write_shard  # noqa: E402
 from wds_torch import transfer  # noqa: E402
 
-pytestmark = pytest.mark.slow  # DataLoader worker processes
+# DataLoader worker processes; serial: the tests count what /dev/shm holds, which tests run beside them would change
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SIDE = 180  # a 180x180x3 float32 array is ~389 KB: four make a batch above MIN_BATCH_BYTES
 
