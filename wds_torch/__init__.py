@@ -3,7 +3,8 @@
 Everything in :mod:`wds_core` is here, with ``WebDataset`` and ``DataPipeline``
 being ``torch.utils.data.IterableDataset``s, plus ``WebLoader``, the torch
 image specs (``"torchrgb8"``...), ``.pth`` fields, ``torch_video`` and
-``torch_audio``.
+``torch_audio``, and :func:`to_device` (batches decoded and cut on the GPU, from ``crop_images(...,
+device="cuda")``).
 """
 
 import sys
@@ -18,6 +19,7 @@ from wds_core.reexport import core_attribute
 
 from . import codecs as _codecs
 from . import datasets as _datasets
+from . import device as _device
 from . import dropin as _dropin
 from . import indexed as _indexed
 from .codecs import torch_audio as torch_audio
@@ -36,6 +38,11 @@ from .datasets import RoundRobin as RoundRobin
 from .datasets import SimpleShardList as SimpleShardList
 from .datasets import WebDataset as WebDataset
 from .datasets import WebLoader as WebLoader
+from .device import DeviceBatches as DeviceBatches
+from .device import cut_planned as cut_planned
+from .device import decode_planned as decode_planned
+from .device import device_decoder as device_decoder
+from .device import to_device as to_device
 from .indexed import ChunkedSampler as ChunkedSampler
 from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
 from .indexed import ShardListDataset as ShardListDataset
@@ -52,7 +59,7 @@ FluidWrapper = _datasets.FluidWrapper  # type: ignore[misc]  # noqa: F811
 FluidInterface = _core_FluidInterface  # type: ignore[misc]  # noqa: F811
 batched = _core_batched  # type: ignore[misc]  # noqa: F811
 
-_TORCH_NAMES = [*_datasets.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
+_TORCH_NAMES = [*_datasets.__all__, *_device.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 # wds_core's native names, the torch ones, and webdataset's spellings, which come through wds_torch (the core
 # gives them by attribute only)
 __all__ = sorted(set(_core_all) | set(_TORCH_NAMES) | _core_webdataset_names)

@@ -73,8 +73,9 @@ class FluidInterface:
         ``ratio``), ``"center"`` (``resize`` the shorter side, then the centre) or
         ``"shorter"``; ``flip`` a probability; ``layout="chw"``; ``mean``/``std``
         for normalised float32; ``fields`` (``"jpg;jpeg;png;webp"``).  JPEGs are
-        decoded at the smallest DCT scale that still covers the crop.  See
-        :mod:`wds_core.stages.crop`.
+        decoded at the smallest DCT scale that still covers the crop.
+        ``device="cuda"`` plans the crops here and leaves decoding and cutting to
+        ``wds_torch.to_device`` on the GPU.  See :mod:`wds_core.stages.crop`.
         """
         return self.compose(crop_images(size, policy, handler=handler, num_threads=num_threads, **options))
 

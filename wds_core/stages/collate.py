@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SampleError
+from .devicecrop import PlannedCrop, PlannedCrops
 
 __all__ = ["collate_column", "default_collation_fn"]
 
@@ -33,6 +34,8 @@ def collate_column(values: list[Any], combine_tensors: bool = True, combine_scal
         return np.array(values) if combine_scalars else list(values)
     if not combine_tensors:
         return list(values)
+    if isinstance(first, PlannedCrop):  # crop_images(device=...): one buffer and arrays, cut on the device
+        return PlannedCrops.collate(values)
     if isinstance(first, np.ndarray):
         shapes = {v.shape for v in values if isinstance(v, np.ndarray)}
         if len(shapes) == 1 and all(isinstance(v, np.ndarray) for v in values):

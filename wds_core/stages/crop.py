@@ -46,6 +46,11 @@ Random choices are a function of (pipeline seed, epoch, stage, shard, sample
 key): the same sample gets the same crop in a resumed run, in any worker and
 with any ``num_threads``; a new epoch gives new crops.  The stage keeps no
 state, so it checkpoints like ``map``.
+
+``device="cuda"`` (or ``"cpu"``, its twin) leaves the decoding to the device:
+the stage reads each image's size from its header, draws the same box and
+flip, and hands on the bytes with that plan (:mod:`.devicecrop`); batches of
+them are decoded and cut by ``wds_torch.to_device`` where the model runs.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from ..fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduc
 from ..fieldcodecs.limits import check_pixels
 from ..rng import Rng, derive_seed
 from ..state import RunContext
+from .devicecrop import Finish, PlannedCrop
 
 __all__ = ["ImageCrop", "center_crop_box", "decode_at_scale", "random_resized_crop_box"]
 
@@ -215,6 +221,7 @@ class ImageCrop:
     std: tuple[float, ...] | None = None
     spec: str = "rgb8"
     interpolation: str = "auto"
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if self.interpolation not in _INTERPOLATIONS:
@@ -234,6 +241,14 @@ class ImageCrop:
         image_spec(self.spec)  # known (or its package loads), else a SpecError now
         if self.spec.lower() != "rgb8" and (self.layout != "hwc" or self.mean is not None):
             raise SpecError(f"layout and mean/std apply to the default spec 'rgb8', not to {self.spec!r}")
+        if self.device is not None:
+            if not isinstance(self.device, str) or not self.device:
+                raise SpecError(f"device is a name such as 'cuda', 'cuda:1' or 'cpu', got {self.device!r}")
+            if self.spec.lower() != "rgb8":
+                raise SpecError(f"crop_images(device=...) gives RGB arrays: spec={self.spec!r} is not available there")
+            if self.policy == "shorter":
+                raise SpecError("crop_images(device=...) batches images of one size: use policy 'random-resized' "
+                                "or 'center'")  # fmt: skip
 
     def bind(self, ctx: RunContext) -> BoundCrop:
         """The cropper for one run: its random choices come from ``ctx``'s seed and epoch."""
@@ -294,6 +309,26 @@ class ImageCrop:
         img = decode_at_scale(data, need_h, need_w, opened)
         return self._finish(_pillow_resized(img, box, img.height / height, img.width / width, (out_h, out_w), flip))
 
+    def planned(self, data: Any, rand: Uniform, key: str | None = None, url: str | None = None) -> PlannedCrop:
+        """The plan for one encoded image, cut later on :attr:`device`: its size from its header (nothing decoded;
+        a header that claims more pixels than a field may hold is refused here), the box and flip :meth:`plan`
+        draws, the bytes."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise DecodingError(f"crop_images(device=...) takes encoded images, got {type(data).__name__}")
+        data = bytes(data)
+        size = jpeg_size(data)
+        if size is None:
+            import PIL.Image
+
+            with PIL.Image.open(io.BytesIO(data)) as opened:  # the header only: the size, and Pillow's bomb check
+                size = opened.size[::-1]
+        height, width = size
+        check_pixels(width, height, 3, "image")
+        box, out, flip = self.plan(height, width, rand)
+        top, left, h, w = (float(v) for v in box)
+        finish = Finish(str(self.device), self.layout, self.mean, self.std)
+        return PlannedCrop(data, (height, width), (top, left, h, w), out, flip, finish, key, url)
+
     def _finish(self, out: Any) -> Any:
         """The cut image (PIL or HxWx3 uint8 array) as ``spec``, ``layout`` and ``mean``/``std`` say."""
         import PIL.Image
@@ -331,7 +366,10 @@ class BoundCrop:
             return sample
         rand = Uniform(derive_seed(self.seed, sample.get("__url__"), sample.get("__key__")))
         try:
-            value = self.crop.cut(sample[field], rand)
+            if self.crop.device is not None:
+                value: Any = self.crop.planned(sample[field], rand, sample.get("__key__"), sample.get("__url__"))
+            else:
+                value = self.crop.cut(sample[field], rand)
         except Exception as exn:
             message = f"cannot crop image field {field!r}: {type(exn).__name__}: {exn}"
             raise DecodingError.in_sample(message, sample, field) from exn
@@ -354,6 +392,7 @@ def image_crop(
     std: Sequence[float] | None = None,
     spec: str = "rgb8",
     interpolation: str = "auto",
+    device: str | None = None,
 ) -> ImageCrop:
     """An :class:`ImageCrop` from friendly arguments (``size`` an int or ``(h, w)``; ``fields`` a ``;`` list)."""
     pair = (int(size), int(size)) if isinstance(size, (int, np.integer)) else (int(size[0]), int(size[1]))
@@ -371,4 +410,5 @@ def image_crop(
         std=None if std is None else tuple(float(s) for s in std),
         spec=spec,
         interpolation=interpolation,
+        device=device,
     )

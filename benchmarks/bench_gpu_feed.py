@@ -1,0 +1,315 @@
+"""Keeping a GPU fed (issue 48): ImageNet-style input into a real training step, three ways, in the same run.
+
+The data: photo-like 500x375 JPEGs with a class (``--images``, in 16 shards, made once under ``--data`` by as many
+processes as there are cores).  Each system reads them resampled (an endless stream: no epoch ends inside a
+measurement) through a ``torch.utils.data.DataLoader`` with ``pin_memory=True`` and persistent workers, in batches
+of ``--batch``, and ends in uint8 3x224x224 images (random-resized-crop and a random flip) with their labels on the
+device:
+
+* ``webdataset``: webdataset 1.x ``decode("pil")`` and torchvision's ``RandomResizedCrop(224)``,
+  ``RandomHorizontalFlip()``, ``PILToTensor()`` in the workers (the usual recipe);
+* ``wds``: ``crop_images(224, flip=0.5, layout="chw")`` in the workers (decoded at the smallest JPEG scale that
+  covers the crop);
+* ``wds-gpu``: ``crop_images(..., device="cuda")`` in the workers (they only read and draw the crops) and
+  ``wds_torch.to_device`` in the main process: the batch decoded by nvJPEG and cut on the GPU, the next batch
+  prepared on a side stream while the model runs; ``wds-gpu-nvimgcodec`` the same with nvImageCodec's decoder
+  (``WDS_DEVICE_DECODER=nvimgcodec``), when it is installed.
+
+Sections (``--rows``, all by default):
+
+* ``loader``: the loader alone, images/s: batches into pinned memory (``webdataset``, ``wds``), or decoded and cut on
+  the device (``wds-gpu``), for each of ``--workers``;
+* ``train``: each of ``--models`` (torchvision's, random init; ``bfloat16`` autocast, ``channels_last``, SGD) trained
+  for ``--steps`` steps after ``--warmup``, the step synchronised: images/s, the share of the step spent waiting for
+  data, the CPU cores the process and its workers used, and the same step on a synthetic batch already on the
+  device (the ceiling) measured in the same run.
+
+Without CUDA it says so and stops, unless ``--device cpu``: the same code on the CPU (``--models tiny``, a small
+CNN, for a quick check of the script itself).  Needs torch and torchvision (and webdataset for its rows, skipped
+and said so when missing); nothing from the network.  On a GPU machine with torch and torchvision but without
+wds's other dependencies, carry their wheels (braceexpand, fsspec, cbor2, msgpack; webdataset 1.0.2 for its
+rows), install them into a folder with ``pip install --no-index --no-deps --target /tmp/site WHEELS`` and run from
+the checkout: ``PYTHONPATH=/tmp/site:. python benchmarks/bench_gpu_feed.py`` (the compiled helpers are not needed:
+their Python twins run).  The defaults take about five minutes on an H100 with 16 cores.
+
+    python benchmarks/bench_gpu_feed.py [--rows loader,train] [--workers 2,4,8,16] [--models resnet18,resnet50]
+        [--systems webdataset,wds,wds-gpu] [--batch 256] [--steps 30] [--warmup 8] [--images 4096] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import harness
+
+SHARDS = 16
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _one_shard(task: tuple[str, int, int]) -> str:
+    root, index, count = task
+    return harness.photo_shards(root, f"gpu-feed-{index:02d}", count, 375, 500, shards=1, seed=index)
+
+
+def make_shards(args) -> list[str]:
+    """``--images`` photo-like JPEGs in 16 shards (made once, a process per core); their paths."""
+    root = os.path.join(args.data, f"gpu-feed-{args.images}")
+    per_shard = -(-args.images // SHARDS)
+    tasks = [(root, index, per_shard) for index in range(SHARDS)]
+    with ProcessPoolExecutor(min(SHARDS, os.cpu_count() or 1)) as pool:
+        specs = list(pool.map(_one_shard, tasks))
+    return [spec.replace("{0000..0000}", "0000") for spec in specs]
+
+
+def _label(value: Any) -> int:
+    return int(value)
+
+
+def _torchvision_train() -> Any:
+    """torchvision's train transform to a uint8 CHW tensor; harness's Pillow twin where torchvision is missing."""
+    try:
+        from torchvision import transforms
+    except ImportError:
+        return harness.rrc_flip_chw
+    return transforms.Compose(
+        [transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), transforms.PILToTensor()]
+    )
+
+
+def dataset(system: str, shards: list[str], batch: int, device: str) -> Any:
+    """The system's endless stream of batches ``(images, labels)`` (see the module doc)."""
+    if system == "webdataset":
+        import webdataset
+
+        pipeline = webdataset.WebDataset(shards, resampled=True, shardshuffle=False).shuffle(1000)
+        pipeline = pipeline.decode("pil").to_tuple("jpg", "cls").map_tuple(_torchvision_train(), _label)
+        return pipeline.batched(batch)
+    import wds_torch
+
+    pipeline = wds_torch.WebDataset(shards, resampled=True, seed=0).shuffle(1000)
+    crop = {"device": device} if system.startswith("wds-gpu") else {}
+    pipeline = pipeline.crop_images(224, flip=0.5, layout="chw", **crop).to_tuple("jpg", "cls")
+    return pipeline.map_tuple(_identity, _label).batched(batch)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def loader(system: str, shards: list[str], args) -> Any:
+    import torch
+
+    data = dataset(system, shards, args.batch, args.device)
+    return torch.utils.data.DataLoader(data, batch_size=None, num_workers=args.current_workers, pin_memory=True,
+                                       persistent_workers=True, prefetch_factor=4)  # fmt: skip
+
+
+def feed(system: str, batches: Any, device: Any) -> Any:
+    """Batches ``(uint8 images, int64 labels)`` on ``device``."""
+    import torch
+
+    import wds_torch
+
+    if system.startswith("wds-gpu"):
+        for images, labels in wds_torch.to_device(batches, device):
+            yield images, labels.long()
+        return
+    for images, labels in batches:
+        images = torch.as_tensor(images).to(device, non_blocking=True)
+        yield images, torch.as_tensor(labels).to(device, non_blocking=True).long()
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its children (the DataLoader's workers), alive or not (Linux)."""
+    total = 0.0
+    pids = ["self"]
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as listed:
+                pids += listed.read().split()
+        except OSError:
+            pass
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError):
+            pass
+    return total
+
+
+def _synchronize(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _systems(args) -> list[str]:
+    chosen = args.systems.split(",")
+    if "wds-gpu" in chosen and args.device != "cpu" and importlib.util.find_spec("nvidia.nvimgcodec") is not None:
+        chosen.append("wds-gpu-nvimgcodec")
+    kept = []
+    for system in chosen:
+        if system == "webdataset" and importlib.util.find_spec("webdataset") is None:
+            print("(webdataset is not installed: its rows are skipped; pip install webdataset==1.0.2)")
+            continue
+        kept.append(system)
+    return kept
+
+
+def _decoder(system: str) -> None:
+    os.environ["WDS_DEVICE_DECODER"] = "nvimgcodec" if system.endswith("nvimgcodec") else "torchvision"
+
+
+def _ready(args) -> Any:
+    import torch
+
+    if args.device != "cpu" and not torch.cuda.is_available():
+        print("no CUDA device here: nothing measured (--device cpu runs the same code on the CPU, as a check)")
+        return None
+    return torch.device(args.device)
+
+
+def loader_rows(args) -> list[dict] | None:
+    device = _ready(args)
+    if device is None:
+        return None
+    shards = make_shards(args)
+    rows = []
+    for system in _systems(args):
+        _decoder(system)
+        for workers in args.workers:
+            args.current_workers = workers
+            batches = loader(system, shards, args)
+            source = feed(system, batches, device) if system.startswith("wds-gpu") else iter(batches)
+            for _ in range(args.warmup):
+                next(source)
+            _synchronize(device)
+            started, cpu = time.perf_counter(), _cpu_seconds()
+            images = 0
+            for _ in range(args.steps):
+                batch = next(source)
+                images += len(batch[0])
+            _synchronize(device)
+            seconds = time.perf_counter() - started
+            cores = (_cpu_seconds() - cpu) / seconds
+            rows.append({"system": system, "workers": workers, "images/s": images / seconds,
+                         "into": "the device" if system.startswith("wds-gpu") else "pinned memory",
+                         "CPU cores used": round(cores, 1)})  # fmt: skip
+            print(rows[-1], flush=True)
+            del source, batches
+    return rows
+
+
+def _model(name: str, device: Any) -> Any:
+    import torch
+
+    if name == "tiny":
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 7, stride=4), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+            torch.nn.Linear(16, 1000),
+        )  # fmt: skip
+    else:
+        import torchvision
+
+        model = getattr(torchvision.models, name)()
+    return model.to(device, memory_format=torch.channels_last)
+
+
+def _trainer(name: str, device: Any) -> Any:
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    model = _model(name, device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+
+    def step(images: Any, labels: Any) -> None:
+        x = ((images.float() - mean) / std).contiguous(memory_format=torch.channels_last)
+        with autocast:
+            loss = F.cross_entropy(model(x), labels % 1000)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def _ceiling(name: str, args, device: Any) -> float:
+    import torch
+
+    step = _trainer(name, device)
+    images = torch.randint(0, 256, (args.batch, 3, 224, 224), dtype=torch.uint8, device=device)
+    labels = torch.randint(0, 1000, (args.batch,), device=device)
+    for _ in range(args.warmup):
+        step(images, labels)
+    _synchronize(device)
+    started = time.perf_counter()
+    for _ in range(args.steps):
+        step(images, labels)
+        _synchronize(device)
+    return args.steps * args.batch / (time.perf_counter() - started)
+
+
+def train_rows(args) -> list[dict] | None:
+    device = _ready(args)
+    if device is None:
+        return None
+    shards = make_shards(args)
+    rows = []
+    for name in args.models:
+        ceiling = _ceiling(name, args, device)
+        rows.append({"model": name, "system": "ceiling: a synthetic batch on the device", "workers": "",
+                     "images/s": ceiling, "of the ceiling": "100%"})  # fmt: skip
+        print(rows[-1], flush=True)
+        for system in _systems(args):
+            _decoder(system)
+            for workers in args.workers:
+                args.current_workers = workers
+                step = _trainer(name, device)
+                batches = loader(system, shards, args)
+                source = feed(system, batches, device)
+                for _ in range(args.warmup):
+                    step(*next(source))
+                _synchronize(device)
+                waited = 0.0
+                started, cpu = time.perf_counter(), _cpu_seconds()
+                for _ in range(args.steps):
+                    asked = time.perf_counter()
+                    images, labels = next(source)
+                    waited += time.perf_counter() - asked
+                    step(images, labels)
+                    _synchronize(device)
+                seconds = time.perf_counter() - started
+                rate = args.steps * args.batch / seconds
+                rows.append({"model": name, "system": system, "workers": workers, "images/s": rate,
+                             "of the ceiling": f"{rate / ceiling:.0%}", "waiting for data": f"{waited / seconds:.0%}",
+                             "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)})  # fmt: skip
+                print(rows[-1], flush=True)
+                del source, batches
+    return rows
+
+
+def options(parser) -> None:
+    parser.add_argument("--workers", type=lambda text: [int(w) for w in text.split(",")], default=[2, 4, 8, 16])
+    parser.add_argument("--models", type=lambda text: text.split(","), default=["resnet18", "resnet50"])
+    parser.add_argument("--systems", default="webdataset,wds,wds-gpu", help="of webdataset, wds, wds-gpu")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=30, help="measured steps (batches) a run")
+    parser.add_argument("--warmup", type=int, default=8, help="steps before measuring (workers start, caches fill)")
+    parser.add_argument("--images", type=int, default=4096, help="JPEGs in the data set (read resampled)")
+    parser.add_argument("--device", default="cuda")
+
+
+if __name__ == "__main__":
+    sys.setrecursionlimit(10_000)
+    harness.run(__doc__, {"loader": loader_rows, "train": train_rows}, options)

@@ -1,0 +1,86 @@
+"""wds_core.stages.devicecrop: crops planned in the workers, batched as one buffer and arrays for the device."""
+
+import io
+import pickle
+
+import numpy as np
+import PIL.Image
+import pytest
+
+import wds_core
+from wds_core.errors import DecodingError, SampleError, SpecError
+from wds_core.stages.crop import Uniform, image_crop
+from wds_core.stages.devicecrop import PlannedCrop, PlannedCrops, is_jpeg_data
+
+
+def jpeg(height: int = 120, width: int = 160, seed: int = 0) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 255, (height, width, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    PIL.Image.fromarray(pixels).save(out, format="JPEG")
+    return out.getvalue()
+
+
+def test_a_plan_reads_the_header_only_and_draws_the_cpu_path_s_crop():
+    data = jpeg(120, 160)
+    plan = image_crop(64, flip=0.5, device="cuda").planned(data, Uniform(7), "k7", "s.tar")
+    box, out, flip = image_crop(64, flip=0.5).plan(120, 160, Uniform(7))
+    assert (plan.size, plan.box, plan.out, plan.flip) == ((120, 160), tuple(map(float, box)), out, flip)
+    assert plan.data == data and plan.key == "k7" and plan.finish.device == "cuda" and "k7" in repr(plan)
+
+
+def test_a_batch_is_one_buffer_and_arrays():
+    datas = [jpeg(100 + 10 * k, 90, k) for k in range(5)]
+    crop = image_crop(32, "center", layout="chw", mean=(0.5, 0.5, 0.5), std=(0.2, 0.2, 0.2), device="cuda:1")
+    batch = PlannedCrops.collate([crop.planned(data, Uniform(k), f"k{k}") for k, data in enumerate(datas)])
+    assert len(batch) == 5 and batch.data.dtype == np.uint8 and batch.offsets.tolist()[-1] == sum(map(len, datas))
+    assert [bytes(batch.image(k)) for k in range(5)] == datas
+    assert batch.sizes.tolist() == [[100 + 10 * k, 90] for k in range(5)] and batch.boxes.shape == (5, 4)
+    assert batch.out == (32, 32) and batch.finish.device == "cuda:1" and batch.finish.layout == "chw"
+    again = pickle.loads(pickle.dumps(batch))
+    assert bytes(again.image(3)) == datas[3] and again.keys == batch.keys and np.array_equal(again.boxes, batch.boxes)
+    assert len(pickle.dumps(batch)) < sum(map(len, datas)) + 2000
+    assert batch.where(2) == "sample 'k2'"
+
+
+def test_the_default_collation_batches_plans():
+    crop = image_crop(16, device="cpu")
+    samples = [(crop.planned(jpeg(seed=k), Uniform(k)), k) for k in range(3)]
+    images, labels = wds_core.default_collation_fn(samples)
+    assert isinstance(images, PlannedCrops) and len(images) == 3 and labels.tolist() == [0, 1, 2]
+
+
+def test_plans_for_different_outputs_do_not_batch():
+    a = image_crop(8, device="cpu").planned(jpeg(), Uniform(0))
+    b = image_crop(16, device="cpu").planned(jpeg(), Uniform(0))
+    with pytest.raises(SampleError, match="different outputs"):
+        PlannedCrops.collate([a, b])
+    with pytest.raises(SampleError, match="cannot batch a planned crop with"):
+        PlannedCrops.collate([a, "text"])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"), [({"policy": "shorter"}, "policy"), ({"spec": "pil"}, "spec"), ({"device": ""}, "device")]
+)
+def test_what_a_device_cannot_do_is_refused(options, message):
+    with pytest.raises(SpecError, match=message):
+        image_crop(224, **{"device": "cuda", **options})
+
+
+def test_a_lying_header_is_refused_in_the_worker_naming_the_sample():
+    huge = bytearray(jpeg())
+    at = huge.index(b"\xff\xc0")  # SOF0: height and width
+    huge[at + 5 : at + 9] = (60000).to_bytes(2, "big") + (60000).to_bytes(2, "big")
+    samples = [{"__key__": "huge", "__url__": "s.tar", "jpg": bytes(huge)}, {"__key__": "fine", "jpg": jpeg()}]
+    with pytest.raises(DecodingError, match="huge") as caught:
+        list(wds_core.DataPipeline(samples, wds_core.crop_images(32, device="cpu")))
+    assert "s.tar" in str(caught.value)
+    skipping = wds_core.crop_images(32, device="cpu", handler=wds_core.warn_and_continue)
+    with pytest.warns(UserWarning):
+        kept = list(wds_core.DataPipeline(samples, skipping))
+    assert [sample["__key__"] for sample in kept] == ["fine"] and isinstance(kept[0]["jpg"], PlannedCrop)
+
+
+def test_decoded_images_are_refused_and_jpegs_known():
+    with pytest.raises(DecodingError, match="encoded images"):
+        image_crop(8, device="cpu").planned(np.zeros((8, 8, 3), np.uint8), Uniform(0))
+    assert is_jpeg_data(jpeg()) and not is_jpeg_data(b"\x89PNG\r\n")

@@ -1,0 +1,314 @@
+"""Batches decoded and cut on the device the model runs on: ``crop_images(..., device="cuda")`` + :func:`to_device`.
+
+The workers only read: ``crop_images(224, flip=0.5, layout="chw", device="cuda")`` in the dataset draws each
+sample's crop from its JPEG header (the same box and flip as the CPU path, so the random stream, the order and
+checkpoints are unchanged) and batches the bytes with their plans (:mod:`wds_core.stages.devicecrop`).  In the main
+process :func:`to_device` decodes each batch on the GPU (``torchvision.io.decode_jpeg`` on a list: nvJPEG, batched),
+and cuts, resizes, flips and normalises the whole batch in one ``grid_sample`` (bilinear, pixel centres as
+OpenCV's and torchvision's ``antialias=False``; a batch whose boxes shrink by more than 2x is sampled at 2-4x the
+output and averaged, so that it does not alias); with CUDA the next batch is decoded on a side stream while the
+model runs on this one.  Every other tensor and numeric array of the batch moves to the device too::
+
+    dataset = (wds_torch.WebDataset(urls, shardshuffle=True, seed=0).shuffle(1000)
+               .crop_images(224, flip=0.5, layout="chw", mean=MEAN, std=STD, device="cuda")
+               .to_tuple("jpg", "cls").batched(256))
+    loader = wds_torch.WebLoader(dataset, batch_size=None, num_workers=4, pin_memory=True)
+    batches = wds_torch.to_device(loader)             # images [256, 3, 224, 224] on the GPU, labels too
+    for images, labels in batches:
+        ...
+    state = batches.state_dict()                      # the loader's state after the last batch given out
+
+``device="cpu"`` runs the same code on the CPU (wds's JPEG decoder, the same ``grid_sample``): the twin that tests
+run without a GPU.  Only :func:`_decode_cuda` needs one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from wds_core.errors import DecodingError, SpecError
+from wds_core.stages.devicecrop import PlannedCrops, is_jpeg_data
+
+__all__ = ["DeviceBatches", "cut_planned", "decode_planned", "device_decoder", "to_device"]
+
+
+def to_device(batches: Iterable[Any], device: str | torch.device | None = None, **options: Any) -> DeviceBatches:
+    """``batches`` (a loader) with each batch on ``device`` (default: the one its planned crops name, else CUDA
+    when there is one): planned crops decoded and cut there (:func:`cut_planned`), tensors and numeric arrays
+    moved.  Options (:class:`DeviceBatches`): ``dtype`` the images' (uint8 by default, float32 with
+    ``mean``/``std``); ``channels_last`` their memory format; ``prefetch`` (default: on CUDA) prepares the next
+    batch while this one is used; ``non_blocking`` copies."""
+    return DeviceBatches(batches, device, **options)
+
+
+class DeviceBatches:
+    """What :func:`to_device` gives: iterate it for the batches on the device; ``state_dict()`` is the wrapped
+    loader's state after the last batch given out (the batch prepared ahead is not counted), ``load_state_dict``
+    restores the loader."""
+
+    def __init__(
+        self,
+        batches: Iterable[Any],
+        device: str | torch.device | None = None,
+        *,
+        dtype: torch.dtype | None = None,
+        channels_last: bool = False,
+        prefetch: bool | None = None,
+        non_blocking: bool = True,
+    ) -> None:
+        self.batches = batches
+        self.device = None if device is None else torch.device(device)
+        self.dtype, self.channels_last, self.prefetch, self.non_blocking = dtype, channels_last, prefetch, non_blocking
+        self._state: Any = None  # the loader's state after the last batch given out, when one is held ahead
+
+    def __len__(self) -> int:
+        return len(self.batches)  # type: ignore[arg-type]
+
+    def _where(self, batch: Any) -> torch.device:
+        if self.device is not None:
+            return self.device
+        planned = _first_planned(batch)
+        if planned is not None:
+            return torch.device(planned.finish.device)
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def __iter__(self) -> Iterator[Any]:
+        source = iter(self.batches)
+        stateful = callable(getattr(self.batches, "state_dict", None))
+        try:
+            first = next(source)
+        except StopIteration:
+            return
+        device = self._where(first)
+        ahead = self.prefetch if self.prefetch is not None else device.type == "cuda"
+        if not ahead:
+            self._state = None
+            yield self._move(first, device)
+            for batch in source:
+                yield self._move(batch, device)
+            return
+        side = torch.cuda.Stream(device) if device.type == "cuda" else None
+        pending = self._prepare(first, device, side)
+        while True:
+            state = self.batches.state_dict() if stateful else None  # type: ignore[attr-defined]
+            try:
+                batch = next(source)
+            except StopIteration:
+                self._state = None
+                yield self._ready(pending, side)
+                return
+            following = self._prepare(batch, device, side)
+            self._state = state
+            yield self._ready(pending, side)
+            pending = following
+
+    def _prepare(self, batch: Any, device: torch.device, side: Any) -> Any:
+        if side is None:
+            return self._move(batch, device)
+        with torch.cuda.stream(side):
+            return self._move(batch, device)
+
+    def _ready(self, moved: Any, side: Any) -> Any:
+        if side is not None:  # the model's stream waits for the side stream's work, and owns its tensors now
+            current = torch.cuda.current_stream(side.device)
+            current.wait_stream(side)
+            for tensor in _tensors(moved):
+                tensor.record_stream(current)
+        return moved
+
+    def _move(self, batch: Any, device: torch.device) -> Any:
+        if isinstance(batch, PlannedCrops):
+            return cut_planned(batch, device, dtype=self.dtype, channels_last=self.channels_last)
+        if isinstance(batch, torch.Tensor):
+            return batch.to(device, non_blocking=self.non_blocking)
+        if isinstance(batch, np.ndarray) and batch.dtype.kind in "biuf":
+            return torch.from_numpy(batch).to(device, non_blocking=self.non_blocking)
+        if isinstance(batch, dict):
+            return {key: self._move(value, device) for key, value in batch.items()}
+        if isinstance(batch, (list, tuple)) and not isinstance(batch, str):
+            moved = [self._move(value, device) for value in batch]
+            return tuple(moved) if isinstance(batch, tuple) else moved
+        return batch
+
+    def state_dict(self) -> Any:
+        if self._state is not None:
+            return self._state
+        return self.batches.state_dict()  # type: ignore[attr-defined]
+
+    def load_state_dict(self, state: Any) -> None:
+        self._state = None
+        self.batches.load_state_dict(state)  # type: ignore[attr-defined]
+
+
+def _first_planned(batch: Any) -> PlannedCrops | None:
+    if isinstance(batch, PlannedCrops):
+        return batch
+    values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()
+    for value in values:
+        found = _first_planned(value)
+        if found is not None:
+            return found
+    return None
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def decode_planned(crops: PlannedCrops, device: str | torch.device | None = None) -> list[torch.Tensor]:
+    """Each image of ``crops`` decoded on ``device`` as a 3 x H x W uint8 tensor (its stored size)."""
+    device = torch.device(device or crops.finish.device)
+    if device.type == "cuda":
+        return _decode_cuda(crops, device)
+    return [_decode_host(crops, i) for i in range(len(crops))]
+
+
+def _decode_host(crops: PlannedCrops, i: int) -> torch.Tensor:
+    """Image ``i`` decoded here by wds's decoder (libjpeg-turbo through simplejpeg, else Pillow)."""
+    from wds_core.fieldcodecs import image_spec
+    from wds_core.fieldcodecs.images import decode_image
+
+    try:
+        pixels = decode_image(crops.image(i), image_spec("rgb8"))
+    except Exception as exn:
+        raise DecodingError(f"cannot decode the image of {crops.where(i)}: {type(exn).__name__}: {exn}") from exn
+    return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
+
+
+DECODERS = ("torchvision", "nvimgcodec")
+
+
+def device_decoder() -> str:
+    """The GPU JPEG decoder in use: ``WDS_DEVICE_DECODER`` (``torchvision``: nvJPEG through
+    ``torchvision.io.decode_jpeg``, the default; ``nvimgcodec``: NVIDIA's nvImageCodec, which uses the hardware
+    JPEG decoders of A100/H100 as well, ``pip install nvidia-nvimgcodec-cu12``)."""
+    choice = os.environ.get("WDS_DEVICE_DECODER", "torchvision")
+    if choice not in DECODERS:
+        raise SpecError(f"WDS_DEVICE_DECODER must be one of {', '.join(DECODERS)}, got {choice!r}")
+    return choice
+
+
+@functools.cache
+def _nvimgcodec(index: int) -> Any:
+    from nvidia import nvimgcodec
+
+    return nvimgcodec.Decoder(device_id=index)
+
+
+def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor]:
+    """The GPU's part: the batch's JPEGs decoded at once (:func:`device_decoder`), anything else (PNG, WebP)
+    decoded here and copied over.  An image that does not decode is named."""
+    jpegs = [i for i in range(len(crops)) if is_jpeg_data(crops.image(i))]
+    out: list[Any] = [None] * len(crops)
+    if device_decoder() == "nvimgcodec":
+        images = _nvimgcodec(device.index or 0).decode([bytes(crops.image(i)) for i in jpegs])
+        for i, image in zip(jpegs, images):
+            if image is None:
+                raise DecodingError(f"cannot decode the JPEG of {crops.where(i)} on {device} (nvImageCodec)")
+            out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)  # HWC on the device: no copy
+    else:
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        host = torch.from_numpy(crops.data)
+        if not host.is_pinned():
+            host = host.pin_memory()
+        views = [host[int(crops.offsets[i]) : int(crops.offsets[i + 1])] for i in jpegs]
+        try:
+            decoded = decode_jpeg(views, mode=ImageReadMode.RGB, device=device)
+        except RuntimeError:  # which one: one at a time
+            decoded = []
+            for i, view in zip(jpegs, views):
+                try:
+                    decoded.append(decode_jpeg(view, mode=ImageReadMode.RGB, device=device))
+                except RuntimeError as exn:
+                    raise DecodingError(f"cannot decode the JPEG of {crops.where(i)} on {device}: {exn}") from exn
+        for i, image in zip(jpegs, decoded):
+            out[i] = image
+    for i in range(len(crops)):
+        if out[i] is None:
+            out[i] = _decode_host(crops, i).to(device, non_blocking=True)
+    return out
+
+
+# ---------------------------------------------------------------- cutting
+
+
+def cut_planned(
+    crops: PlannedCrops,
+    device: str | torch.device | None = None,
+    *,
+    dtype: torch.dtype | None = None,
+    channels_last: bool = False,
+    images: list[torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """The batch ``crops`` decoded (or ``images``, already decoded) and cut on ``device``: ``B x 3 x H x W``
+    (``B x H x W x 3`` with ``layout="hwc"``), uint8, or float32 ``(x / 255 - mean) / std`` with ``mean``/``std``
+    (``dtype`` overrides either)."""
+    device = torch.device(device or crops.finish.device)
+    if images is None:
+        images = decode_planned(crops, device)
+    count = len(images)
+    out_h, out_w = crops.out
+    shapes = torch.tensor([image.shape[1:] for image in images], dtype=torch.float64)  # decoded (h, w)
+    stored = torch.from_numpy(crops.sizes.astype(np.float64))
+    scale = shapes / stored  # 1 unless a decoder gave another size than the header said
+    boxes = torch.from_numpy(crops.boxes)
+    top, left = boxes[:, 0] * scale[:, 0], boxes[:, 1] * scale[:, 1]
+    height, width = boxes[:, 2] * scale[:, 0], boxes[:, 3] * scale[:, 1]
+    shrink = float(torch.maximum(height / out_h, width / out_w).max()) if count else 1.0
+    k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))  # sample finer, then average: no aliasing
+    rows, cols = out_h * k, out_w * k
+    tall, wide = int(shapes[:, 0].max()), int(shapes[:, 1].max())
+    canvas = torch.zeros((count, 3, tall, wide), dtype=torch.float32, device=device)
+    for i, image in enumerate(images):
+        canvas[i, :, : image.shape[1], : image.shape[2]] = image
+    # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
+    ys = top[:, None] + (torch.arange(rows, dtype=torch.float64) + 0.5)[None, :] * (height / rows)[:, None] - 0.5
+    xs = left[:, None] + (torch.arange(cols, dtype=torch.float64) + 0.5)[None, :] * (width / cols)[:, None] - 0.5
+    flips = torch.from_numpy(crops.flips)
+    xs = torch.where(flips[:, None], xs.flip(1), xs)
+    ys = torch.minimum(ys.clamp(min=0), (shapes[:, 0] - 1)[:, None])
+    xs = torch.minimum(xs.clamp(min=0), (shapes[:, 1] - 1)[:, None])
+    # the sampling positions are B x (rows + cols) numbers: made here, the B x rows x cols grid on the device
+    gx = ((2 * xs + 1) / wide - 1).to(device, torch.float32, non_blocking=True)
+    gy = ((2 * ys + 1) / tall - 1).to(device, torch.float32, non_blocking=True)
+    grid = torch.stack((gx[:, None, :].expand(count, rows, cols), gy[:, :, None].expand(count, rows, cols)), dim=-1)
+    out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    if k > 1:
+        out = F.avg_pool2d(out, k)
+    return _finish(out, crops, dtype, channels_last)
+
+
+def _finish(out: torch.Tensor, crops: PlannedCrops, dtype: torch.dtype | None, channels_last: bool) -> torch.Tensor:
+    finish = crops.finish
+    if finish.mean is not None and finish.std is not None:
+        mean = torch.tensor(finish.mean, dtype=torch.float32, device=out.device).view(1, -1, 1, 1)
+        std = torch.tensor(finish.std, dtype=torch.float32, device=out.device).view(1, -1, 1, 1)
+        out = (out * (1.0 / 255.0) - mean) / std
+        if dtype is not None:
+            out = out.to(dtype)
+    elif dtype is None or dtype == torch.uint8:
+        out = out.round_().clamp_(0, 255).to(torch.uint8)
+    else:
+        out = out.to(dtype)
+    if finish.layout == "hwc":
+        return out.permute(0, 2, 3, 1).contiguous()
+    return out.contiguous(memory_format=torch.channels_last) if channels_last else out.contiguous()
