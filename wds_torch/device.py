@@ -175,9 +175,9 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 def decode_planned(crops: PlannedCrops, device: str | torch.device | None = None) -> list[torch.Tensor]:
     """Each image of ``crops`` decoded on ``device`` as a 3 x H x W uint8 tensor (its stored size)."""
-    device = torch.device(device or crops.finish.device)
-    if device.type == "cuda":
-        return _decode_cuda(crops, device)
+    where = torch.device(device or crops.finish.device)
+    if where.type == "cuda":
+        return _decode_cuda(crops, where)
     return [_decode_host(crops, i) for i in range(len(crops))]
 
 
@@ -262,9 +262,9 @@ def cut_planned(
     """The batch ``crops`` decoded (or ``images``, already decoded) and cut on ``device``: ``B x 3 x H x W``
     (``B x H x W x 3`` with ``layout="hwc"``), uint8, or float32 ``(x / 255 - mean) / std`` with ``mean``/``std``
     (``dtype`` overrides either)."""
-    device = torch.device(device or crops.finish.device)
+    where = torch.device(device or crops.finish.device)
     if images is None:
-        images = decode_planned(crops, device)
+        images = decode_planned(crops, where)
     count = len(images)
     out_h, out_w = crops.out
     shapes = torch.tensor([image.shape[1:] for image in images], dtype=torch.float64)  # decoded (h, w)
@@ -277,7 +277,7 @@ def cut_planned(
     k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))  # sample finer, then average: no aliasing
     rows, cols = out_h * k, out_w * k
     tall, wide = int(shapes[:, 0].max()), int(shapes[:, 1].max())
-    canvas = torch.zeros((count, 3, tall, wide), dtype=torch.float32, device=device)
+    canvas = torch.zeros((count, 3, tall, wide), dtype=torch.float32, device=where)
     for i, image in enumerate(images):
         canvas[i, :, : image.shape[1], : image.shape[2]] = image
     # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
@@ -288,8 +288,8 @@ def cut_planned(
     ys = torch.minimum(ys.clamp(min=0), (shapes[:, 0] - 1)[:, None])
     xs = torch.minimum(xs.clamp(min=0), (shapes[:, 1] - 1)[:, None])
     # the sampling positions are B x (rows + cols) numbers: made here, the B x rows x cols grid on the device
-    gx = ((2 * xs + 1) / wide - 1).to(device, torch.float32, non_blocking=True)
-    gy = ((2 * ys + 1) / tall - 1).to(device, torch.float32, non_blocking=True)
+    gx = ((2 * xs + 1) / wide - 1).to(where, torch.float32, non_blocking=True)
+    gy = ((2 * ys + 1) / tall - 1).to(where, torch.float32, non_blocking=True)
     grid = torch.stack((gx[:, None, :].expand(count, rows, cols), gy[:, :, None].expand(count, rows, cols)), dim=-1)
     out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
     if k > 1:
