@@ -42,14 +42,14 @@ UNMIRRORED = {
     "cli/shardfiles", "cli/shufflechart", "dataset", "dropin/_refuse", "dropin/autodecode",
     "dropin/cborsiterators", "dropin/compat", "dropin/extradatasets", "dropin/handlers", "dropin/mix", "dropin/multi",
     "dropin/pipeline", "dropin/pytorch", "dropin/widsdecode", "dropin/widssamplers", "dropin/widsshards",
-    "dropin/writer", "fieldcodecs/limits", "handlers", "indexed/samplers", "io/backends/base",
+    "dropin/writer", "fieldcodecs/limits", "indexed/samplers", "io/backends/base",
     "io/backends/fsspec", "io/backends/http", "io/backends/httpconn", "io/backends/local", "io/backends/opener",
-    "io/backends/pipe", "io/backends/ranged", "io/backends/s3", "io/backends/s3client", "io/registry",
+    "io/backends/pipe", "io/backends/ranged", "io/backends/s3", "io/backends/s3client",
     "io/shardsink", "loader/shm", "loader/worker", "mock", "observe/starvation", "pipeline/fluid",
-    "pipeline/run", "reexport", "sources/counts", "sources/descriptor", "sources/dirshards", "sources/lists",
-    "sources/reader", "sources/reading", "stages/cache", "stages/collate", "stages/fieldkeys",
+    "pipeline/run", "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
+    "sources/reader", "sources/reading", "stages/cache", "stages/fieldkeys",
     "stages/sampling", "stages/tracing", "stages/xdecode", "tar/resume", "tar/source",
-    "tar/walk", "tools/jobs", "version",
+    "tar/walk", "tools/jobs",
 }  # fmt: skip
 
 
