@@ -45,10 +45,10 @@ UNMIRRORED = {
     "dropin/writer", "fieldcodecs/limits", "indexed/samplers", "io/backends/base",
     "io/backends/fsspec", "io/backends/http", "io/backends/httpconn", "io/backends/local", "io/backends/opener",
     "io/backends/pipe", "io/backends/ranged", "io/backends/s3", "io/backends/s3client",
-    "io/shardsink", "loader/shm", "loader/worker", "mock", "observe/starvation", "pipeline/fluid",
+    "io/shardsink", "loader/shm", "loader/worker", "observe/starvation", "pipeline/fluid",
     "pipeline/run", "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
     "sources/reader", "sources/reading", "stages/cache", "stages/fieldkeys",
-    "stages/sampling", "stages/tracing", "stages/xdecode", "tar/resume", "tar/source",
+    "stages/tracing", "stages/xdecode", "tar/resume", "tar/source",
     "tar/walk", "tools/jobs",
 }  # fmt: skip
 
