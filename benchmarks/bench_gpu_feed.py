@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -101,11 +100,11 @@ def _identity(value: Any) -> Any:
     return value
 
 
-def loader(system: str, shards: list[str], args) -> Any:
+def loader(system: str, shards: list[str], args, workers: int) -> Any:
     import torch
 
     data = dataset(system, shards, args.batch, args.device)
-    return torch.utils.data.DataLoader(data, batch_size=None, num_workers=args.current_workers, pin_memory=True,
+    return torch.utils.data.DataLoader(data, batch_size=None, num_workers=workers, pin_memory=True,
                                        persistent_workers=True, prefetch_factor=4)  # fmt: skip
 
 
@@ -186,8 +185,7 @@ def loader_rows(args) -> list[dict] | None:
     for system in _systems(args):
         _decoder(system)
         for workers in args.workers:
-            args.current_workers = workers
-            batches = loader(system, shards, args)
+            batches = loader(system, shards, args, workers)
             source = feed(system, batches, device) if system.startswith("wds-gpu") else iter(batches)
             for _ in range(args.warmup):
                 next(source)
@@ -274,9 +272,8 @@ def train_rows(args) -> list[dict] | None:
         for system in _systems(args):
             _decoder(system)
             for workers in args.workers:
-                args.current_workers = workers
                 step = _trainer(name, device)
-                batches = loader(system, shards, args)
+                batches = loader(system, shards, args, workers)
                 source = feed(system, batches, device)
                 for _ in range(args.warmup):
                     step(*next(source))
@@ -311,5 +308,4 @@ def options(parser) -> None:
 
 
 if __name__ == "__main__":
-    sys.setrecursionlimit(10_000)
     harness.run(__doc__, {"loader": loader_rows, "train": train_rows}, options)

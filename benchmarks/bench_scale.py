@@ -827,6 +827,5 @@ def options(parser):
 SECTIONS = {"specs": specs, "shuffle": shuffle, "shuffle-speed": shuffle_speed, "soak": soak, "plot": plot}
 
 if __name__ == "__main__":
-    if not any(arg == "--rows" or arg.startswith("--rows=") for arg in sys.argv):
-        sys.argv[1:1] = ["--rows", "specs,shuffle,shuffle-speed,soak"]  # plot rewrites a file of docs/: asked for
-    harness.run(__doc__, SECTIONS, options)
+    # plot rewrites a file of docs/: only when asked for
+    harness.run(__doc__, SECTIONS, options, default=["specs", "shuffle", "shuffle-speed", "soak"])

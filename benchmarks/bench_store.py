@@ -35,7 +35,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,12 +47,6 @@ import harness
 from wds_core.tar.tarwrite import encode_member, end_of_archive
 
 S3_SHARDS, S3_PER_SHARD, SAMPLE = 8, 450, 64 << 10
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def make_shards(root):
@@ -201,7 +194,7 @@ def s3(args):
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
     paths = make_shards(os.path.join(args.data, "remote"))
     total_bytes = sum(os.path.getsize(p) for p in paths)
-    port = free_port()
+    port = harness.servers().free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

@@ -75,13 +75,17 @@ Section = Callable[[argparse.Namespace], "list[dict[str, Any]] | None"]
 
 
 def run(
-    doc: str, sections: dict[str, Section], options: Callable[[argparse.ArgumentParser], None] | None = None
+    doc: str,
+    sections: dict[str, Section],
+    options: Callable[[argparse.ArgumentParser], None] | None = None,
+    default: Iterable[str] | None = None,
 ) -> tuple[argparse.Namespace, dict[str, Any]]:
-    """A family's command line: ``--rows`` picks sections (all by default), ``options`` adds the family's own;
-    each section runs in turn and returns its table's rows (or prints its own table and returns ``None``).
+    """A family's command line: ``--rows`` picks sections (``default``, else all), ``options`` adds the family's
+    own; each section runs in turn and returns its table's rows (or prints its own table and returns ``None``).
     The arguments and ``{section: rows}``."""
     parser = arguments(doc, repeats=None)
-    parser.add_argument("--rows", default=",".join(sections), help=f"sections to run, of: {', '.join(sections)}")
+    rows = ",".join(default if default is not None else sections)
+    parser.add_argument("--rows", default=rows, help=f"sections to run (default {rows}), of: {', '.join(sections)}")
     if options is not None:
         options(parser)
     args = parser.parse_args()

@@ -133,7 +133,7 @@ class DeviceBatches:
             return torch.from_numpy(batch).to(device, non_blocking=self.non_blocking)
         if isinstance(batch, dict):
             return {key: self._move(value, device) for key, value in batch.items()}
-        if isinstance(batch, (list, tuple)) and not isinstance(batch, str):
+        if isinstance(batch, (list, tuple)):
             moved = [self._move(value, device) for value in batch]
             return tuple(moved) if isinstance(batch, tuple) else moved
         return batch

@@ -168,6 +168,19 @@ def decode_at_scale(data: bytes, min_height: int, min_width: int, opened: Any = 
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
+def _stored_size(data: bytes, compiled: bool) -> tuple[tuple[int, int], Any]:
+    """``(height, width)`` of an encoded image from its header, and the image Pillow opened to read it (``None``
+    when the compiled header reader, tried when ``compiled``, gave it): Pillow reads the header only, and makes its
+    decompression-bomb check."""
+    size = jpeg_size(data) if compiled else None
+    if size is not None:
+        return size, None
+    import PIL.Image
+
+    opened = PIL.Image.open(io.BytesIO(data))
+    return opened.size[::-1], opened
+
+
 def _bounds(box: tuple[float, ...], shape: Sequence[int], size: Sequence[int]) -> tuple[int, int, int, int]:
     """``box`` (top, left, height, width in the stored image of ``size``) in whole pixels of the image decoded at
     ``shape``: ``(top, bottom, left, right)``, at least one pixel."""
@@ -285,11 +298,7 @@ class ImageCrop:
                 return self._finish(_resized(opencv, crop, out_size, flip))
             return self._finish(_pillow_resized(img, box, 1.0, 1.0, out_size, flip))
         data = bytes(data)
-        opened = None
-        size = jpeg_size(data) if opencv is not None else None  # the header, when the region decoder takes it
-        if size is None:
-            opened = PIL.Image.open(io.BytesIO(data))  # the header only: the size, and Pillow's bomb check
-            size = opened.size[::-1]
+        size, opened = _stored_size(data, compiled=opencv is not None)  # the region decoder takes jpeg_size's
         height, width = size
         box, (out_h, out_w), flip = self.plan(height, width, rand)
         need_h = min(math.ceil(out_h * height / box[2]), height)
@@ -316,12 +325,9 @@ class ImageCrop:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise DecodingError(f"crop_images(device=...) takes encoded images, got {type(data).__name__}")
         data = bytes(data)
-        size = jpeg_size(data)
-        if size is None:
-            import PIL.Image
-
-            with PIL.Image.open(io.BytesIO(data)) as opened:  # the header only: the size, and Pillow's bomb check
-                size = opened.size[::-1]
+        size, opened = _stored_size(data, compiled=True)
+        if opened is not None:
+            opened.close()
         height, width = size
         check_pixels(width, height, 3, "image")
         box, out, flip = self.plan(height, width, rand)

@@ -30,7 +30,7 @@ def is_jpeg_data(data: Any) -> bool:
 
 @dataclass(frozen=True)
 class Finish:
-    """What every image of a batch becomes after the cut: ``device``, ``out`` (h, w), ``layout``, ``mean``/``std``."""
+    """What every image of a batch becomes after the cut: where (``device``), ``layout``, ``mean``/``std``."""
 
     device: str
     layout: str = "chw"
