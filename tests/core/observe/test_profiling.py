@@ -206,6 +206,7 @@ def pipelines(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # how the time splits between waiting and computing: tests running beside it would change it
 @pytest.mark.parametrize(
     "function, bound", [("reading", "tarfile_to_samples"), ("decoding", "decode"), ("mapping", "map(burn)")]
 )
@@ -224,6 +225,7 @@ def test_wds_profile_names_the_stage_that_bounds_the_rate(pipelines, capsys, fun
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the timer's looks and the reader's waiting share: tests running beside it would change them
 def test_the_looks_go_on_while_a_long_read_gathers_a_trickle(pipelines):
     # the reader asks the pipe for more than a chunk: one call into C gathers the trickle read after read, and a
     # signal landing between two of those reads runs no handler until the call returns (a quarter of a second,
