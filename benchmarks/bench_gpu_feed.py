@@ -38,6 +38,7 @@ their Python twins run).  The defaults take about five minutes on an H100 with 1
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import time
@@ -176,34 +177,47 @@ def _ready(args) -> Any:
     return torch.device(args.device)
 
 
+def _run_row(rows: list[dict], row: dict, measure: Any) -> None:
+    """``row`` with what ``measure()`` gives, or with the error it raised: one system that fails on a machine
+    this script has not met (a decoder's version, a driver) costs its own rows, not the run's."""
+    try:
+        row.update(measure())
+    except Exception as exn:  # the loader and its workers go with the frames of the traceback, dropped here
+        row["error"] = f"{type(exn).__name__}: {exn}"[:400]
+    rows.append(row)
+    print(row, flush=True)
+
+
 def loader_rows(args) -> list[dict] | None:
     device = _ready(args)
     if device is None:
         return None
     shards = make_shards(args)
-    rows = []
+    rows: list[dict] = []
     for system in _systems(args):
         _decoder(system)
         for workers in args.workers:
-            batches = loader(system, shards, args, workers)
-            source = feed(system, batches, device) if system.startswith("wds-gpu") else iter(batches)
-            for _ in range(args.warmup):
-                next(source)
-            _synchronize(device)
-            started, cpu = time.perf_counter(), _cpu_seconds()
-            images = 0
-            for _ in range(args.steps):
-                batch = next(source)
-                images += len(batch[0])
-            _synchronize(device)
-            seconds = time.perf_counter() - started
-            cores = (_cpu_seconds() - cpu) / seconds
-            rows.append({"system": system, "workers": workers, "images/s": images / seconds,
-                         "into": "the device" if system.startswith("wds-gpu") else "pinned memory",
-                         "CPU cores used": round(cores, 1)})  # fmt: skip
-            print(rows[-1], flush=True)
-            del source, batches
+            row = {"system": system, "workers": workers}
+            _run_row(rows, row, functools.partial(_loader_alone, system, shards, args, workers, device))
     return rows
+
+
+def _loader_alone(system: str, shards: list[str], args, workers: int, device: Any) -> dict:
+    batches = loader(system, shards, args, workers)
+    source = feed(system, batches, device) if system.startswith("wds-gpu") else iter(batches)
+    for _ in range(args.warmup):
+        next(source)
+    _synchronize(device)
+    started, cpu = time.perf_counter(), _cpu_seconds()
+    images = 0
+    for _ in range(args.steps):
+        batch = next(source)
+        images += len(batch[0])
+    _synchronize(device)
+    seconds = time.perf_counter() - started
+    cores = (_cpu_seconds() - cpu) / seconds
+    return {"images/s": images / seconds, "into": "the device" if system.startswith("wds-gpu") else "pinned memory",
+            "CPU cores used": round(cores, 1)}  # fmt: skip
 
 
 def _model(name: str, device: Any) -> Any:
@@ -263,7 +277,7 @@ def train_rows(args) -> list[dict] | None:
     if device is None:
         return None
     shards = make_shards(args)
-    rows = []
+    rows: list[dict] = []
     for name in args.models:
         ceiling = _ceiling(name, args, device)
         rows.append({"model": name, "system": "ceiling: a synthetic batch on the device", "workers": "",
@@ -272,28 +286,30 @@ def train_rows(args) -> list[dict] | None:
         for system in _systems(args):
             _decoder(system)
             for workers in args.workers:
-                step = _trainer(name, device)
-                batches = loader(system, shards, args, workers)
-                source = feed(system, batches, device)
-                for _ in range(args.warmup):
-                    step(*next(source))
-                _synchronize(device)
-                waited = 0.0
-                started, cpu = time.perf_counter(), _cpu_seconds()
-                for _ in range(args.steps):
-                    asked = time.perf_counter()
-                    images, labels = next(source)
-                    waited += time.perf_counter() - asked
-                    step(images, labels)
-                    _synchronize(device)
-                seconds = time.perf_counter() - started
-                rate = args.steps * args.batch / seconds
-                rows.append({"model": name, "system": system, "workers": workers, "images/s": rate,
-                             "of the ceiling": f"{rate / ceiling:.0%}", "waiting for data": f"{waited / seconds:.0%}",
-                             "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)})  # fmt: skip
-                print(rows[-1], flush=True)
-                del source, batches
+                row = {"model": name, "system": system, "workers": workers}
+                measure = functools.partial(_training, name, system, shards, args, workers, device, ceiling)
+                _run_row(rows, row, measure)
     return rows
+
+
+def _training(name: str, system: str, shards: list[str], args, workers: int, device: Any, ceiling: float) -> dict:
+    step = _trainer(name, device)
+    source = feed(system, loader(system, shards, args, workers), device)
+    for _ in range(args.warmup):
+        step(*next(source))
+    _synchronize(device)
+    waited = 0.0
+    started, cpu = time.perf_counter(), _cpu_seconds()
+    for _ in range(args.steps):
+        asked = time.perf_counter()
+        images, labels = next(source)
+        waited += time.perf_counter() - asked
+        step(images, labels)
+        _synchronize(device)
+    seconds = time.perf_counter() - started
+    rate = args.steps * args.batch / seconds
+    return {"images/s": rate, "of the ceiling": f"{rate / ceiling:.0%}", "waiting for data": f"{waited / seconds:.0%}",
+            "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)}  # fmt: skip
 
 
 def options(parser) -> None:

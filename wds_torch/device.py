@@ -6,8 +6,8 @@ checkpoints are unchanged) and batches the bytes with their plans (:mod:`wds_cor
 process :func:`to_device` decodes each batch on the GPU (``torchvision.io.decode_jpeg`` on a list: nvJPEG, batched),
 and cuts, resizes, flips and normalises the whole batch in one ``grid_sample`` (bilinear, pixel centres as
 OpenCV's and torchvision's ``antialias=False``; a batch whose boxes shrink by more than 2x is sampled at 2-4x the
-output and averaged, so that it does not alias); with CUDA the next batch is decoded on a side stream while the
-model runs on this one.  Every other tensor and numeric array of the batch moves to the device too::
+output and averaged, so that it does not alias); with CUDA a thread prepares the next two batches on a side stream
+while the model runs on this one.  Every other tensor and numeric array of the batch moves to the device too::
 
     dataset = (wds_torch.WebDataset(urls, shardshuffle=True, seed=0).shuffle(1000)
                .crop_images(224, flip=0.5, layout="chw", mean=MEAN, std=STD, device="cuda")
@@ -27,6 +27,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -44,15 +46,22 @@ def to_device(batches: Iterable[Any], device: str | torch.device | None = None, 
     """``batches`` (a loader) with each batch on ``device`` (default: the one its planned crops name, else CUDA
     when there is one): planned crops decoded and cut there (:func:`cut_planned`), tensors and numeric arrays
     moved.  Options (:class:`DeviceBatches`): ``dtype`` the images' (uint8 by default, float32 with
-    ``mean``/``std``); ``channels_last`` their memory format; ``prefetch`` (default: on CUDA) prepares the next
-    batch while this one is used; ``non_blocking`` copies."""
+    ``mean``/``std``); ``channels_last`` their memory format; ``prefetch`` how many batches a thread prepares
+    ahead (``True``: 2; by default 2 on CUDA, none elsewhere); ``non_blocking`` copies."""
     return DeviceBatches(batches, device, **options)
 
 
 class DeviceBatches:
     """What :func:`to_device` gives: iterate it for the batches on the device; ``state_dict()`` is the wrapped
-    loader's state after the last batch given out (the batch prepared ahead is not counted), ``load_state_dict``
-    restores the loader."""
+    loader's state after the last batch given out (batches prepared ahead are not counted), ``load_state_dict``
+    restores the loader.
+
+    With ``prefetch`` (``True``: 2 batches; by default 2 on CUDA, none elsewhere) a thread takes the batches from
+    the loader and prepares them (decode, cut, copies) on a side CUDA stream while the caller trains on the one
+    given out; the caller's stream waits for each batch's work before using it.  A thread, not just a stream:
+    nvJPEG's batched decode blocks its caller until the batch is decoded, and training loops wait for their step
+    (``loss.item()``), so work prepared on the caller's thread would not overlap the model's.  An error in the
+    thread is raised where the batch would have been; breaking out of the loop stops the thread."""
 
     def __init__(
         self,
@@ -61,68 +70,60 @@ class DeviceBatches:
         *,
         dtype: torch.dtype | None = None,
         channels_last: bool = False,
-        prefetch: bool | None = None,
+        prefetch: bool | int | None = None,
         non_blocking: bool = True,
     ) -> None:
         self.batches = batches
         self.device = None if device is None else torch.device(device)
         self.dtype, self.channels_last, self.prefetch, self.non_blocking = dtype, channels_last, prefetch, non_blocking
-        self._state: Any = None  # the loader's state after the last batch given out, when one is held ahead
+        self._state: Any = None  # the loader's state after the last batch given out, while batches are held ahead
 
     def __len__(self) -> int:
         return len(self.batches)  # type: ignore[arg-type]
 
     def _where(self, batch: Any) -> torch.device:
-        if self.device is not None:
-            return self.device
         planned = _first_planned(batch)
-        if planned is not None:
-            return torch.device(planned.finish.device)
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device is not None:
+            where = self.device
+        elif planned is not None:
+            where = torch.device(planned.finish.device)
+        else:
+            where = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if where.type == "cuda" and where.index is None:  # the caller's current GPU, named for the thread
+            where = torch.device("cuda", torch.cuda.current_device())
+        return where
+
+    def _depth(self, device: torch.device) -> int:
+        if self.prefetch is None:
+            return 2 if device.type == "cuda" else 0
+        if self.prefetch is True:
+            return 2
+        return max(0, int(self.prefetch))
 
     def __iter__(self) -> Iterator[Any]:
         source = iter(self.batches)
-        stateful = callable(getattr(self.batches, "state_dict", None))
+        state_of = getattr(self.batches, "state_dict", None)
+        self._state = None
         try:
             first = next(source)
         except StopIteration:
             return
         device = self._where(first)
-        ahead = self.prefetch if self.prefetch is not None else device.type == "cuda"
-        if not ahead:
-            self._state = None
+        depth = self._depth(device)
+        if depth == 0:
             yield self._move(first, device)
             for batch in source:
                 yield self._move(batch, device)
             return
-        side = torch.cuda.Stream(device) if device.type == "cuda" else None
-        pending = self._prepare(first, device, side)
-        while True:
-            state = self.batches.state_dict() if stateful else None  # type: ignore[attr-defined]
-            try:
-                batch = next(source)
-            except StopIteration:
-                self._state = None
-                yield self._ready(pending, side)
-                return
-            following = self._prepare(batch, device, side)
-            self._state = state
-            yield self._ready(pending, side)
-            pending = following
-
-    def _prepare(self, batch: Any, device: torch.device, side: Any) -> Any:
-        if side is None:
-            return self._move(batch, device)
-        with torch.cuda.stream(side):
-            return self._move(batch, device)
-
-    def _ready(self, moved: Any, side: Any) -> Any:
-        if side is not None:  # the model's stream waits for the side stream's work, and owns its tensors now
-            current = torch.cuda.current_stream(side.device)
-            current.wait_stream(side)
-            for tensor in _tensors(moved):
-                tensor.record_stream(current)
-        return moved
+        state_of = state_of if callable(state_of) else None
+        ahead = _Ahead(self._move, source, first, state_of() if state_of else None, state_of, device, depth)
+        try:
+            for moved, state in ahead:
+                self._state = state
+                yield moved
+            self._state = None
+        finally:
+            ahead.close()
 
     def _move(self, batch: Any, device: torch.device) -> Any:
         if isinstance(batch, PlannedCrops):
@@ -146,6 +147,106 @@ class DeviceBatches:
     def load_state_dict(self, state: Any) -> None:
         self._state = None
         self.batches.load_state_dict(state)  # type: ignore[attr-defined]
+
+
+class _Failed:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_END = object()
+
+
+class _Ahead:
+    """Up to ``depth`` batches taken from ``source`` and prepared by ``move`` in a thread, each with the loader's
+    state after it was taken (``state_of``) and, on CUDA, the event its side-stream work ends with."""
+
+    def __init__(
+        self, move: Any, source: Iterator[Any], first: Any, state: Any, state_of: Any, device: torch.device, depth: int
+    ) -> None:
+        self.device = device
+        self.ready: queue.Queue[Any] = queue.Queue(depth)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(move, source, first, state, state_of), name="wds-to-device", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, move: Any, source: Iterator[Any], batch: Any, state: Any, state_of: Any) -> None:
+        try:
+            side = None
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)  # this thread's current device
+                side = torch.cuda.Stream(self.device)
+            while not self.stopping.is_set():
+                item: tuple[Any, Any, torch.cuda.Event | None]
+                if side is None:
+                    item = (move(batch, self.device), state, None)
+                else:
+                    with torch.cuda.stream(side):
+                        moved = move(batch, self.device)
+                        done = torch.cuda.Event()
+                        done.record(side)
+                    item = (moved, state, done)
+                    del moved
+                del batch
+                if not self._put(item):
+                    return
+                del item
+                try:
+                    batch = next(source)
+                except StopIteration:
+                    self._put(_END)
+                    return
+                state = state_of() if state_of is not None else None
+        except BaseException as exn:  # raised in the caller's thread, where the batch would have been
+            self._put(_Failed(exn))
+
+    def _put(self, item: Any) -> bool:
+        while not self.stopping.is_set():
+            try:
+                self.ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        while True:
+            item = self._get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            moved, state, done = item
+            if done is not None:  # the caller's stream waits for the batch's work, and owns its tensors now
+                current = torch.cuda.current_stream(self.device)
+                current.wait_event(done)
+                for tensor in _tensors(moved):
+                    tensor.record_stream(current)
+            yield moved, state
+
+    def _get(self) -> Any:
+        while True:
+            try:
+                return self.ready.get(timeout=1.0)
+            except queue.Empty:
+                if not self.thread.is_alive() and self.ready.empty():
+                    raise RuntimeError("the thread preparing batches for the device ended without a word") from None
+
+    def close(self) -> None:
+        """Stops the thread: it ends after the batch it is taking or preparing (waited for, so that the loader is
+        not asked for two batches at once when a new epoch starts)."""
+        self.stopping.set()
+        if threading.current_thread() is self.thread:  # the generator collected by the thread itself
+            return
+        while self.thread.is_alive():
+            try:
+                self.ready.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        while not self.ready.empty():
+            self.ready.get_nowait()
 
 
 def _first_planned(batch: Any) -> PlannedCrops | None:
@@ -214,17 +315,18 @@ def _nvimgcodec(index: int) -> Any:
 
 
 def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor]:
-    """The GPU's part: the batch's JPEGs decoded at once (:func:`device_decoder`), anything else (PNG, WebP)
-    decoded here and copied over.  An image that does not decode is named."""
+    """The GPU's part: the batch's JPEGs decoded at once on the current stream (:func:`device_decoder`); what the
+    GPU decoder does not take (PNG, WebP, a CMYK or broken JPEG) decoded here and copied over, so that an image
+    neither decodes is named by the host decoder's error."""
     jpegs = [i for i in range(len(crops)) if is_jpeg_data(crops.image(i))]
     out: list[Any] = [None] * len(crops)
-    if device_decoder() == "nvimgcodec":
-        images = _nvimgcodec(device.index or 0).decode([bytes(crops.image(i)) for i in jpegs])
+    if jpegs and device_decoder() == "nvimgcodec":
+        stream = torch.cuda.current_stream(device).cuda_stream
+        images = _nvimgcodec(device.index or 0).decode([_encoded(crops, i) for i in jpegs], cuda_stream=stream)
         for i, image in zip(jpegs, images):
-            if image is None:
-                raise DecodingError(f"cannot decode the JPEG of {crops.where(i)} on {device} (nvImageCodec)")
-            out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)  # HWC on the device: no copy
-    else:
+            if image is not None:  # HWC on the device, viewed without a copy
+                out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)
+    elif jpegs:
         from torchvision.io import ImageReadMode, decode_jpeg
 
         host = torch.from_numpy(crops.data)
@@ -233,19 +335,25 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor
         views = [host[int(crops.offsets[i]) : int(crops.offsets[i + 1])] for i in jpegs]
         try:
             decoded = decode_jpeg(views, mode=ImageReadMode.RGB, device=device)
-        except RuntimeError:  # which one: one at a time
-            decoded = []
-            for i, view in zip(jpegs, views):
-                try:
-                    decoded.append(decode_jpeg(view, mode=ImageReadMode.RGB, device=device))
-                except RuntimeError as exn:
-                    raise DecodingError(f"cannot decode the JPEG of {crops.where(i)} on {device}: {exn}") from exn
+        except RuntimeError:  # one of them is refused: the others one at a time
+            decoded = [_decode_one(decode_jpeg, view, ImageReadMode.RGB, device) for view in views]
         for i, image in zip(jpegs, decoded):
             out[i] = image
     for i in range(len(crops)):
         if out[i] is None:
             out[i] = _decode_host(crops, i).to(device, non_blocking=True)
     return out
+
+
+def _encoded(crops: PlannedCrops, i: int) -> np.ndarray:
+    return crops.data[int(crops.offsets[i]) : int(crops.offsets[i + 1])]
+
+
+def _decode_one(decode_jpeg: Any, view: torch.Tensor, mode: Any, device: torch.device) -> torch.Tensor | None:
+    try:
+        return decode_jpeg(view, mode=mode, device=device)
+    except RuntimeError:
+        return None
 
 
 # ---------------------------------------------------------------- cutting
@@ -277,9 +385,7 @@ def cut_planned(
     k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))  # sample finer, then average: no aliasing
     rows, cols = out_h * k, out_w * k
     tall, wide = int(shapes[:, 0].max()), int(shapes[:, 1].max())
-    canvas = torch.zeros((count, 3, tall, wide), dtype=torch.float32, device=where)
-    for i, image in enumerate(images):
-        canvas[i, :, : image.shape[1], : image.shape[2]] = image
+    canvas = _canvas(images, tall, wide, where)
     # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
     ys = top[:, None] + (torch.arange(rows, dtype=torch.float64) + 0.5)[None, :] * (height / rows)[:, None] - 0.5
     xs = left[:, None] + (torch.arange(cols, dtype=torch.float64) + 0.5)[None, :] * (width / cols)[:, None] - 0.5
@@ -295,6 +401,24 @@ def cut_planned(
     if k > 1:
         out = F.avg_pool2d(out, k)
     return _finish(out, crops, dtype, channels_last)
+
+
+def _canvas(images: list[torch.Tensor], tall: int, wide: int, where: torch.device) -> torch.Tensor:
+    """The images as one float32 ``B x 3 x tall x wide`` tensor, each at the top left of its place: a copy per
+    size, not per image (a batch of photos from one camera is one stack)."""
+    sizes: dict[tuple[int, int], list[int]] = {}
+    for i, image in enumerate(images):
+        sizes.setdefault((int(image.shape[1]), int(image.shape[2])), []).append(i)
+    if len(sizes) == 1:
+        return torch.stack(images).to(torch.float32)
+    canvas = torch.zeros((len(images), 3, tall, wide), dtype=torch.float32, device=where)
+    for (height, width), members in sizes.items():
+        if len(members) == 1:
+            canvas[members[0], :, :height, :width] = images[members[0]]
+        else:
+            rows = torch.tensor(members, device=where)
+            canvas[rows, :, :height, :width] = torch.stack([images[i] for i in members]).to(torch.float32)
+    return canvas
 
 
 def _finish(out: torch.Tensor, crops: PlannedCrops, dtype: torch.dtype | None, channels_last: bool) -> torch.Tensor:

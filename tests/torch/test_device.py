@@ -168,3 +168,110 @@ def test_a_large_batch_of_plans_is_handed_over_through_shared_memory(shards):
     assert isinstance(planned_batch, PlannedCrops) and planned_batch.nbytes > transfer.MIN_BATCH_BYTES
     if transfer.HAVE_SLOTS:  # the JPEGs arrive as a view of the worker's slot, not a copy out of a pipe
         assert not planned_batch.data.flags.owndata
+
+
+def _preparing_threads():
+    import threading
+
+    return [thread for thread in threading.enumerate() if thread.name == "wds-to-device" and thread.is_alive()]
+
+
+def test_batches_prepared_ahead_by_a_thread_come_in_order_and_no_further_ahead_than_asked():
+    import time
+
+    taken = []
+
+    def source():
+        for k in range(40):
+            taken.append(k)
+            yield torch.full((2,), k), np.array([k, k + 1])
+
+    batches = iter(wds_torch.to_device(source(), "cpu", prefetch=3))
+    first = next(batches)
+    time.sleep(0.3)
+    assert len(taken) <= 1 + 3 + 1  # the one given out, three ready, one being taken
+    rest = list(batches)
+    got = [int(images[0]) for images, _ in [first, *rest]]
+    assert got == list(range(40)) and all(isinstance(labels, torch.Tensor) for _, labels in rest)
+    assert not _preparing_threads()
+
+
+def test_an_error_while_preparing_ahead_is_raised_where_its_batch_would_have_been():
+    def source():
+        for k in range(5):
+            yield torch.full((2,), k)
+        raise ValueError("shard 7 is not there")
+
+    got = []
+    with pytest.raises(ValueError, match="shard 7"):
+        for batch in wds_torch.to_device(source(), "cpu", prefetch=True):
+            got.append(int(batch[0]))
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_leaving_the_loop_early_stops_the_preparing_thread():
+    def endless():
+        k = 0
+        while True:
+            yield torch.full((4,), k)
+            k += 1
+
+    batches = iter(wds_torch.to_device(endless(), "cpu", prefetch=2))
+    assert [int(next(batches)[0]) for _ in range(3)] == [0, 1, 2]
+    assert _preparing_threads()
+    batches.close()
+    assert not _preparing_threads()
+
+
+def test_the_cuda_side_of_the_preparing_thread_against_a_stand_in_for_cuda(monkeypatch):
+    """What only runs with a GPU, its calls checked here: the thread names its device, prepares each batch on its
+    own stream and records an event there; the caller's stream waits for that event before the batch is given
+    out, and owns its tensors (``record_stream``)."""
+    import contextlib
+    import threading
+
+    calls, lock = [], threading.Lock()
+
+    def note(*call):
+        with lock:
+            calls.append(call)
+
+    class Stream:
+        def __init__(self, device=None):
+            self.name = "main" if device is None else "side"
+            note("stream", self.name, device)
+
+        def wait_event(self, event):
+            note("wait", self.name, event.batch)
+
+    class Event:
+        def record(self, stream):
+            self.batch = len([c for c in calls if c[0] == "record"])
+            note("record", stream.name, self.batch)
+
+    def set_device(device):
+        assert torch.device(device).index is not None, "torch.cuda.set_device needs the device's index"
+        note("set_device", torch.device(device).index)
+
+    main = Stream()
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: main)
+    owned = lambda tensor, stream: note("owned", stream.name, int(tensor[0]))  # noqa: E731
+    monkeypatch.setattr(torch.Tensor, "record_stream", owned)
+    monkeypatch.setattr(wds_torch.device.DeviceBatches, "_move", lambda self, batch, device: batch)  # stays here
+
+    got = []
+    batches = [(torch.full((2,), k), torch.full((2,), -k)) for k in range(4)]
+    for images, _labels in wds_torch.to_device(batches, "cuda"):
+        got.append(int(images[0]))
+        note("given", int(images[0]))
+    assert got == [0, 1, 2, 3]
+    assert ("set_device", 0) in calls and ("stream", "side", torch.device("cuda", 0)) in calls
+    for k in range(4):
+        recorded, waited, given = (calls.index(c) for c in (("record", "side", k), ("wait", "main", k), ("given", k)))
+        assert recorded < waited < given
+        assert calls.index(("owned", "main", k)) < given and calls.index(("owned", "main", -k)) < given
