@@ -275,3 +275,82 @@ def test_the_cuda_side_of_the_preparing_thread_against_a_stand_in_for_cuda(monke
         recorded, waited, given = (calls.index(c) for c in (("record", "side", k), ("wait", "main", k), ("given", k)))
         assert recorded < waited < given
         assert calls.index(("owned", "main", k)) < given and calls.index(("owned", "main", -k)) < given
+
+
+def _cmyk_jpeg(seed: int) -> bytes:
+    out = io.BytesIO()
+    PIL.Image.open(io.BytesIO(photo(seed, 60, 80))).convert("CMYK").save(out, format="JPEG")
+    return out.getvalue()
+
+
+def _png(seed: int) -> bytes:
+    out = io.BytesIO()
+    PIL.Image.open(io.BytesIO(photo(seed, 50, 70))).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_rest_to_the_host(monkeypatch):
+    """``_decode_cuda``, the one piece that needs a GPU, with stand-ins for torchvision's and nvImageCodec's
+    decoders (which here refuse CMYK JPEGs, as nvJPEG does): the JPEGs go to them in one batch, in order, on the
+    current stream; what they refuse and what is not a JPEG is decoded on the host; every image comes back."""
+    import sys
+    import types
+
+    from wds_torch import device as device_module
+
+    crop = image_crop(32, device="cpu")
+    datas = [photo(1, 60, 80), _cmyk_jpeg(2), _png(3), photo(4, 70, 50)]
+    batch = PlannedCrops.collate([crop.planned(data, Uniform(k), f"k{k}") for k, data in enumerate(datas)])
+    expected = [device_module._decode_host(batch, i) for i in range(len(datas))]
+    calls = []
+
+    def refuses(data: bytes) -> bool:
+        return PIL.Image.open(io.BytesIO(data)).mode == "CMYK"
+
+    def decode_jpeg(input, mode, device):
+        calls.append(("torchvision", len(input) if isinstance(input, list) else 1, mode))
+        if isinstance(input, list):
+            if any(refuses(view.numpy().tobytes()) for view in input):
+                raise RuntimeError("Failed to decode batch: 5")
+            return [decode_jpeg(view, mode, device) for view in input]
+        if refuses(input.numpy().tobytes()):
+            raise RuntimeError("Failed to get image info: 5")
+        return torch.from_numpy(np.array(PIL.Image.open(io.BytesIO(input.numpy().tobytes())).convert("RGB"))).permute(
+            2, 0, 1
+        )
+
+    torchvision_io = types.ModuleType("torchvision.io")
+    torchvision_io.ImageReadMode = types.SimpleNamespace(RGB="RGB")
+    torchvision_io.decode_jpeg = decode_jpeg
+    monkeypatch.setitem(sys.modules, "torchvision", types.ModuleType("torchvision"))
+    monkeypatch.setitem(sys.modules, "torchvision.io", torchvision_io)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: tensor)  # no CUDA here to pin with
+    monkeypatch.delenv("WDS_DEVICE_DECODER", raising=False)
+
+    decoded = device_module._decode_cuda(batch, torch.device("cpu"))
+    assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
+    assert calls[0] == ("torchvision", 3, "RGB") and len(calls) == 1 + 3  # the batch, then one at a time
+
+    class Decoder:
+        def __init__(self, device_id):
+            self.device_id = device_id
+
+        def decode(self, sources, cuda_stream):
+            calls.append(("nvimgcodec", len(sources), cuda_stream, self.device_id))
+            return [None if refuses(bytes(s)) else np.array(PIL.Image.open(io.BytesIO(bytes(s))).convert("RGB"))
+                    for s in sources]  # fmt: skip
+
+    nvidia = types.ModuleType("nvidia")
+    nvidia.nvimgcodec = types.SimpleNamespace(Decoder=Decoder)
+    monkeypatch.setitem(sys.modules, "nvidia", nvidia)
+    monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", nvidia.nvimgcodec)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=1234))
+    monkeypatch.setenv("WDS_DEVICE_DECODER", "nvimgcodec")
+    device_module._nvimgcodec.cache_clear()
+    calls.clear()
+    try:
+        decoded = device_module._decode_cuda(batch, torch.device("cpu"))
+    finally:
+        device_module._nvimgcodec.cache_clear()
+    assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
+    assert calls == [("nvimgcodec", 3, 1234, 0)]
