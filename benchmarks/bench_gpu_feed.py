@@ -27,10 +27,10 @@ Sections (``--rows``, all by default):
 Without CUDA it says so and stops, unless ``--device cpu``: the same code on the CPU (``--models tiny``, a small
 CNN, for a quick check of the script itself).  Needs torch and torchvision (and webdataset for its rows, skipped
 and said so when missing); nothing from the network.  On a GPU machine with torch and torchvision but without
-wds's other dependencies, carry their wheels (braceexpand, fsspec, cbor2, msgpack; webdataset 1.0.2 for its
-rows), install them into a folder with ``pip install --no-index --no-deps --target /tmp/site WHEELS`` and run from
-the checkout: ``PYTHONPATH=/tmp/site:. python benchmarks/bench_gpu_feed.py`` (the compiled helpers are not needed:
-their Python twins run).  The defaults take about five minutes on an H100 with 16 cores.
+wds's other dependencies or the network, ``bash benchmarks/gpu_feed_wheels.sh`` fetches (here) the wheels it needs
+into ``.whl/`` and says the one command to run there: install them into ``/tmp/site`` and run this script from
+the checkout with ``PYTHONPATH=/tmp/site:.`` (the compiled helpers are not needed: their Python twins run).  The
+defaults take about five minutes on an H100 with 16 cores.
 
     python benchmarks/bench_gpu_feed.py [--rows loader,train] [--workers 2,4,8,16] [--models resnet18,resnet50]
         [--systems webdataset,wds,wds-gpu] [--batch 256] [--steps 30] [--warmup 8] [--images 4096] [--device cuda]

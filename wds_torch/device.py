@@ -308,10 +308,15 @@ def device_decoder() -> str:
 
 
 @functools.cache
-def _nvimgcodec(index: int) -> Any:
+def _nvimgcodec(index: int) -> tuple[Any, Any]:
+    """nvImageCodec's decoder for GPU ``index``, and its parameters: RGB, and no EXIF rotation (the CPU path does
+    none, and the crops are planned on the stored size)."""
     from nvidia import nvimgcodec
 
-    return nvimgcodec.Decoder(device_id=index)
+    params = nvimgcodec.DecodeParams(
+        apply_exif_orientation=False, color_spec=nvimgcodec.ColorSpec.SRGB, sample_format=nvimgcodec.SampleFormat.I_RGB
+    )
+    return nvimgcodec.Decoder(device_id=index), params
 
 
 def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor]:
@@ -322,7 +327,8 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor
     out: list[Any] = [None] * len(crops)
     if jpegs and device_decoder() == "nvimgcodec":
         stream = torch.cuda.current_stream(device).cuda_stream
-        images = _nvimgcodec(device.index or 0).decode([_encoded(crops, i) for i in jpegs], cuda_stream=stream)
+        decoder, params = _nvimgcodec(device.index or 0)
+        images = decoder.decode([_encoded(crops, i) for i in jpegs], params=params, cuda_stream=stream)
         for i, image in zip(jpegs, images):
             if image is not None:  # HWC on the device, viewed without a copy
                 out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)

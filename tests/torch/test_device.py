@@ -335,13 +335,19 @@ def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_r
         def __init__(self, device_id):
             self.device_id = device_id
 
-        def decode(self, sources, cuda_stream):
+        def decode(self, sources, params, cuda_stream):
+            assert params.apply_exif_orientation is False and params.sample_format == "I_RGB"
             calls.append(("nvimgcodec", len(sources), cuda_stream, self.device_id))
             return [None if refuses(bytes(s)) else np.array(PIL.Image.open(io.BytesIO(bytes(s))).convert("RGB"))
                     for s in sources]  # fmt: skip
 
     nvidia = types.ModuleType("nvidia")
-    nvidia.nvimgcodec = types.SimpleNamespace(Decoder=Decoder)
+    nvidia.nvimgcodec = types.SimpleNamespace(
+        Decoder=Decoder,
+        DecodeParams=types.SimpleNamespace,
+        ColorSpec=types.SimpleNamespace(SRGB="SRGB"),
+        SampleFormat=types.SimpleNamespace(I_RGB="I_RGB"),
+    )
     monkeypatch.setitem(sys.modules, "nvidia", nvidia)
     monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", nvidia.nvimgcodec)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=1234))
