@@ -11,9 +11,9 @@ device:
 * ``wds``: ``crop_images(224, flip=0.5, layout="chw")`` in the workers (decoded at the smallest JPEG scale that
   covers the crop);
 * ``wds-gpu``: ``crop_images(..., device="cuda")`` in the workers (they only read and draw the crops) and
-  ``wds_torch.to_device`` in the main process: the batch decoded by nvJPEG and cut on the GPU, the next batch
-  prepared on a side stream while the model runs; ``wds-gpu-nvimgcodec`` the same with nvImageCodec's decoder
-  (``WDS_DEVICE_DECODER=nvimgcodec``), when it is installed.
+  ``wds_torch.to_device`` in the main process: the batch decoded by nvJPEG and cut on the GPU, the next two
+  prepared by a thread on a side stream while the model runs; ``wds-gpu-nvimgcodec`` the same with nvImageCodec's
+  decoder (``WDS_DEVICE_DECODER=nvimgcodec``), when it is installed.
 
 Sections (``--rows``, all by default):
 
