@@ -17,6 +17,9 @@ device:
 
 Sections (``--rows``, all by default):
 
+* ``plans``: what the GPU path asks of the CPUs, on any machine: batches of planned crops (the JPEGs' bytes and
+  their boxes, nothing decoded) taken from ``crop_images(..., device="cuda")`` in the workers into the main
+  process, images/s and CPU cores, for each of ``--workers`` (the feed's ceiling before the GPU's decoding);
 * ``loader``: the loader alone, images/s: batches into pinned memory (``webdataset``, ``wds``), or decoded and cut on
   the device (``wds-gpu``), for each of ``--workers``;
 * ``train``: each of ``--models`` (torchvision's, random init; ``bfloat16`` autocast, ``channels_last``, SGD) trained
@@ -24,15 +27,15 @@ Sections (``--rows``, all by default):
   data, the CPU cores the process and its workers used, and the same step on a synthetic batch already on the
   device (the ceiling) measured in the same run.
 
-Without CUDA it says so and stops, unless ``--device cpu``: the same code on the CPU (``--models tiny``, a small
-CNN, for a quick check of the script itself).  Needs torch and torchvision (and webdataset for its rows, skipped
-and said so when missing); nothing from the network.  On a GPU machine with torch and torchvision but without
-wds's other dependencies or the network, ``bash benchmarks/gpu_feed_wheels.sh`` fetches (here) the wheels it needs
-into ``.whl/`` and says the one command to run there: install them into ``/tmp/site`` and run this script from
-the checkout with ``PYTHONPATH=/tmp/site:.`` (the compiled helpers are not needed: their Python twins run).  The
-defaults take about five minutes on an H100 with 16 cores.
+Without CUDA the sections but ``plans`` say so and stop, unless ``--device cpu``: the same code on the CPU
+(``--models tiny``, a small CNN, for a quick check of the script itself).  Needs torch and torchvision (and
+webdataset for its rows, skipped and said so when missing); nothing from the network.  On a GPU machine with torch
+and torchvision but without wds's other dependencies or the network, ``bash benchmarks/gpu_feed_wheels.sh``
+fetches (here) the wheels it needs into ``.whl/`` and says the one command to run there: install them into
+``/tmp/site`` and run this script from the checkout with ``PYTHONPATH=/tmp/site:.`` (the compiled helpers are not
+needed: their Python twins run).  The defaults take about five minutes on an H100 with 16 cores.
 
-    python benchmarks/bench_gpu_feed.py [--rows loader,train] [--workers 2,4,8,16] [--models resnet18,resnet50]
+    python benchmarks/bench_gpu_feed.py [--rows plans,loader,train] [--workers 2,4,8,16] [--models resnet18,resnet50]
         [--systems webdataset,wds,wds-gpu] [--batch 256] [--steps 30] [--warmup 8] [--images 4096] [--device cuda]
 """
 
@@ -188,6 +191,25 @@ def _run_row(rows: list[dict], row: dict, measure: Any) -> None:
     print(row, flush=True)
 
 
+def plans_rows(args) -> list[dict]:
+    shards = make_shards(args)
+    rows: list[dict] = []
+    for workers in args.workers:
+        row = {"system": "wds planned crops", "workers": workers}
+        _run_row(rows, row, functools.partial(_plans_taken, shards, args, workers))
+    return rows
+
+
+def _plans_taken(shards: list[str], args, workers: int) -> dict:
+    batches = iter(loader("wds-gpu", shards, args, workers))
+    for _ in range(args.warmup):
+        next(batches)
+    started, cpu = time.perf_counter(), _cpu_seconds()
+    images = sum(len(next(batches)[1]) for _ in range(args.steps))
+    seconds = time.perf_counter() - started
+    return {"images/s": images / seconds, "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)}
+
+
 def loader_rows(args) -> list[dict] | None:
     device = _ready(args)
     if device is None:
@@ -324,4 +346,4 @@ def options(parser) -> None:
 
 
 if __name__ == "__main__":
-    harness.run(__doc__, {"loader": loader_rows, "train": train_rows}, options)
+    harness.run(__doc__, {"plans": plans_rows, "loader": loader_rows, "train": train_rows}, options)
