@@ -20,6 +20,9 @@ Sections (``--rows``, all by default):
 * ``plans``: what the GPU path asks of the CPUs, on any machine: batches of planned crops (the JPEGs' bytes and
   their boxes, nothing decoded) taken from ``crop_images(..., device="cuda")`` in the workers into the main
   process, images/s and CPU cores, for each of ``--workers`` (the feed's ceiling before the GPU's decoding);
+* ``decode``: the GPU's part alone, in the main process on batches of planned crops already in memory: images/s
+  decoded (``wds_torch.device.decode_planned``), and decoded and cut (``cut_planned``), for each GPU decoder
+  (nvJPEG through torchvision; nvImageCodec when it is installed);
 * ``loader``: the loader alone, images/s: batches into pinned memory (``webdataset``, ``wds``), or decoded and cut on
   the device (``wds-gpu``), for each of ``--workers``;
 * ``train``: each of ``--models`` (torchvision's, random init; ``bfloat16`` autocast, ``channels_last``, SGD) trained
@@ -35,8 +38,9 @@ fetches (here) the wheels it needs into ``.whl/`` and says the one command to ru
 ``/tmp/site`` and run this script from the checkout with ``PYTHONPATH=/tmp/site:.`` (the compiled helpers are not
 needed: their Python twins run).  The defaults take about five minutes on an H100 with 16 cores.
 
-    python benchmarks/bench_gpu_feed.py [--rows plans,loader,train] [--workers 2,4,8,16] [--models resnet18,resnet50]
-        [--systems webdataset,wds,wds-gpu] [--batch 256] [--steps 30] [--warmup 8] [--images 4096] [--device cuda]
+    python benchmarks/bench_gpu_feed.py [--rows plans,decode,loader,train] [--workers 2,4,8,16]
+        [--models resnet18,resnet50] [--systems webdataset,wds,wds-gpu] [--batch 256] [--steps 30] [--warmup 8]
+        [--images 4096] [--device cuda]
 """
 
 from __future__ import annotations
@@ -210,6 +214,38 @@ def _plans_taken(shards: list[str], args, workers: int) -> dict:
     return {"images/s": images / seconds, "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)}
 
 
+def decode_rows(args) -> list[dict] | None:
+    device = _ready(args)
+    if device is None:
+        return None
+    source = iter(dataset("wds-gpu", make_shards(args), args.batch, args.device))
+    batches = [next(source)[0] for _ in range(min(args.steps, 8))]  # planned crops, in memory
+    decoders = ["torchvision"] + (["nvimgcodec"] if "wds-gpu-nvimgcodec" in _systems(args) else [])
+    rows: list[dict] = []
+    for decoder in decoders if device.type == "cuda" else ["wds (the CPU twin)"]:
+        _decoder(decoder)
+        _run_row(rows, {"decoder": decoder}, functools.partial(_decoding, batches, device, args))
+    return rows
+
+
+def _decoding(batches: list[Any], device: Any, args) -> dict:
+    from wds_torch.device import cut_planned, decode_planned
+
+    rates = {}
+    for name, work in (("decoded", decode_planned), ("decoded and cut", cut_planned)):
+        for batch in batches[:2]:
+            work(batch, device)
+        _synchronize(device)
+        started, images = time.perf_counter(), 0
+        for step in range(args.steps):
+            batch = batches[step % len(batches)]
+            work(batch, device)
+            images += len(batch)
+        _synchronize(device)
+        rates[f"{name}, images/s"] = images / (time.perf_counter() - started)
+    return rates
+
+
 def loader_rows(args) -> list[dict] | None:
     device = _ready(args)
     if device is None:
@@ -346,4 +382,5 @@ def options(parser) -> None:
 
 
 if __name__ == "__main__":
-    harness.run(__doc__, {"plans": plans_rows, "loader": loader_rows, "train": train_rows}, options)
+    sections = {"plans": plans_rows, "decode": decode_rows, "loader": loader_rows, "train": train_rows}
+    harness.run(__doc__, sections, options)
