@@ -390,8 +390,6 @@ def cut_planned(
     shrink = float(torch.maximum(height / out_h, width / out_w).max()) if count else 1.0
     k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))  # sample finer, then average: no aliasing
     rows, cols = out_h * k, out_w * k
-    tall, wide = int(shapes[:, 0].max()), int(shapes[:, 1].max())
-    canvas = _canvas(images, tall, wide, where)
     # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
     ys = top[:, None] + (torch.arange(rows, dtype=torch.float64) + 0.5)[None, :] * (height / rows)[:, None] - 0.5
     xs = left[:, None] + (torch.arange(cols, dtype=torch.float64) + 0.5)[None, :] * (width / cols)[:, None] - 0.5
@@ -399,14 +397,38 @@ def cut_planned(
     xs = torch.where(flips[:, None], xs.flip(1), xs)
     ys = torch.minimum(ys.clamp(min=0), (shapes[:, 0] - 1)[:, None])
     xs = torch.minimum(xs.clamp(min=0), (shapes[:, 1] - 1)[:, None])
-    # the sampling positions are B x (rows + cols) numbers: made here, the B x rows x cols grid on the device
-    gx = ((2 * xs + 1) / wide - 1).to(where, torch.float32, non_blocking=True)
-    gy = ((2 * ys + 1) / tall - 1).to(where, torch.float32, non_blocking=True)
-    grid = torch.stack((gx[:, None, :].expand(count, rows, cols), gy[:, :, None].expand(count, rows, cols)), dim=-1)
-    out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
-    if k > 1:
-        out = F.avg_pool2d(out, k)
+    outs = []
+    for part in _parts(shapes, rows, cols):
+        tall, wide = int(shapes[part, 0].max()), int(shapes[part, 1].max())
+        canvas = _canvas(images[part], tall, wide, where)
+        # the sampling positions are B x (rows + cols) numbers: made here, the B x rows x cols grid on the device
+        gx = ((2 * xs[part] + 1) / wide - 1).to(where, torch.float32, non_blocking=True)
+        gy = ((2 * ys[part] + 1) / tall - 1).to(where, torch.float32, non_blocking=True)
+        n = len(gx)
+        grid = torch.stack((gx[:, None, :].expand(n, rows, cols), gy[:, :, None].expand(n, rows, cols)), dim=-1)
+        out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
+        del canvas, grid
+        outs.append(F.avg_pool2d(out, k) if k > 1 else out)
+    out = outs[0] if len(outs) == 1 else torch.cat(outs)
     return _finish(out, crops, dtype, channels_last)
+
+
+CUT_BYTES = 1 << 30
+"""What one ``grid_sample`` of :func:`cut_planned` may take (the float32 canvas of decoded images, the grid and the
+output): a batch of large photos (256 of 4000x3000 would take 37 GB) is cut a part at a time."""
+
+
+def _parts(shapes: torch.Tensor, rows: int, cols: int) -> list[slice]:
+    """Consecutive images of the batch cut together, each part within :data:`CUT_BYTES` (one image at least)."""
+    parts, start, tall, wide = [], 0, 0, 0
+    for i, (height, width) in enumerate(shapes.tolist()):
+        taller, wider = max(tall, int(height)), max(wide, int(width))
+        if i > start and (i - start + 1) * (3 * taller * wider + 5 * rows * cols) * 4 > CUT_BYTES:
+            parts.append(slice(start, i))
+            start, taller, wider = i, int(height), int(width)
+        tall, wide = taller, wider
+    parts.append(slice(start, len(shapes)))
+    return parts
 
 
 def _canvas(images: list[torch.Tensor], tall: int, wide: int, where: torch.device) -> torch.Tensor:

@@ -360,3 +360,26 @@ def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_r
         device_module._nvimgcodec.cache_clear()
     assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
     assert calls == [("nvimgcodec", 3, 1234, 0)]
+
+
+def test_a_batch_too_large_for_one_cut_is_cut_a_part_at_a_time_with_the_same_pixels(monkeypatch):
+    from wds_torch import device as device_module
+
+    datas = [photo(k, *((375, 500), (512, 512), (300, 700))[k % 3]) for k in range(7)]
+    crops = planned(image_crop(48, flip=0.5, layout="chw", device="cpu"), datas)
+    whole = cut_planned(crops, "cpu")
+    shapes = torch.tensor([(375, 500), (512, 512), (300, 700)] * 2 + [(375, 500)], dtype=torch.float64)
+    assert device_module._parts(shapes, 48, 48) == [slice(0, 7)]
+    one_image = (3 * 512 * 512 + 5 * 48 * 48) * 4
+    monkeypatch.setattr(device_module, "CUT_BYTES", 2 * one_image)
+    parts = device_module._parts(shapes, 48, 48)
+    assert len(parts) > 2 and [i for part in parts for i in range(7)[part]] == list(range(7))
+    for part in parts:
+        tall, wide = int(shapes[part, 0].max()), int(shapes[part, 1].max())
+        assert (
+            part.stop - part.start == 1
+            or (part.stop - part.start) * (3 * tall * wide + 5 * 48 * 48) * 4 <= 2 * one_image
+        )
+    in_parts = cut_planned(crops, "cpu")
+    assert in_parts.shape == whole.shape == (7, 3, 48, 48)
+    assert (in_parts.int() - whole.int()).abs().max() <= 1  # the grid's float32 positions, scaled to each part
