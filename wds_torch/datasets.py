@@ -296,6 +296,15 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
             return len(self.loader)
         return self.size
 
+    def to_device(self, device: Any = None, **options: Any) -> Any:
+        """This loader's batches on ``device`` (:func:`wds_torch.to_device`): crops planned with
+        ``crop_images(..., device="cuda")`` decoded and cut there, tensors and numeric arrays moved, the next
+        batches prepared while the model runs; its ``state_dict()`` is this loader's after the last batch given
+        out."""
+        from .device import to_device
+
+        return to_device(self, device, **options)
+
     def close(self) -> None:
         """Stop the DataLoader's workers now (persistent ones otherwise live as long as the loader)."""
         iterator = getattr(self.loader, "_iterator", None)

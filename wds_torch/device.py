@@ -13,7 +13,8 @@ while the model runs on this one.  Every other tensor and numeric array of the b
                .crop_images(224, flip=0.5, layout="chw", mean=MEAN, std=STD, device="cuda")
                .to_tuple("jpg", "cls").batched(256))
     loader = wds_torch.WebLoader(dataset, batch_size=None, num_workers=4, pin_memory=True)
-    batches = wds_torch.to_device(loader)             # images [256, 3, 224, 224] on the GPU, labels too
+    batches = loader.to_device()                      # or wds_torch.to_device(loader): images [256, 3, 224, 224]
+                                                      # on the GPU, labels too
     for images, labels in batches:
         ...
     state = batches.state_dict()                      # the loader's state after the last batch given out

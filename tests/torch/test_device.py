@@ -138,7 +138,7 @@ def test_the_state_given_is_the_loader_s_after_the_last_batch_given_out(shards):
     dataset = (wds_torch.WebDataset(shards, shardshuffle=True, seed=1).crop_images(32, flip=0.5, layout="chw",
                device="cpu").to_tuple("__key__", "jpg").batched(4))  # fmt: skip
     pytest.importorskip("torchdata")
-    full = [list(keys) for keys, _ in wds_torch.to_device(wds_torch.WebLoader(dataset, batch_size=None, num_workers=2))]
+    full = [list(keys) for keys, _ in wds_torch.WebLoader(dataset, batch_size=None, num_workers=2).to_device()]
     batches = wds_torch.to_device(wds_torch.WebLoader(dataset, batch_size=None, num_workers=2), prefetch=True)
     it = iter(batches)
     first = [list(next(it)[0]) for _ in range(5)]
