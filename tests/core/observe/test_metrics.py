@@ -9,15 +9,13 @@ import urllib.request
 import pytest
 
 import wds_core as wds
-from tests.conftest import make_samples, write_shard
+from tests.conftest import counted_shards
 from wds_core.observe import metrics
 
 
 @pytest.fixture
 def shards(tmp_path):
-    for s in range(2):
-        write_shard(tmp_path / f"m-{s}.tar", make_samples(f"s{s}-", 30))
-    return str(tmp_path / "m-{0..1}.tar")
+    return counted_shards(tmp_path, [30, 30], "m")[0]
 
 
 def slow(sample):

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 import wds_core as wds
-from tests.conftest import make_samples, write_shard
+from tests.conftest import counted_shards, make_samples, write_shard
 from wds_core.observe.profiling import OUTSIDE, Profile
 from wds_core.state import StageIterator
 
@@ -37,9 +37,7 @@ def nap(sample):  # waiting, not computing
 
 @pytest.fixture
 def shards(tmp_path):
-    for s in range(2):
-        write_shard(tmp_path / f"p-{s}.tar", make_samples(f"s{s}-", 40))
-    return str(tmp_path / "p-{0..1}.tar")
+    return counted_shards(tmp_path, [40, 40], "p")[0]
 
 
 def test_each_stage_gets_its_own_time_and_whether_it_waited(shards):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import wds_core as wds
-from tests.conftest import make_samples, write_shard
+from tests.conftest import counted_shards
 from tests.core.tools import shard_functions as fns
 from wds_core import SpecError
 from wds_core.tools.parallel import map_shards, output_names
@@ -16,9 +16,7 @@ from wds_core.tools.parallel import map_shards, output_names
 
 @pytest.fixture
 def inputs(tmp_path):
-    for s in range(4):
-        write_shard(tmp_path / f"in-{s}.tar", make_samples(f"s{s}-", 6))
-    return str(tmp_path / "in-{0..3}.tar")
+    return counted_shards(tmp_path, [6] * 4, "in")[0]
 
 
 def outputs(directory):
