@@ -21,7 +21,7 @@ Sections (``--rows``, all by default):
   their boxes, nothing decoded) taken from ``crop_images(..., device="cuda")`` in the workers into the main
   process, images/s and CPU cores, for each of ``--workers`` (the feed's ceiling before the GPU's decoding);
 * ``decode``: the GPU's part alone, in the main process on batches of planned crops already in memory: images/s
-  decoded (``wds_torch.device.decode_planned``), and decoded and cut (``cut_planned``), for each GPU decoder
+  decoded (``wds_torch.devicecut.decode_planned``), and decoded and cut (``cut_planned``), for each GPU decoder
   (nvJPEG through torchvision; nvImageCodec when it is installed);
 * ``loader``: the loader alone, images/s: batches into pinned memory (``webdataset``, ``wds``), or decoded and cut on
   the device (``wds-gpu``), for each of ``--workers``;
@@ -229,7 +229,7 @@ def decode_rows(args) -> list[dict] | None:
 
 
 def _decoding(batches: list[Any], device: Any, args) -> dict:
-    from wds_torch.device import cut_planned, decode_planned
+    from wds_torch.devicecut import cut_planned, decode_planned
 
     rates = {}
     for name, work in (("decoded", decode_planned), ("decoded and cut", cut_planned)):

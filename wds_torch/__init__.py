@@ -39,10 +39,10 @@ from .datasets import SimpleShardList as SimpleShardList
 from .datasets import WebDataset as WebDataset
 from .datasets import WebLoader as WebLoader
 from .device import DeviceBatches as DeviceBatches
-from .device import cut_planned as cut_planned
-from .device import decode_planned as decode_planned
-from .device import device_decoder as device_decoder
 from .device import to_device as to_device
+from .devicecut import cut_planned as cut_planned
+from .devicecut import decode_planned as decode_planned
+from .devicecut import device_decoder as device_decoder
 from .indexed import ChunkedSampler as ChunkedSampler
 from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
 from .indexed import ShardListDataset as ShardListDataset

@@ -20,14 +20,12 @@ while the model runs on this one.  Every other tensor and numeric array of the b
     state = batches.state_dict()                      # the loader's state after the last batch given out
 
 ``device="cpu"`` runs the same code on the CPU (wds's JPEG decoder, the same ``grid_sample``): the twin that tests
-run without a GPU.  Only :func:`_decode_cuda` needs one.
+run without a GPU.  The decoding and cutting are :mod:`wds_torch.devicecut`'s; this module moves the batches and
+prepares them ahead.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator
@@ -35,12 +33,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F  # noqa: N812
 
-from wds_core.errors import DecodingError, SpecError
-from wds_core.stages.devicecrop import PlannedCrops, is_jpeg_data
+from wds_core.stages.devicecrop import PlannedCrops
 
-__all__ = ["DeviceBatches", "cut_planned", "decode_planned", "device_decoder", "to_device"]
+from .devicecut import cut_planned
+
+__all__ = ["DeviceBatches", "to_device"]
 
 
 def to_device(batches: Iterable[Any], device: str | torch.device | None = None, **options: Any) -> DeviceBatches:
@@ -270,198 +268,3 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _tensors(item)
-
-
-# ---------------------------------------------------------------- decoding
-
-
-def decode_planned(crops: PlannedCrops, device: str | torch.device | None = None) -> list[torch.Tensor]:
-    """Each image of ``crops`` decoded on ``device`` as a 3 x H x W uint8 tensor (its stored size)."""
-    where = torch.device(device or crops.finish.device)
-    if where.type == "cuda":
-        return _decode_cuda(crops, where)
-    return [_decode_host(crops, i) for i in range(len(crops))]
-
-
-def _decode_host(crops: PlannedCrops, i: int) -> torch.Tensor:
-    """Image ``i`` decoded here by wds's decoder (libjpeg-turbo through simplejpeg, else Pillow)."""
-    from wds_core.fieldcodecs import image_spec
-    from wds_core.fieldcodecs.images import decode_image
-
-    try:
-        pixels = decode_image(crops.image(i), image_spec("rgb8"))
-    except Exception as exn:
-        raise DecodingError(f"cannot decode the image of {crops.where(i)}: {type(exn).__name__}: {exn}") from exn
-    return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
-
-
-DECODERS = ("torchvision", "nvimgcodec")
-
-
-def device_decoder() -> str:
-    """The GPU JPEG decoder in use: ``WDS_DEVICE_DECODER`` (``torchvision``: nvJPEG through
-    ``torchvision.io.decode_jpeg``, the default; ``nvimgcodec``: NVIDIA's nvImageCodec, which uses the hardware
-    JPEG decoders of A100/H100 as well, ``pip install nvidia-nvimgcodec-cu12``)."""
-    choice = os.environ.get("WDS_DEVICE_DECODER", "torchvision")
-    if choice not in DECODERS:
-        raise SpecError(f"WDS_DEVICE_DECODER must be one of {', '.join(DECODERS)}, got {choice!r}")
-    return choice
-
-
-@functools.cache
-def _nvimgcodec(index: int) -> tuple[Any, Any]:
-    """nvImageCodec's decoder for GPU ``index``, and its parameters: RGB, and no EXIF rotation (the CPU path does
-    none, and the crops are planned on the stored size)."""
-    from nvidia import nvimgcodec
-
-    params = nvimgcodec.DecodeParams(
-        apply_exif_orientation=False, color_spec=nvimgcodec.ColorSpec.SRGB, sample_format=nvimgcodec.SampleFormat.I_RGB
-    )
-    return nvimgcodec.Decoder(device_id=index), params
-
-
-def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor]:
-    """The GPU's part: the batch's JPEGs decoded at once on the current stream (:func:`device_decoder`); what the
-    GPU decoder does not take (PNG, WebP, a CMYK or broken JPEG) decoded here and copied over, so that an image
-    neither decodes is named by the host decoder's error."""
-    jpegs = [i for i in range(len(crops)) if is_jpeg_data(crops.image(i))]
-    out: list[Any] = [None] * len(crops)
-    if jpegs and device_decoder() == "nvimgcodec":
-        stream = torch.cuda.current_stream(device).cuda_stream
-        decoder, params = _nvimgcodec(device.index or 0)
-        images = decoder.decode([_encoded(crops, i) for i in jpegs], params=params, cuda_stream=stream)
-        for i, image in zip(jpegs, images):
-            if image is not None:  # HWC on the device, viewed without a copy
-                out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)
-    elif jpegs:
-        from torchvision.io import ImageReadMode, decode_jpeg
-
-        host = torch.from_numpy(crops.data)
-        if not host.is_pinned():
-            host = host.pin_memory()
-        views = [host[int(crops.offsets[i]) : int(crops.offsets[i + 1])] for i in jpegs]
-        try:
-            decoded = decode_jpeg(views, mode=ImageReadMode.RGB, device=device)
-        except RuntimeError:  # one of them is refused: the others one at a time
-            decoded = [_decode_one(decode_jpeg, view, ImageReadMode.RGB, device) for view in views]
-        for i, image in zip(jpegs, decoded):
-            out[i] = image
-    for i in range(len(crops)):
-        if out[i] is None:
-            out[i] = _decode_host(crops, i).to(device, non_blocking=True)
-    return out
-
-
-def _encoded(crops: PlannedCrops, i: int) -> np.ndarray:
-    return crops.data[int(crops.offsets[i]) : int(crops.offsets[i + 1])]
-
-
-def _decode_one(decode_jpeg: Any, view: torch.Tensor, mode: Any, device: torch.device) -> torch.Tensor | None:
-    try:
-        return decode_jpeg(view, mode=mode, device=device)
-    except RuntimeError:
-        return None
-
-
-# ---------------------------------------------------------------- cutting
-
-
-def cut_planned(
-    crops: PlannedCrops,
-    device: str | torch.device | None = None,
-    *,
-    dtype: torch.dtype | None = None,
-    channels_last: bool = False,
-    images: list[torch.Tensor] | None = None,
-) -> torch.Tensor:
-    """The batch ``crops`` decoded (or ``images``, already decoded) and cut on ``device``: ``B x 3 x H x W``
-    (``B x H x W x 3`` with ``layout="hwc"``), uint8, or float32 ``(x / 255 - mean) / std`` with ``mean``/``std``
-    (``dtype`` overrides either)."""
-    where = torch.device(device or crops.finish.device)
-    if images is None:
-        images = decode_planned(crops, where)
-    count = len(images)
-    out_h, out_w = crops.out
-    shapes = torch.tensor([image.shape[1:] for image in images], dtype=torch.float64)  # decoded (h, w)
-    stored = torch.from_numpy(crops.sizes.astype(np.float64))
-    scale = shapes / stored  # 1 unless a decoder gave another size than the header said
-    boxes = torch.from_numpy(crops.boxes)
-    top, left = boxes[:, 0] * scale[:, 0], boxes[:, 1] * scale[:, 1]
-    height, width = boxes[:, 2] * scale[:, 0], boxes[:, 3] * scale[:, 1]
-    shrink = float(torch.maximum(height / out_h, width / out_w).max()) if count else 1.0
-    k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))  # sample finer, then average: no aliasing
-    rows, cols = out_h * k, out_w * k
-    # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
-    ys = top[:, None] + (torch.arange(rows, dtype=torch.float64) + 0.5)[None, :] * (height / rows)[:, None] - 0.5
-    xs = left[:, None] + (torch.arange(cols, dtype=torch.float64) + 0.5)[None, :] * (width / cols)[:, None] - 0.5
-    flips = torch.from_numpy(crops.flips)
-    xs = torch.where(flips[:, None], xs.flip(1), xs)
-    ys = torch.minimum(ys.clamp(min=0), (shapes[:, 0] - 1)[:, None])
-    xs = torch.minimum(xs.clamp(min=0), (shapes[:, 1] - 1)[:, None])
-    outs = []
-    for part in _parts(shapes, rows, cols):
-        tall, wide = int(shapes[part, 0].max()), int(shapes[part, 1].max())
-        canvas = _canvas(images[part], tall, wide, where)
-        # the sampling positions are B x (rows + cols) numbers: made here, the B x rows x cols grid on the device
-        gx = ((2 * xs[part] + 1) / wide - 1).to(where, torch.float32, non_blocking=True)
-        gy = ((2 * ys[part] + 1) / tall - 1).to(where, torch.float32, non_blocking=True)
-        n = len(gx)
-        grid = torch.stack((gx[:, None, :].expand(n, rows, cols), gy[:, :, None].expand(n, rows, cols)), dim=-1)
-        out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
-        del canvas, grid
-        outs.append(F.avg_pool2d(out, k) if k > 1 else out)
-    out = outs[0] if len(outs) == 1 else torch.cat(outs)
-    return _finish(out, crops, dtype, channels_last)
-
-
-CUT_BYTES = 1 << 30
-"""What one ``grid_sample`` of :func:`cut_planned` may take (the float32 canvas of decoded images, the grid and the
-output): a batch of large photos (256 of 4000x3000 would take 37 GB) is cut a part at a time."""
-
-
-def _parts(shapes: torch.Tensor, rows: int, cols: int) -> list[slice]:
-    """Consecutive images of the batch cut together, each part within :data:`CUT_BYTES` (one image at least)."""
-    parts, start, tall, wide = [], 0, 0, 0
-    for i, (height, width) in enumerate(shapes.tolist()):
-        taller, wider = max(tall, int(height)), max(wide, int(width))
-        if i > start and (i - start + 1) * (3 * taller * wider + 5 * rows * cols) * 4 > CUT_BYTES:
-            parts.append(slice(start, i))
-            start, taller, wider = i, int(height), int(width)
-        tall, wide = taller, wider
-    parts.append(slice(start, len(shapes)))
-    return parts
-
-
-def _canvas(images: list[torch.Tensor], tall: int, wide: int, where: torch.device) -> torch.Tensor:
-    """The images as one float32 ``B x 3 x tall x wide`` tensor, each at the top left of its place: a copy per
-    size, not per image (a batch of photos from one camera is one stack)."""
-    sizes: dict[tuple[int, int], list[int]] = {}
-    for i, image in enumerate(images):
-        sizes.setdefault((int(image.shape[1]), int(image.shape[2])), []).append(i)
-    if len(sizes) == 1:
-        return torch.stack(images).to(torch.float32)
-    canvas = torch.zeros((len(images), 3, tall, wide), dtype=torch.float32, device=where)
-    for (height, width), members in sizes.items():
-        if len(members) == 1:
-            canvas[members[0], :, :height, :width] = images[members[0]]
-        else:
-            rows = torch.tensor(members, device=where)
-            canvas[rows, :, :height, :width] = torch.stack([images[i] for i in members]).to(torch.float32)
-    return canvas
-
-
-def _finish(out: torch.Tensor, crops: PlannedCrops, dtype: torch.dtype | None, channels_last: bool) -> torch.Tensor:
-    finish = crops.finish
-    if finish.mean is not None and finish.std is not None:
-        mean = torch.tensor(finish.mean, dtype=torch.float32, device=out.device).view(1, -1, 1, 1)
-        std = torch.tensor(finish.std, dtype=torch.float32, device=out.device).view(1, -1, 1, 1)
-        out = (out * (1.0 / 255.0) - mean) / std
-        if dtype is not None:
-            out = out.to(dtype)
-    elif dtype is None or dtype == torch.uint8:
-        out = out.round_().clamp_(0, 255).to(torch.uint8)
-    else:
-        out = out.to(dtype)
-    if finish.layout == "hwc":
-        return out.permute(0, 2, 3, 1).contiguous()
-    return out.contiguous(memory_format=torch.channels_last) if channels_last else out.contiguous()

@@ -1,33 +1,16 @@
-"""Crops decoded and cut where the model runs (issue 48), on the CPU twin of the GPU path: the same boxes, flips,
-samples, order and labels as ``crop_images`` in the workers, pixels within interpolation, exact resume."""
-
-import io
+"""Batches decoded and cut where the model runs (issue 48), through a loader on the CPU twin of the GPU path: the
+same samples, order and labels as ``crop_images`` in the workers, exact resume; the thread that prepares batches
+ahead, and its CUDA calls against a stand-in."""
 
 import numpy as np
-import PIL.Image
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import wds_torch  # noqa: E402
 from tests.conftest import write_shard  # noqa: E402
-from wds_core.errors import DecodingError  # noqa: E402
-from wds_core.stages.crop import Uniform, image_crop  # noqa: E402
-from wds_core.stages.devicecrop import PlannedCrop, PlannedCrops  # noqa: E402
-from wds_torch.device import cut_planned  # noqa: E402
-
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-def photo(seed: int, height: int = 375, width: int = 500) -> bytes:
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width] / max(height, width)
-    phase = rng.uniform(0, 6, 3)
-    base = np.stack([np.sin(9 * x + phase[0]), np.cos(7 * y + phase[1]), np.sin(5 * (x + y) + phase[2])], -1)
-    pixels = (np.clip(0.5 + 0.4 * base + rng.normal(0, 0.03, (height, width, 3)), 0, 1) * 255).astype(np.uint8)
-    out = io.BytesIO()
-    PIL.Image.fromarray(pixels).save(out, format="JPEG", quality=92)
-    return out.getvalue()
+from tests.torch.test_devicecut import photo  # noqa: E402
+from wds_core.stages.devicecrop import PlannedCrops  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -38,81 +21,6 @@ def shards(tmp_path_factory):
                     "cls": b"%d" % ((s * 100 + i) % 7)} for i in range(12)]  # fmt: skip
         write_shard(root / f"shard-{s}.tar", samples, ("jpg", "cls"))
     return str(root / "shard-{0..3}.tar")
-
-
-def planned(crop, datas):
-    return PlannedCrops.collate([crop.planned(data, Uniform(k), f"k{k}") for k, data in enumerate(datas)])
-
-
-def test_the_plan_is_the_cpu_path_s_box_and_flip():
-    datas = [photo(k) for k in range(40)]
-    on_device = image_crop(224, flip=0.5, layout="chw", device="cpu")
-    here = image_crop(224, flip=0.5, layout="chw")
-    flips = 0
-    for k, data in enumerate(datas):
-        plan = on_device.planned(data, Uniform(k))
-        box, out, flip = here.plan(375, 500, Uniform(k))
-        assert (plan.size, plan.box, plan.out, plan.flip) == ((375, 500), tuple(map(float, box)), out, flip)
-        flips += flip
-    assert 10 < flips < 30
-
-
-@pytest.mark.parametrize("policy", ["random-resized", "center"])
-def test_pixels_are_the_cpu_path_s_within_interpolation(policy):
-    datas = [photo(k, *((375, 500), (512, 512), (300, 700))[k % 3]) for k in range(12)]
-    options = {"flip": 0.5, "layout": "chw", "interpolation": "opencv"} if policy != "center" else {"layout": "chw"}
-    pytest.importorskip("cv2")
-    images = cut_planned(planned(image_crop(224, policy, device="cpu", **options), datas), "cpu")
-    assert images.shape == (12, 3, 224, 224) and images.dtype == torch.uint8
-    cpu = image_crop(224, policy, **options)
-    for k, data in enumerate(datas):
-        diff = np.abs(images[k].numpy().astype(int) - cpu.cut(data, Uniform(k)).astype(int))
-        # the CPU path decodes at a DCT scale where the box allows (an average of 2x2 or 4x4 pixels): close, not equal
-        assert diff.mean() < 2.0 and np.percentile(diff, 99) <= 12, (k, diff.mean(), diff.max())
-
-
-def test_a_box_cut_bilinearly_with_pixel_centres_exactly():
-    """The cut itself, against numpy on the same decoded pixels: bilinear, centres at +0.5, edges clamped."""
-    data = photo(3)
-    crop = image_crop((80, 120), scale=(0.1, 0.12), device="cpu", flip=1.0)  # a box under 2x the output
-    plans = planned(crop, [data])
-    decoded = wds_torch.device.decode_planned(plans, "cpu")[0].permute(1, 2, 0).numpy().astype(np.float64)
-    top, left, h, w = plans.boxes[0]
-    assert h < 160 and w < 240
-    ys = np.clip(top + (np.arange(80) + 0.5) * h / 80 - 0.5, 0, 374)
-    xs = np.clip(left + (np.arange(120) + 0.5) * w / 120 - 0.5, 0, 499)[::-1]
-    y0, x0 = np.floor(ys).astype(int), np.floor(xs).astype(int)
-    y1, x1 = np.minimum(y0 + 1, 374), np.minimum(x0 + 1, 499)
-    wy, wx = (ys - y0)[:, None, None], (xs - x0)[None, :, None]
-    expected = (decoded[y0][:, x0] * (1 - wy) * (1 - wx) + decoded[y0][:, x1] * (1 - wy) * wx
-                + decoded[y1][:, x0] * wy * (1 - wx) + decoded[y1][:, x1] * wy * wx)  # fmt: skip
-    got = cut_planned(plans, "cpu")[0].numpy()  # layout "hwc", the default
-    assert np.abs(got.astype(int) - np.round(expected).astype(int)).max() <= 1
-
-
-def test_a_box_much_larger_than_the_output_is_averaged_not_aliased():
-    stripes = np.zeros((400, 400, 3), np.uint8)
-    stripes[:, ::2] = 255  # one-pixel stripes: a 10x shrink that samples them would give black or white
-    out = io.BytesIO()
-    PIL.Image.fromarray(stripes).save(out, format="PNG")
-    crop = PlannedCrop(out.getvalue(), (400, 400), (0.0, 0.0, 400.0, 400.0), (40, 40), False,
-                       image_crop(40, device="cpu").planned(out.getvalue(), Uniform(0)).finish)  # fmt: skip
-    image = cut_planned(PlannedCrops.collate([crop]), "cpu")[0].numpy()
-    assert 100 < image.mean() < 155 and image.std() < 40
-
-
-def test_normalised_float_hwc_and_channels_last():
-    datas = [photo(k) for k in range(3)]
-    normed = cut_planned(planned(image_crop(64, "center", layout="chw", mean=MEAN, std=STD, device="cpu"), datas))
-    plain = cut_planned(planned(image_crop(64, "center", layout="chw", device="cpu"), datas)).float()
-    expected = (plain / 255 - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)
-    assert normed.dtype == torch.float32 and torch.allclose(normed, expected, atol=0.03)
-    hwc = cut_planned(planned(image_crop(64, "center", device="cpu"), datas))
-    assert hwc.shape == (3, 64, 64, 3) and torch.equal(hwc, plain.to(torch.uint8).permute(0, 2, 3, 1))
-    last = cut_planned(planned(image_crop(64, "center", layout="chw", device="cpu"), datas), channels_last=True)
-    assert last.is_contiguous(memory_format=torch.channels_last)
-    half = cut_planned(planned(image_crop(64, "center", layout="chw", device="cpu"), datas), dtype=torch.float16)
-    assert half.dtype == torch.float16
 
 
 def test_through_a_dataloader_the_same_samples_order_labels_and_crops(shards):
@@ -147,16 +55,6 @@ def test_the_state_given_is_the_loader_s_after_the_last_batch_given_out(shards):
     resumed.load_state_dict(state)
     rest = [list(keys) for keys, _ in resumed]
     assert first + rest == full
-
-
-def test_bad_images_are_named():
-    crop = image_crop(32, device="cpu")
-    garbage = photo(2)[:600] + bytes(3000)  # a JPEG whose header reads and whose pixels are not there
-    batch = PlannedCrops.collate([crop.planned(photo(1), Uniform(0), "fine"), crop.planned(garbage, Uniform(1), "cut")])
-    try:
-        cut_planned(batch, "cpu")  # decoders may fill what is missing with grey; if one refuses, it names the sample
-    except DecodingError as exn:
-        assert "'cut'" in str(exn)
 
 
 def test_a_large_batch_of_plans_is_handed_over_through_shared_memory(shards):
@@ -275,111 +173,3 @@ def test_the_cuda_side_of_the_preparing_thread_against_a_stand_in_for_cuda(monke
         recorded, waited, given = (calls.index(c) for c in (("record", "side", k), ("wait", "main", k), ("given", k)))
         assert recorded < waited < given
         assert calls.index(("owned", "main", k)) < given and calls.index(("owned", "main", -k)) < given
-
-
-def _cmyk_jpeg(seed: int) -> bytes:
-    out = io.BytesIO()
-    PIL.Image.open(io.BytesIO(photo(seed, 60, 80))).convert("CMYK").save(out, format="JPEG")
-    return out.getvalue()
-
-
-def _png(seed: int) -> bytes:
-    out = io.BytesIO()
-    PIL.Image.open(io.BytesIO(photo(seed, 50, 70))).save(out, format="PNG")
-    return out.getvalue()
-
-
-def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_rest_to_the_host(monkeypatch):
-    """``_decode_cuda``, the one piece that needs a GPU, with stand-ins for torchvision's and nvImageCodec's
-    decoders (which here refuse CMYK JPEGs, as nvJPEG does): the JPEGs go to them in one batch, in order, on the
-    current stream; what they refuse and what is not a JPEG is decoded on the host; every image comes back."""
-    import sys
-    import types
-
-    from wds_torch import device as device_module
-
-    crop = image_crop(32, device="cpu")
-    datas = [photo(1, 60, 80), _cmyk_jpeg(2), _png(3), photo(4, 70, 50)]
-    batch = PlannedCrops.collate([crop.planned(data, Uniform(k), f"k{k}") for k, data in enumerate(datas)])
-    expected = [device_module._decode_host(batch, i) for i in range(len(datas))]
-    calls = []
-
-    def refuses(data: bytes) -> bool:
-        return PIL.Image.open(io.BytesIO(data)).mode == "CMYK"
-
-    def decode_jpeg(input, mode, device):
-        calls.append(("torchvision", len(input) if isinstance(input, list) else 1, mode))
-        if isinstance(input, list):
-            if any(refuses(view.numpy().tobytes()) for view in input):
-                raise RuntimeError("Failed to decode batch: 5")
-            return [decode_jpeg(view, mode, device) for view in input]
-        if refuses(input.numpy().tobytes()):
-            raise RuntimeError("Failed to get image info: 5")
-        return torch.from_numpy(np.array(PIL.Image.open(io.BytesIO(input.numpy().tobytes())).convert("RGB"))).permute(
-            2, 0, 1
-        )
-
-    torchvision_io = types.ModuleType("torchvision.io")
-    torchvision_io.ImageReadMode = types.SimpleNamespace(RGB="RGB")
-    torchvision_io.decode_jpeg = decode_jpeg
-    monkeypatch.setitem(sys.modules, "torchvision", types.ModuleType("torchvision"))
-    monkeypatch.setitem(sys.modules, "torchvision.io", torchvision_io)
-    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: tensor)  # no CUDA here to pin with
-    monkeypatch.delenv("WDS_DEVICE_DECODER", raising=False)
-
-    decoded = device_module._decode_cuda(batch, torch.device("cpu"))
-    assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
-    assert calls[0] == ("torchvision", 3, "RGB") and len(calls) == 1 + 3  # the batch, then one at a time
-
-    class Decoder:
-        def __init__(self, device_id):
-            self.device_id = device_id
-
-        def decode(self, sources, params, cuda_stream):
-            assert params.apply_exif_orientation is False and params.sample_format == "I_RGB"
-            calls.append(("nvimgcodec", len(sources), cuda_stream, self.device_id))
-            return [None if refuses(bytes(s)) else np.array(PIL.Image.open(io.BytesIO(bytes(s))).convert("RGB"))
-                    for s in sources]  # fmt: skip
-
-    nvidia = types.ModuleType("nvidia")
-    nvidia.nvimgcodec = types.SimpleNamespace(
-        Decoder=Decoder,
-        DecodeParams=types.SimpleNamespace,
-        ColorSpec=types.SimpleNamespace(SRGB="SRGB"),
-        SampleFormat=types.SimpleNamespace(I_RGB="I_RGB"),
-    )
-    monkeypatch.setitem(sys.modules, "nvidia", nvidia)
-    monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", nvidia.nvimgcodec)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=1234))
-    monkeypatch.setenv("WDS_DEVICE_DECODER", "nvimgcodec")
-    device_module._nvimgcodec.cache_clear()
-    calls.clear()
-    try:
-        decoded = device_module._decode_cuda(batch, torch.device("cpu"))
-    finally:
-        device_module._nvimgcodec.cache_clear()
-    assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
-    assert calls == [("nvimgcodec", 3, 1234, 0)]
-
-
-def test_a_batch_too_large_for_one_cut_is_cut_a_part_at_a_time_with_the_same_pixels(monkeypatch):
-    from wds_torch import device as device_module
-
-    datas = [photo(k, *((375, 500), (512, 512), (300, 700))[k % 3]) for k in range(7)]
-    crops = planned(image_crop(48, flip=0.5, layout="chw", device="cpu"), datas)
-    whole = cut_planned(crops, "cpu")
-    shapes = torch.tensor([(375, 500), (512, 512), (300, 700)] * 2 + [(375, 500)], dtype=torch.float64)
-    assert device_module._parts(shapes, 48, 48) == [slice(0, 7)]
-    one_image = (3 * 512 * 512 + 5 * 48 * 48) * 4
-    monkeypatch.setattr(device_module, "CUT_BYTES", 2 * one_image)
-    parts = device_module._parts(shapes, 48, 48)
-    assert len(parts) > 2 and [i for part in parts for i in range(7)[part]] == list(range(7))
-    for part in parts:
-        tall, wide = int(shapes[part, 0].max()), int(shapes[part, 1].max())
-        assert (
-            part.stop - part.start == 1
-            or (part.stop - part.start) * (3 * tall * wide + 5 * 48 * 48) * 4 <= 2 * one_image
-        )
-    in_parts = cut_planned(crops, "cpu")
-    assert in_parts.shape == whole.shape == (7, 3, 48, 48)
-    assert (in_parts.int() - whole.int()).abs().max() <= 1  # the grid's float32 positions, scaled to each part
