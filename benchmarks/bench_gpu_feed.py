@@ -154,13 +154,18 @@ def _cpu_seconds() -> float:
 def _synchronize(device: Any) -> None:
     import torch
 
-    if device.type == "cuda":
+    if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def _with_nvimgcodec(args) -> bool:
+    """Whether nvImageCodec's rows run: on a GPU, where it is installed."""
+    return args.device != "cpu" and importlib.util.find_spec("nvidia.nvimgcodec") is not None
 
 
 def _systems(args) -> list[str]:
     chosen = args.systems.split(",")
-    if "wds-gpu" in chosen and args.device != "cpu" and importlib.util.find_spec("nvidia.nvimgcodec") is not None:
+    if "wds-gpu" in chosen and _with_nvimgcodec(args):
         chosen.append("wds-gpu-nvimgcodec")
     kept = []
     for system in chosen:
@@ -205,13 +210,8 @@ def plans_rows(args) -> list[dict]:
 
 
 def _plans_taken(shards: list[str], args, workers: int) -> dict:
-    batches = iter(loader("wds-gpu", shards, args, workers))
-    for _ in range(args.warmup):
-        next(batches)
-    started, cpu = time.perf_counter(), _cpu_seconds()
-    images = sum(len(next(batches)[1]) for _ in range(args.steps))
-    seconds = time.perf_counter() - started
-    return {"images/s": images / seconds, "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)}
+    rate, cores = _taken(iter(loader("wds-gpu", shards, args, workers)), args, None)  # planned crops: nothing decoded
+    return {"images/s": rate, "CPU cores used": cores}
 
 
 def decode_rows(args) -> list[dict] | None:
@@ -220,7 +220,7 @@ def decode_rows(args) -> list[dict] | None:
         return None
     source = iter(dataset("wds-gpu", make_shards(args), args.batch, args.device))
     batches = [next(source)[0] for _ in range(min(args.steps, 8))]  # planned crops, in memory
-    decoders = ["torchvision"] + (["nvimgcodec"] if "wds-gpu-nvimgcodec" in _systems(args) else [])
+    decoders = ["torchvision"] + (["nvimgcodec"] if _with_nvimgcodec(args) else [])
     rows: list[dict] = []
     for decoder in decoders if device.type == "cuda" else ["wds (the CPU twin)"]:
         _decoder(decoder)
@@ -263,19 +263,22 @@ def loader_rows(args) -> list[dict] | None:
 def _loader_alone(system: str, shards: list[str], args, workers: int, device: Any) -> dict:
     batches = loader(system, shards, args, workers)
     source = feed(system, batches, device) if system.startswith("wds-gpu") else iter(batches)
+    rate, cores = _taken(source, args, device)
+    return {"images/s": rate, "into": "the device" if system.startswith("wds-gpu") else "pinned memory",
+            "CPU cores used": cores}  # fmt: skip
+
+
+def _taken(source: Any, args, device: Any) -> tuple[float, float]:
+    """Images/s and CPU cores (this process and its workers) of ``--steps`` batches ``(images, ...)`` taken from
+    ``source`` after ``--warmup``, the device's work included."""
     for _ in range(args.warmup):
         next(source)
     _synchronize(device)
     started, cpu = time.perf_counter(), _cpu_seconds()
-    images = 0
-    for _ in range(args.steps):
-        batch = next(source)
-        images += len(batch[0])
+    images = sum(len(next(source)[0]) for _ in range(args.steps))
     _synchronize(device)
     seconds = time.perf_counter() - started
-    cores = (_cpu_seconds() - cpu) / seconds
-    return {"images/s": images / seconds, "into": "the device" if system.startswith("wds-gpu") else "pinned memory",
-            "CPU cores used": round(cores, 1)}  # fmt: skip
+    return images / seconds, round((_cpu_seconds() - cpu) / seconds, 1)
 
 
 def _model(name: str, device: Any) -> Any:
