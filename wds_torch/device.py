@@ -101,7 +101,6 @@ class DeviceBatches:
 
     def __iter__(self) -> Iterator[Any]:
         source = iter(self.batches)
-        state_of = getattr(self.batches, "state_dict", None)
         self._state = None
         try:
             first = next(source)
@@ -114,8 +113,8 @@ class DeviceBatches:
             for batch in source:
                 yield self._move(batch, device)
             return
-        state_of = state_of if callable(state_of) else None
-        ahead = _Ahead(self._move, source, first, state_of() if state_of else None, state_of, device, depth)
+        state_of = getattr(self.batches, "state_dict", None)
+        ahead = _Ahead(self._move, source, first, state_of if callable(state_of) else None, device, depth)
         try:
             for moved, state in ahead:
                 self._state = state
@@ -161,18 +160,19 @@ class _Ahead:
     state after it was taken (``state_of``) and, on CUDA, the event its side-stream work ends with."""
 
     def __init__(
-        self, move: Any, source: Iterator[Any], first: Any, state: Any, state_of: Any, device: torch.device, depth: int
+        self, move: Any, source: Iterator[Any], first: Any, state_of: Any, device: torch.device, depth: int
     ) -> None:
         self.device = device
         self.ready: queue.Queue[Any] = queue.Queue(depth)
         self.stopping = threading.Event()
         self.thread = threading.Thread(
-            target=self._run, args=(move, source, first, state, state_of), name="wds-to-device", daemon=True
+            target=self._run, args=(move, source, first, state_of), name="wds-to-device", daemon=True
         )
         self.thread.start()
 
-    def _run(self, move: Any, source: Iterator[Any], batch: Any, state: Any, state_of: Any) -> None:
+    def _run(self, move: Any, source: Iterator[Any], batch: Any, state_of: Any) -> None:
         try:
+            state = state_of() if state_of is not None else None  # after the first batch, taken by the caller
             side = None
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)  # this thread's current device
