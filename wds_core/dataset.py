@@ -9,7 +9,9 @@ from typing import Any
 from .dist import node_info, worker_info
 from .errors import SpecError
 from .handlers import Handler, reraise_exception
+from .io import files
 from .io.cache import ShardCache
+from .io.local import local_path
 from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
 from .io.storage import Storage
@@ -119,7 +121,7 @@ class WebDataset(DataPipeline, FluidInterface):
             mix = spec_mix(urls, seed, bool(shardshuffle), reading, (nodesplitter, workersplitter), allow_pipe)
             self.append(mix)
             self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
-        elif isinstance(urls, str) and urls.endswith("/") and os.path.isdir(urls):
+        elif isinstance(urls, str) and urls.endswith("/") and local_path(urls) is not None and files.isdir(urls):
             self.append(DirectoryShardList(urls, mode=mode or "resample"))
             self.append(TarfileToSamples.from_options(reading))
             self.nshards, self.empty_check = 0, False

@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import EncodingError, ShardOpenError, SpecError
 from .fieldcodecs import FieldEncoder
+from .io import files
 from .io.locks import PatternLock
 from .io.sinks import CommitOnExit, CompressedSink, compression_of
 from .io.storage import Storage, local_path
@@ -379,8 +380,9 @@ class ShardWriter(CommitOnExit):
             raise
         assert self.fname is not None
         entry: dict[str, Any] = {"url": self.fname, "nsamples": stream.count}
-        if os.path.exists(self.fname):
-            entry["filesize"] = os.path.getsize(self.fname)
+        local = local_path(self.fname)
+        if local is not None and files.exists(local):
+            entry["filesize"] = files.getsize(local)
             if self.index:
                 ShardIndex.build_local(self.fname).save(self.fname + ".idx")
         self.shards.append(entry)

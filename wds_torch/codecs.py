@@ -17,8 +17,6 @@ torchvision / torchaudio, and say so when those are missing.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -26,6 +24,7 @@ import torch
 
 from wds_core.errors import SpecError
 from wds_core.fieldcodecs import ImageSpec, register_decoder, register_encoder, register_image_spec
+from wds_core.io import files
 from wds_core.io.secure import refuse_pickle, secure_mode
 
 __all__ = ["torch_audio", "torch_dumps", "torch_loads", "torch_video"]
@@ -104,10 +103,7 @@ def _extension(key: str) -> str:
 
 def _via_file(key: str, data: bytes, read: Any) -> Any:
     """Run ``read(path)`` on ``data`` written to a temporary file (the readers want a path)."""
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, f"file.{_extension(key)}")
-        with open(path, "wb") as stream:
-            stream.write(data)
+    with files.temporary_copy(data, f"file.{_extension(key)}") as path:
         return read(path)
 
 

@@ -349,3 +349,80 @@ def test_only_the_entry_points_take_storage_options():
     inside = [(m, f) for m, f in found if f not in STORAGE_ENTRY_POINTS.get(m, ())]
     assert not inside, f"take a Storage instead of storage_options: {inside}"
     assert len(found) <= 22, f"{len(found)} declarations of storage_options"
+
+
+# The one gate for files and processes (issue 56): every file the package opens, creates, renames, lists or
+# removes, and every process it starts, goes through wds_core/io/, whose local backend (io/files.py) applies secure
+# mode.  Outside io/, these calls (and the modules that make them) are refused but for the places listed here,
+# each with its reason; the list only shrinks.
+FILE_CALLS = {
+    "open", "io.open", "os.open", "os.fdopen", "os.replace", "os.rename", "os.renames", "os.remove", "os.unlink",
+    "os.rmdir", "os.removedirs", "os.mkdir", "os.makedirs", "os.listdir", "os.scandir", "os.walk", "os.fwalk",
+    "os.utime", "os.link", "os.symlink", "os.truncate", "os.chmod", "os.chown", "os.mkfifo", "os.stat", "os.lstat",
+    "os.path.exists", "os.path.lexists", "os.path.isfile", "os.path.isdir", "os.path.islink", "os.path.getsize",
+    "os.path.getmtime", "os.path.getctime", "os.path.getatime", "os.system", "os.popen", "os.execv", "os.execvp",
+    "os.spawnv", "os.posix_spawn", "os.posix_spawnp",
+}  # fmt: skip
+FILE_MODULES = {"shutil", "tempfile", "glob", "subprocess", "pathlib", "fileinput", "pty"}
+FILE_CALLS_ALLOWED: dict[tuple[str, str], str] = {
+    ("wds_core.tools.jobs", "open"): "/proc/self/statm: this process's own memory, to bound a worker's",
+    ("wds_core.cli.main", "os.open"): "os.devnull, so that a reader that went away (`wds ls | head`) ends quietly",
+    ("wds_core.loader.shm", "os.listdir"): "/dev/shm: the loader's own shared-memory slots, left by dead processes",
+    ("wds_core.loader.shm", "os.stat"): "/dev/shm: the age of a slot left behind",
+}
+
+
+def file_calls(module: str) -> set[str]:
+    """The file and process calls of ``FILE_CALLS`` that ``module`` makes, and the modules of ``FILE_MODULES`` it
+    imports (``import shutil`` is one, whatever it then calls)."""
+    _, tree = ALL[module]
+    found: set[str] = set()
+    aliases: dict[str, str] = {}  # `from os import replace as r`: r -> os.replace
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(f"import {a.name}" for a in node.names if a.name in FILE_MODULES)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module in FILE_MODULES:
+                found.add(f"import {node.module}")
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in FILE_MODULES:
+                    found.add(f"import {full}")
+                if full in FILE_CALLS or full == "os.path":
+                    aliases[alias.asname or alias.name] = full
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            head, _, rest = name.partition(".")
+            name = f"{aliases[head]}.{rest}".rstrip(".") if head in aliases else name
+            if name in FILE_CALLS:
+                found.add(name)
+    return found
+
+
+def test_only_io_opens_files_and_starts_processes():
+    found = {(module, call) for module in ALL if not _in(module, "wds_core.io") for call in file_calls(module)}
+    assert found - set(FILE_CALLS_ALLOWED) == set(), "go through wds_core.io.files (or io/pipes for a process)"
+    assert set(FILE_CALLS_ALLOWED) - found == set()  # an exception no longer needed is removed
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("open('x')\n", {"open"}),
+        ("import os\nos.replace('a', 'b')\n", {"os.replace"}),
+        ("from os import replace as r\nr('a', 'b')\n", {"os.replace"}),
+        ("from os import path\npath.exists('a')\n", {"os.path.exists"}),
+        ("import tempfile\n", {"import tempfile"}),
+        ("from shutil import copyfileobj\n", {"import shutil"}),
+        ("import subprocess as sp\nsp.run(['ls'])\n", {"import subprocess"}),
+        ("from pathlib import Path\nPath('x').read_text()\n", {"import pathlib"}),
+        ("files.open_file('x')\nPIL.Image.open(b)\n", set()),
+    ],
+)
+def test_the_file_check_sees_each_way_of_reaching_a_file(source, expected):
+    ALL["wds_core.dropin.fake"] = (ROOT / "wds_core/dropin/fake.py", ast.parse(source))
+    try:
+        assert file_calls("wds_core.dropin.fake") == expected
+    finally:
+        del ALL["wds_core.dropin.fake"]

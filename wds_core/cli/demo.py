@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import colorsys
-import glob
 import os
-import tempfile
 import time
 
 import numpy as np
 
 from ..dataset import WebDataset
+from ..io import files
 from ..writer import ShardWriter
 
 __all__ = ["add_parser", "make_image", "run", "write_demo_shards"]
@@ -43,15 +42,15 @@ def write_demo_shards(directory: str, nshards: int, per_shard: int, size: int = 
         for index in range(nshards * per_shard):
             label = int(rng.integers(CLASSES))
             sink.write({"__key__": f"sample{index:08d}", "jpg": make_image(label, index, size), "cls": label})
-    return sorted(glob.glob(os.path.join(directory, "demo-*.tar")))
+    return sorted(files.glob("demo-*.tar", directory))
 
 
 def run(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="wds-demo-") as directory:
+    with files.temporary_directory(prefix="wds-demo-") as directory:
         start = time.perf_counter()
         paths = write_demo_shards(directory, args.shards, args.samples_per_shard, args.image_size, args.seed)
         write_time = time.perf_counter() - start
-        total_bytes = sum(os.path.getsize(p) for p in paths)
+        total_bytes = sum(files.getsize(p) for p in paths)
         spec = os.path.join(directory, f"demo-{{{0:06d}..{len(paths) - 1:06d}}}.tar")
         ds = WebDataset(spec, shardshuffle=True, seed=args.seed).shuffle(1000)
         ds = ds.decode("rgb8", num_threads=args.threads).to_tuple("__key__", "jpg", "cls").batched(args.batch_size)

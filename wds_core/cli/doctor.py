@@ -57,7 +57,7 @@ def report() -> dict[str, Any]:
     from ..fieldcodecs.jpeg import jpeg_decoder, region_decoding
     from ..io.engine import ENGINE
     from ..io.secure import secure_mode
-    from ..io.storage_config import config_path
+    from ..io.storage_config import config_exists, config_path
     from ..version import __version__
 
     config = config_path()
@@ -73,7 +73,7 @@ def report() -> dict[str, Any]:
         "storage": {name: _version(name) for name in _STORAGE},
         "frameworks": {name: _version(name) for name in _FRAMEWORKS},
         "secure_mode": secure_mode(),
-        "config_file": {"path": config, "exists": os.path.exists(config)},
+        "config_file": {"path": config, "exists": config_exists()},
         "io_budget_bytes": ENGINE.budget,
     }
 

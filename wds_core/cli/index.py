@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import ShardOpenError, WdsError
 from ..indexed.dataset import ShardListDataset
+from ..io import files
 from ..io.shardnames import shard_names
 from ..io.storage import Storage, local_path
 from ..io.urls import expand_urls
@@ -54,7 +55,7 @@ _CHUNK = 16  # shards per task: one hand-over per small shard cost more than ind
 def _size(url: str, storage: Storage) -> int:
     path = local_path(url)
     if path is not None:
-        return os.path.getsize(path)
+        return files.getsize(path)
     shard = storage.random_access(url)
     shard.close()
     return shard.size
@@ -161,8 +162,7 @@ def run_create(args: argparse.Namespace) -> int:
         return 1
     info = args.info
     if info is not None and info.startswith("@"):
-        with open(info[1:]) as handle:
-            info = handle.read()
+        info = files.read_file(info[1:]).decode("utf-8")
     name = args.name if args.name is not None else os.path.splitext(os.path.basename(urls[0]))[0]
     write_descriptor(args.output, sorted(entries, key=lambda e: e["url"]), name=name, base=args.base, info=info)
     if args.counts:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import TarFormatError, WdsError
 from ..grouping import group_members, is_meta
+from ..io import files
 from ..io.sinks import stale_partials
 from ..io.storage import local_path
 from ..io.urls import expand_urls
@@ -201,8 +202,7 @@ def _shuffle_report(
         from .shufflechart import shuffle_svg
 
         drawn = mixing if mixing is not None and _no_label_mix(report["labels"], quality.samples) is None else None
-        with open(args.svg, "w", encoding="utf-8") as out:
-            out.write(shuffle_svg(report, quality.distinct_by_batch, drawn))
+        files.write_atomic(args.svg, shuffle_svg(report, quality.distinct_by_batch, drawn))
     return report
 
 
@@ -229,7 +229,7 @@ def _check_shard(url: str) -> tuple[int, list[str]]:
         return count, []
     problems: list[str] = []
     count, offset = 0, 0
-    with open(path, "rb") as raw:
+    with files.open_file(path, "rb") as raw:
         stream, compressed = open_decompressed(raw)
         if not compressed:
             raw.seek(0)
@@ -258,7 +258,7 @@ def _clean(urls: list[str]) -> int:
     removed = 0
     for folder in folders:
         for stale in stale_partials(folder):
-            os.unlink(stale)
+            files.remove(stale)
             print(f"REMOVED {stale}")
             removed += 1
     return removed

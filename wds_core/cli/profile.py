@@ -29,12 +29,12 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import SpecError, WdsError
+from ..io import files
 from ..observe.metrics import combine, read_reports
 from ..observe.profiling import Profile
 from .common import subcommand
@@ -45,11 +45,20 @@ TRIES = ("workers", "threads", "read_ahead")
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
+def _a_file(target: str) -> bool:
+    """Whether ``target`` names a local file (a shard called ``pkg.mod:fn``) rather than a function; in secure mode,
+    a name outside the roots is no file of this command's."""
+    try:
+        return files.exists(target)
+    except SpecError:
+        return False
+
+
 def _factory(args: argparse.Namespace) -> tuple[Callable[..., Any], bool]:
     """A function making a fresh pipeline (shards given here take ``threads`` and ``read_ahead``), and whether
     the pipeline is one this command made from shards."""
     target = args.target
-    if _FUNCTION.match(target) and not os.path.exists(target):
+    if _FUNCTION.match(target) and not _a_file(target):
         module_name, name = target.split(":")
         if os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())  # a module next to the user, as `python -m` would find it
@@ -115,7 +124,7 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
 
         for workers in sorted({2, cores}):
             loader = functools.partial(lambda n: Loader(make(), num_workers=n), workers)
-            with tempfile.TemporaryDirectory(prefix="wds-profile-") as folder:
+            with files.temporary_directory(prefix="wds-profile-") as folder:
                 reports = os.path.join(folder, "workers.jsonl")
                 saved = os.environ.get("WDS_PROFILE")
                 os.environ["WDS_PROFILE"] = reports  # the workers profile their runs there (wds_core.observe.metrics)
@@ -123,7 +132,7 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
                     trial = _trial(f"Loader(num_workers={workers})", loader, args.samples)
                 finally:
                     _restore("WDS_PROFILE", saved)
-                if os.path.exists(reports):
+                if files.exists(reports):
                     trial["workers"] = combine(read_reports(reports))
             tried.append(trial)
     if "threads" in wanted and from_shards and args.decode:
@@ -230,8 +239,7 @@ def run_profile(args: argparse.Namespace) -> int:
     tried = _trials(make, from_shards, args, report)
     advice = advise(report, tried)
     if args.svg:
-        with open(args.svg, "w", encoding="utf-8") as out:
-            out.write(svg(report))
+        files.write_atomic(args.svg, svg(report))
     if args.json:
         print(json.dumps({**report, "tried": tried, "advice": advice}))
         return 0

@@ -16,9 +16,10 @@ import os
 import sys
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import ShardNotFoundError, SpecError
 from ..grouping import split_key
-from ..io.storage import create_shard, open_shard
+from ..io import files
+from ..io.storage import Storage, create_shard, local_path, open_shard
 from ..io.urls import expand_urls
 from ..tar.tarindex import index_shard
 from ..tar.tario import iter_members, open_decompressed
@@ -26,15 +27,18 @@ from ..writer import ShardWriter
 from .common import subcommand
 from .progress import Progress, human_bytes
 
-__all__ = ["add_parsers", "files_by_sample", "safe_member_path"]
+__all__ = ["add_parsers", "copy_plan", "files_by_sample", "safe_member_path"]
 
 
 def files_by_sample(root: str) -> list[tuple[str, dict[str, str]]]:
-    """``[(key, {field: path})]`` for the files below ``root``, sorted: files sharing a basename form a sample."""
+    """``[(key, {field: path})]`` for the files below ``root``, sorted: files sharing a basename form a sample.
+
+    Linked folders are not entered; a linked file is read where it leads (in secure mode, refused when that is
+    outside the allowed roots, as every file the gate opens)."""
     samples: dict[str, dict[str, str]] = {}
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, names in files.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in files:
+        for name in names:
             if name.startswith("."):
                 continue
             relative = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
@@ -69,8 +73,7 @@ def run_create(args: argparse.Namespace) -> int:
         for number, (key, fields) in enumerate(samples):
             sample: dict[str, Any] = {"__key__": key}
             for field, path in sorted(fields.items()):
-                with open(path, "rb") as stream:
-                    sample[field] = stream.read()
+                sample[field] = files.read_file(path)
                 nbytes += len(sample[field])
             if classes:
                 if "cls" in sample:
@@ -152,23 +155,55 @@ def run_extract(args: argparse.Namespace) -> int:
                 print(f"wds extract: {exn} (offset {offset})", file=sys.stderr)
                 refused += 1
                 continue
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            with open(path, "wb") as target:
+            files.makedirs(os.path.dirname(path) or ".")
+            with files.open_file(path, "wb") as target:
                 target.write(data)
             written += 1
     print(f"{written} files written to {args.directory}, {refused} refused", file=sys.stderr)
     return 1 if refused else 0
 
 
+def copy_plan(sources: list[str], destination: str, storage: Storage) -> list[tuple[str, str]]:
+    """``[(source, target)]`` of ``wds cp``, checked whole before anything is copied (as GNU ``cp`` checks): every
+    source must be there, and no two sources may land on one name, nor a source on itself."""
+    local = local_path(storage.rewrite(destination))
+    into = destination.endswith("/") or len(sources) > 1 or (local is not None and files.isdir(local))
+    plan = []
+    for url in sources:
+        name = url.rstrip("/").rsplit("/", 1)[-1]
+        plan.append((url, destination.rstrip("/") + "/" + name if into else destination))
+    missing = [url for url in sources if _missing(url, storage)]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise SpecError(f"cannot copy {missing[0]}{more}: no such shard; nothing was copied")
+    landed: dict[str, str] = {}
+    for url, target in plan:
+        if target in landed:
+            raise SpecError(
+                f"{url} and {landed[target]} would both be copied to {target}: the second would overwrite the "
+                "first; copy them into different folders (nothing was copied)"
+            )
+        if target == url:
+            raise SpecError(f"{url} would be copied onto itself (nothing was copied)")
+        landed[target] = url
+    return plan
+
+
+def _missing(url: str, storage: Storage) -> bool:
+    """Whether the shard ``url`` is not there (a command or standard input cannot say: they are not missing)."""
+    try:
+        storage.size(url)
+    except ShardNotFoundError:
+        return True
+    return False
+
+
 def run_cp(args: argparse.Namespace) -> int:
     sources = [url for spec in args.sources for url in expand_urls(spec)]
-    into = args.destination.endswith("/") or os.path.isdir(args.destination) or len(sources) > 1
+    plan = copy_plan(sources, args.destination, Storage())
     progress = Progress(len(sources), "copied")
     nbytes = 0
-    for number, url in enumerate(sources):
-        target = args.destination
-        if into:
-            target = target.rstrip("/") + "/" + url.rstrip("/").rsplit("/", 1)[-1]
+    for number, (url, target) in enumerate(plan):
         sink = create_shard(target)
         try:
             with open_shard(url) as stream:

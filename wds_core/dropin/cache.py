@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
-import shutil
 import sys
 import time
 import urllib.parse
@@ -22,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from ..handlers import Handler, reraise_exception
+from ..io import files
 from ..io.cache import ShardCache
 from ..io.storage import local_path, open_shard, url_of
 from ..sources.tarsamples import TarfileToSamples
@@ -49,7 +48,7 @@ def islocal(url: str) -> bool:
 
 def check_tar_format(fname: str) -> bool:
     """Whether the file starts like a tar archive (``ustar`` magic) or a gzip stream."""
-    with open(fname, "rb") as stream:
+    with files.open_file(fname, "rb") as stream:
         head = stream.read(512)
     return head[:2] == b"\x1f\x8b" or head[257:262] == b"ustar"
 
@@ -83,16 +82,15 @@ def url_to_cache_name(url: str, ndir: int = 0) -> str:
 
 def download(url: str, dest: str, chunk_size: int = 1 << 20, verbose: bool = False) -> None:
     """Copy ``url`` (anything wds opens) to the file ``dest``, which appears only when complete."""
-    temporary = f"{dest}.{os.getpid()}.{secrets.token_hex(4)}.partial"
-    try:
-        with open_shard(url) as source, open(temporary, "wb") as sink:
-            shutil.copyfileobj(source, sink, chunk_size)
-        os.replace(temporary, dest)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    with open_shard(url) as source:
+        files.copy_stream(source, dest, chunk_size)
     if verbose:
         print(f"# downloaded {url} to {dest}", file=sys.stderr)
+
+
+def _changed(path: str) -> float:
+    """When the file ``path`` last changed (``os.path.getctime``, through the gate): webdataset's eviction order."""
+    return files.stat(path).st_ctime
 
 
 class LRUCleanup:
@@ -105,7 +103,7 @@ class LRUCleanup:
         self,
         cache_dir: str | None = None,
         cache_size: float = 10**12,
-        keyfn: Callable[[str], float] = os.path.getctime,
+        keyfn: Callable[[str], float] = _changed,
         verbose: bool = False,
         interval: float | None = 30,
     ) -> None:
@@ -116,20 +114,22 @@ class LRUCleanup:
         self.cache_dir = cache_dir
 
     def cleanup(self) -> None:
-        if self.cache_dir is None or not os.path.isdir(self.cache_dir):
+        if self.cache_dir is None or not files.isdir(self.cache_dir):
             return
         if self.interval is not None and time.time() - self.last_run < self.interval:
             return
-        files = [os.path.join(root, name) for root, _, names in os.walk(self.cache_dir) for name in names]
-        sizes = {path: os.path.getsize(path) for path in files if os.path.exists(path)}
+        sizes = {}
+        for root, _, names in files.walk(self.cache_dir):
+            for name in names:
+                try:
+                    sizes[os.path.join(root, name)] = files.getsize(os.path.join(root, name))
+                except FileNotFoundError:
+                    continue
         total = sum(sizes.values())
         for path in sorted(sizes, key=self.keyfn):
             if total <= self.cache_size:
                 break
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            files.remove(path)
             total -= sizes[path]
             if self.verbose:
                 print(f"# deleting {path}", file=sys.stderr)
@@ -137,7 +137,10 @@ class LRUCleanup:
 
 
 def lru_cleanup(
-    cache_dir: str, cache_size: float, keyfn: Callable[[str], float] = os.path.getctime, verbose: bool = False
+    cache_dir: str,
+    cache_size: float,
+    keyfn: Callable[[str], float] = _changed,
+    verbose: bool = False,
 ) -> None:
     """webdataset 0.2's function form of :class:`LRUCleanup` (runs now)."""
     LRUCleanup(cache_dir, cache_size, keyfn, verbose, interval=None).cleanup()
@@ -198,14 +201,14 @@ class FileCache:
         if os.path.isabs(name) or name.split(os.sep)[0] == "..":
             raise ValueError(f"url_to_name must give a relative path inside the cache, got {name!r} for {url}")
         dest = os.path.join(self.cache_dir, name)
-        if not os.path.exists(dest):
-            os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+        if not files.exists(dest):
+            files.makedirs(os.path.dirname(dest) or ".")
             self.cleaner.cleanup()
             download(url, dest, verbose=self.verbose)
             if self.validator is not None and not self.validator(dest):
-                with open(dest, "rb") as stream:
+                with files.open_file(dest, "rb") as stream:
                     head = stream.read(200)
-                os.remove(dest)
+                files.remove(dest)
                 raise ValueError(f"{url} (cached as {dest}) is not a tar archive; it starts with {head!r}")
         return dest
 
@@ -223,7 +226,7 @@ class FileCache:
 
     def _open(self, url: str, dest: str) -> BinaryIO:
         if not islocal(url):
-            return open(dest, "rb")  # a download of ours, inside the cache
+            return files.open_file(dest, "rb")  # type: ignore[return-value]  # a download of ours, in the cache
         return open_shard(url)  # the user's own file, opened as every shard is (secure mode's roots included)
 
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from ..errors import SpecError
-from ..io.secure import check_allowed, secure_mode, verify_opened
+from ..io import files
+from ..io.pipes import start_process
+from ..io.secure import check_allowed, secure_mode
 from ..io.storage import OPENERS, Storage, local_path, open_shard, register_opener
 from ..io.storage_config import rewrite_url as _rewrite
 
@@ -67,9 +68,7 @@ class Pipe:
         self.ignore_status = [0, *(ignore_status or [])]
         self.args = (args, kw)
         reading = mode[0] == "r"
-        popen: Any = subprocess.Popen  # its arguments are the caller's, as in webdataset
-        pipe = subprocess.PIPE
-        self.proc = popen(*args, stdout=pipe if reading else None, stdin=None if reading else pipe, **kw)
+        self.proc = start_process(*args, reading=reading, **kw)  # its arguments are the caller's, as in webdataset
         self.stream: Any = self.proc.stdout if reading else self.proc.stdin
         self.status: int | None = None
 
@@ -150,13 +149,7 @@ def gopen_file(url: str, mode: str = "rb", bufsize: int = 8192) -> Any:
     """A local file (``file:`` URLs too), opened with :func:`open` (in secure mode: under an allowed root)."""
     path = local_path(url) or url
     _checked(path, "read" if mode.startswith("r") else "write")
-    stream = open(path, mode, buffering=bufsize if bufsize > 0 else -1)
-    try:
-        verify_opened(stream.fileno(), path, "read" if mode.startswith("r") else "write")
-    except BaseException:
-        stream.close()
-        raise
-    return stream
+    return files.open_file(path, mode, buffering=bufsize if bufsize > 0 else -1)
 
 
 def gopen_pipe(url: str, mode: str = "rb", bufsize: int = 8192) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import glob
 import itertools
 import os
 import sys
@@ -24,6 +23,7 @@ import braceexpand
 import numpy as np
 
 from ..dist import node_info, worker_info
+from ..io import files
 from ..io.secure import secure_mode, set_secure
 from ..pipeline.datapipeline import PipelineStage
 from ._refuse import refuse_missing
@@ -49,7 +49,7 @@ __all__ = [
 
 def glob_with_braces(pattern: str) -> list[str]:
     """``glob`` of every brace expansion of ``pattern``."""
-    return [name for expanded in braceexpand.braceexpand(pattern) for name in glob.glob(expanded)]
+    return [name for expanded in braceexpand.braceexpand(pattern) for name in files.glob(expanded)]
 
 
 def fnmatch_with_braces(filename: str, pattern: str) -> bool:

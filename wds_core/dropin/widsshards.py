@@ -16,6 +16,7 @@ from urllib.parse import quote, urlparse
 
 from ..errors import ShardOpenError, SpecError
 from ..indexed.dataset import ShardListDataset as _Reader
+from ..io import files
 from ..io.secure import check_allowed
 from ..io.storage import Storage, local_path
 
@@ -53,7 +54,7 @@ class DefaultLocalname:
 def hash_localname(dldir: str = "/tmp/_wids_cache") -> Callable[[str], str]:
     """Local names in ``dldir`` that keep shards of different folders (or ``pipe:`` commands) apart: a hash of
     the folder (of the whole command) with the file name."""
-    os.makedirs(dldir, exist_ok=True)
+    files.makedirs(dldir)
 
     def localname(shard: str) -> str:
         if shard.startswith("pipe:"):
@@ -125,18 +126,11 @@ class LRUShards:
             check_allowed(target)
             return path
         local = self.localname(url)
-        if not os.path.exists(local):
+        if not files.exists(local):  # the download lands where a shard could be read from (secure mode's roots)
             check_allowed(target)
-            os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
-            partial_name = f"{local}.{os.getpid()}.partial"
-            try:
-                with self.storage.open(target) as stream, open(partial_name, "wb") as sink:
-                    while chunk := stream.read(1 << 22):
-                        sink.write(chunk)
-                os.replace(partial_name, local)
-            finally:
-                if os.path.exists(partial_name):
-                    os.unlink(partial_name)
+            files.makedirs(os.path.dirname(local) or ".")
+            with self.storage.open(target) as stream:
+                files.copy_stream(stream, local)
         return local
 
 
@@ -186,11 +180,11 @@ class IndexedTarSamples:
     ) -> None:
         if path is None:
             path = getattr(stream, "name", None)
-            if not isinstance(path, str) or not os.path.isfile(path):
+            if not isinstance(path, str) or not files.isfile(path):
                 raise SpecError("IndexedTarSamples needs path= or a stream opened on a local file")
         self.path, self.url = path, url or path
         if md5sum is not None:
-            with open(path, "rb") as f:
+            with files.open_file(path, "rb") as f:
                 got = hashlib.file_digest(f, "md5").hexdigest()
             if got != md5sum:
                 raise ShardOpenError(f"MD5 sum mismatch: expected {md5sum}, got {got}", url=self.url)

@@ -19,6 +19,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..io import files
+
 __all__ = ["decode_buffer", "encode_buffer", "load", "read", "save", "write"]
 
 MAGIC = b"~TenBin~"
@@ -161,7 +163,7 @@ def save(fname: str, *arrays: Any, infos: list[str] | None = None, nocheck: bool
     """Write arrays to a ``.ten`` file (``nocheck=True`` allows another name)."""
     if not nocheck and not str(fname).endswith(".ten"):
         raise ValueError(f"a tenbin file name should end in .ten, got {fname!r} (pass nocheck=True)")
-    with open(fname, "wb") as stream:
+    with files.open_file(fname, "wb") as stream:
         write(stream, list(arrays), infos)
 
 
@@ -169,5 +171,5 @@ def load(fname: str, infos: bool = False, nocheck: bool = False) -> Any:
     """The arrays of a ``.ten`` file (``nocheck=True`` allows another name)."""
     if not nocheck and not str(fname).endswith(".ten"):
         raise ValueError(f"a tenbin file name should end in .ten, got {fname!r} (pass nocheck=True)")
-    with open(fname, "rb") as stream:
+    with files.open_file(fname, "rb") as stream:
         return read(stream, infos=infos)

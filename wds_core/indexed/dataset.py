@@ -42,6 +42,7 @@ from typing import Any
 
 from ..errors import ShardOpenError, SpecError, TruncatedShardError
 from ..grouping import group_members
+from ..io import files
 from ..io.cache import ShardCache
 from ..io.decompress import is_compressed
 from ..io.retries import DEFAULT_RETRY, RetryPolicy
@@ -184,13 +185,13 @@ class ShardListDataset:
     def _download(self, url: str, target: str) -> str:
         assert self.cache is not None
         path = self.cache.path_for(url)
-        if not os.path.exists(path):
+        if not files.exists(path):
             check_allowed(target)
             backend = self.storage.backend(target)
             with self.cache.open(url, lambda: backend.open(target, self.storage)) as stream:
                 while stream.read(1 << 22):
                     pass
-        if not os.path.exists(path):
+        if not files.exists(path):
             raise ShardOpenError(f"could not keep a downloaded copy in {self.cache_dir}", url=url)
         return path
 
@@ -202,17 +203,14 @@ class ShardListDataset:
                 url=url,
             )
         out = self.cache.path_for(url) + ".decompressed.tar"
-        if not os.path.exists(out):
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            partial = f"{out}.{os.getpid()}.partial"
-            with open(path, "rb") as raw, open(partial, "wb") as sink:
+        if not files.exists(out):
+            files.makedirs(os.path.dirname(out))
+            with files.open_file(path, "rb") as raw:
                 stream, _ = open_decompressed(raw)
                 try:
-                    while chunk := stream.read(1 << 22):
-                        sink.write(chunk)
+                    files.copy_stream(stream, out)
                 except EOFError:
                     raise TruncatedShardError("compressed data ends early", url=url) from None
-            os.replace(partial, out)
         return out
 
     # -------------------------------------------------------------- indexes

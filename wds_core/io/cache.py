@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
 from ..errors import SpecError
-from .secure import check_allowed, verify_opened
+from . import files
 from .streams import ReadStream
 
 __all__ = ["ShardCache"]
@@ -107,34 +107,22 @@ class ShardCache:
         In secure mode the cache is a local folder like any other: outside the allowed roots it is refused
         (what is read back later must be where a shard could be read from)."""
         path = self.path_for(url)
-        check_allowed(path)
         try:
-            stream = open(path, "rb", buffering=0)
+            stream = files.open_file(path, "rb", buffering=0)  # in secure mode: refused outside the roots
         except OSError:
             pass  # not cached (or the cache is unusable, which the write below reports)
         else:
             try:
-                verify_opened(stream.fileno(), path)
-            except BaseException:
-                stream.close()
-                raise
-            try:
-                os.utime(path)  # last use, for the eviction order
+                files.touch(path)  # last use, for the eviction order
             except OSError:
                 pass
             self._log(f"cache hit {path}")
-            return stream
+            return stream  # type: ignore[return-value]
         source = open_source()
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            files.makedirs(os.path.dirname(path))
             partial = f"{path}.{os.getpid()}.{secrets.token_hex(4)}{_PARTIAL}"
-            sink = open(partial, "wb")
-            try:
-                verify_opened(sink.fileno(), partial, "write")
-            except BaseException:
-                sink.close()
-                _remove(partial)
-                raise
+            sink = files.open_file(partial, "xb")
         except OSError as exn:
             # an unusable cache slows reading down, it does not stop it
             warnings.warn(f"shard cache {self.cache_dir} is not writable ({exn}); reading without it", stacklevel=2)
@@ -143,29 +131,29 @@ class ShardCache:
         return kind(source, sink, partial, path, self)  # type: ignore[return-value]
 
     def commit(self, partial: str, path: str) -> None:
-        os.replace(partial, path)
+        files.replace(partial, path)
         self._log(f"cached {path}")
         self.evict(keep=path)
 
     def evict(self, keep: str | None = None) -> None:
         """Delete least-recently-used files until the cache fits ``cache_size`` (and stale partial files)."""
-        files, total, now = [], 0, time.time()
-        for root, _dirs, names in os.walk(self.cache_dir):
+        kept, total, now = [], 0, time.time()
+        for root, _dirs, names in files.walk(self.cache_dir):
             for name in names:
                 full = os.path.join(root, name)
                 try:
-                    stat = os.stat(full)
+                    stat = files.stat(full)
                 except FileNotFoundError:
                     continue
                 if name.endswith(_PARTIAL):
                     if now - stat.st_mtime > _STALE_PARTIAL:
                         _remove(full)
                     continue
-                files.append((stat.st_mtime, full, stat.st_size))
+                kept.append((stat.st_mtime, full, stat.st_size))
                 total += stat.st_size
         if self.cache_size is None:
             return
-        for _mtime, full, size in sorted(files):
+        for _mtime, full, size in sorted(kept):
             if total <= self.cache_size:
                 break
             if full != keep:
@@ -179,10 +167,7 @@ class ShardCache:
 
 
 def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    files.remove(path)
 
 
 class _FillingStream(ReadStream):

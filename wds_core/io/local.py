@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 from .._native import load
 from ..errors import ShardNotFoundError, ShardOpenError
-from .secure import verify_opened
+from .files import open_file
 from .streams import ReadStream
 
 __all__ = [
@@ -53,17 +53,11 @@ def local_path(url: str) -> str | None:
 def open_local(path: str, url: str) -> BinaryIO:
     """A local shard file, unbuffered, with wds's errors for a missing or unreadable one."""
     try:
-        stream = open(path, "rb", buffering=0)
+        return open_file(path, "rb", buffering=0)  # type: ignore[no-any-return]  # secure mode: checked on the file
     except FileNotFoundError:
         raise ShardNotFoundError("shard not found", url=url) from None
     except OSError as exn:
         raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
-    try:
-        verify_opened(stream.fileno(), path)  # in secure mode: the file opened, not the name, is under a root
-    except BaseException:
-        stream.close()
-        raise
-    return stream
 
 
 class StdinStream(ReadStream):

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from typing import Any, BinaryIO
 
 from ..errors import PipeError, redact_url
+from .files import temporary_file
 from .shardsink import ShardSink
 from .streams import ReadStream
 
-__all__ = ["Command", "PipeSink", "PipeStream", "pipe_failure"]
+__all__ = ["Command", "PipeSink", "PipeStream", "pipe_failure", "start_process"]
 
 _STDERR_TAIL = 2000
 
@@ -30,13 +30,22 @@ def pipe_failure(command: str, status: int, stderr: BinaryIO) -> PipeError:
     return PipeError(f"command exited with status {status}{detail}", url=f"pipe:{command}")
 
 
+def start_process(*args: Any, reading: bool = True, **kw: Any) -> Any:
+    """A process of the caller's arguments (:class:`subprocess.Popen`), its standard output a pipe to read
+    (``reading``) or its standard input one to write: webdataset's ``Pipe``, whose arguments are its caller's code.
+    The only other place a process starts is :class:`Command`."""
+    popen: Any = subprocess.Popen  # the caller's arguments, whatever they are
+    pipe = subprocess.PIPE
+    return popen(*args, stdout=pipe if reading else None, stdin=None if reading else pipe, **kw)
+
+
 class Command:
     """A shell command started with its standard output (``writing=False``) or input (``writing=True``) as a pipe
     (``stream``) and its standard error kept in a temporary file for the message."""
 
     def __init__(self, command: str, writing: bool = False) -> None:
         self.command, self.url = command, f"pipe:{command}"
-        self.stderr = tempfile.TemporaryFile()
+        self.stderr = temporary_file()
         pipe, other = subprocess.PIPE, subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(

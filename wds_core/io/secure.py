@@ -50,6 +50,8 @@ from .registry import registered_scheme
 __all__ = [
     "DEFAULT_PROTOCOLS",
     "check_allowed",
+    "check_local",
+    "refusal",
     "refuse_pickle",
     "secure_mode",
     "secure_protocols",
@@ -114,7 +116,8 @@ def set_secure(on: bool = True, roots: Iterable[str | os.PathLike] | None = (), 
         os.environ.pop("WDS_SECURE_PROTOCOLS", None)
 
 
-def _refuse(action: str, what: str, why: str) -> SpecError:
+def refusal(action: str, what: str, why: str) -> SpecError:
+    """The error of secure mode refusing to ``action`` ``what`` because ``why``."""
     return SpecError(f"refusing to {action} {what}: {_HOW}, and {why}")
 
 
@@ -139,11 +142,11 @@ def check_allowed(url: Any, action: str = "read", opener: Any = _READ_IT) -> Non
     if not secure_mode():
         return
     if not isinstance(url, str):
-        raise _refuse(action, repr(type(url).__name__), "only URLs and paths given as text are checked")
+        raise refusal(action, repr(type(url).__name__), "only URLs and paths given as text are checked")
     if url.startswith("pipe:"):
-        raise _refuse(action, redact_url(url), "it refuses pipe: commands (turn secure mode off to run commands)")
+        raise refusal(action, redact_url(url), "it refuses pipe: commands (turn secure mode off to run commands)")
     if url == "-":
-        raise _refuse(action, "'-' (standard input/output)", "it reads and writes files and allowed URLs only")
+        raise refusal(action, "'-' (standard input/output)", "it reads and writes files and allowed URLs only")
     # a registered opener opens `mystore:/x` (no //) as its own, as it opens `mystore://x`: that is its protocol
     if opener is _READ_IT:
         opener = registered_scheme(url)
@@ -153,7 +156,7 @@ def check_allowed(url: Any, action: str = "read", opener: Any = _READ_IT) -> Non
         refused = sorted(protocols - allowed)
         if refused:
             why = f"it uses {', '.join(refused)}, which it does not allow ({_allowed()})"
-            raise _refuse(action, redact_url(url), why)
+            raise refusal(action, redact_url(url), why)
         return
     path = url[len("file://") :] if url.startswith("file://") else url
     _check_local(os.path.realpath(path), path, action)
@@ -166,12 +169,19 @@ def _allowed() -> str:
     )
 
 
+def check_local(path: str, action: str = "read") -> None:
+    """In secure mode, refuse the local ``path`` unless it is under an allowed root (resolved: a link on the way
+    counts where it leads)."""
+    if secure_mode():
+        _check_local(os.path.realpath(path), path, action)
+
+
 def _check_local(real: str, shown: str, action: str) -> None:
     roots = secure_roots()
     if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
         return
     where = ", ".join(roots) if roots else "none is set"
-    raise _refuse(
+    raise refusal(
         action,
         f"the local path {shown}",
         f"it is not under an allowed root ({where}); add its folder to WDS_SECURE_ROOTS or the config file's "
@@ -193,7 +203,7 @@ def verify_opened(fd: int, path: str, action: str = "read") -> None:
         except OSError:
             named = None
         if named is None or (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
-            raise _refuse(action, f"the local path {path}", "it changed while it was opened") from None
+            raise refusal(action, f"the local path {path}", "it changed while it was opened") from None
     _check_local(real, path, action)
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 from ..errors import ShardNotFoundError
+from . import files
 from .backends import OPENERS, Backend, backend_for, register_backend, register_opener, route, scheme_opener
 from .backends.ranged import RangedBackend
 from .cache import ShardCache
@@ -197,10 +198,7 @@ class Storage:
         a URL through :meth:`create` (never half an object)."""
         local = local_path(url)
         if local is not None:
-            partial = f"{local}.{os.getpid()}.partial"
-            with open(partial, "wb") as out:
-                out.write(data)
-            os.replace(partial, local)
+            files.write_atomic(local, data)  # through the gate: secure mode's roots, never through a link
             return
         sink = self.create(url)
         try:

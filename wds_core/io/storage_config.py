@@ -186,6 +186,12 @@ def config_path() -> str:
     return os.path.join(base, "wds", "config.yaml")
 
 
+def config_exists() -> bool:
+    """Whether the configuration file (:func:`config_path`) is there: configuration, read wherever it is (secure
+    mode's roots are for data)."""
+    return os.path.exists(config_path())
+
+
 def _config_file() -> dict[str, Any]:
     path = config_path()
     try:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..dist import node_info, worker_info
+from ..io import files
 from ..state import RUN_HOOKS
 from .profiling import Profile
 
@@ -45,18 +46,14 @@ def write_report(path: str, report: dict[str, Any], **extra: Any) -> dict[str, A
     line = {"time": time.time(), "pid": os.getpid(), "rank": rank, "world_size": world_size, "worker": worker,
             "num_workers": num_workers, **extra, **report}  # fmt: skip
     data = (json.dumps(line) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+    files.append(path, data)
     return line
 
 
 def read_reports(path: str) -> list[dict[str, Any]]:
     """The JSON lines of ``path`` (a line cut short by a process that died is left out)."""
     lines = []
-    with open(path, encoding="utf-8") as source:
+    with files.open_file(path, encoding="utf-8", mode="r") as source:
         for text in source:
             try:
                 lines.append(json.loads(text))

@@ -22,6 +22,7 @@ import os
 from typing import Any
 
 from ..errors import SpecError
+from ..io import files
 from ..io.storage import Storage
 from ..io.urls import folder_of, join_url, url_joiner
 
@@ -106,7 +107,7 @@ def load_descriptor(source: Any, storage_options: Storage | dict | None = None) 
         return resolve_descriptor(source, None, storage)
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
-        where = name if isinstance(name, str) and os.path.isfile(name) else None
+        where = name if isinstance(name, str) and files.isfile(name) else None
         try:
             body = json.loads(source.read())
         except ValueError as exn:
@@ -141,7 +142,4 @@ def write_descriptor(
     if info is not None:
         body["info"] = info
     body["shardlist"] = entries
-    partial = f"{path}.partial"
-    with open(partial, "w") as out:
-        json.dump(body, out, indent=1)
-    os.replace(partial, path)
+    files.write_atomic(path, json.dumps(body, indent=1))

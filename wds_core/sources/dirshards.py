@@ -16,7 +16,6 @@ Both yield webdataset's ``{"url": ...}`` items, like the other shard lists.
 
 from __future__ import annotations
 
-import glob
 import os
 import random
 import re
@@ -26,6 +25,7 @@ from typing import Any
 
 from ..dist import agreed_seed, process_running
 from ..errors import CheckpointError, SpecError
+from ..io import files
 from ..rng import Rng, derive_seed, fresh_seed
 from ..state import Recipe, RunContext, StageIterator
 
@@ -55,7 +55,7 @@ class DirectoryShardList(Recipe):
         select: str = "random",
         fate: Any = None,
     ) -> None:
-        if not os.path.isdir(path):
+        if not files.isdir(path):
             raise SpecError(f"DirectoryShardList needs an existing folder, got {path!r}")
         if mode not in ("resample", "keep", "unlink"):
             raise SpecError(f"mode must be 'resample', 'keep' or 'unlink', got {mode!r}")
@@ -77,7 +77,7 @@ class DirectoryShardList(Recipe):
 
         found: set[str] = set()
         for pattern in braceexpand.braceexpand(self.pattern):
-            found.update(glob.glob(os.path.join(self.path, pattern)))
+            found.update(files.glob(pattern, self.path))
         return sorted(found)
 
     def recycle(self, claimed: str) -> None:
@@ -87,18 +87,18 @@ class DirectoryShardList(Recipe):
             return
         original = _CLAIM.match(claimed).group(1)  # type: ignore[union-attr]
         if self.mode == "unlink":
-            os.unlink(claimed)
+            files.remove(claimed, missing_ok=False)
         elif self.mode == "keep":
-            os.rename(claimed, original + "._done_")
+            files.rename(claimed, original + "._done_")
         else:
-            os.rename(claimed, original)
+            files.rename(claimed, original)
 
     def cleanup_files_without_processes(self) -> None:
         """webdataset's name of :meth:`release_dead_claims`."""
         self.release_dead_claims()
 
     def release_dead_claims(self) -> None:
-        for claimed in glob.glob(os.path.join(self.path, "*._*_")):
+        for claimed in files.glob("*._*_", self.path):
             match = _CLAIM.match(claimed)
             if match and not process_running(int(match.group(2))):
                 try:
@@ -126,12 +126,12 @@ class _DirectoryIterator(StageIterator):
                 time.sleep(recipe.poll)
                 continue
             if recipe.select == "oldest":
-                chosen = min(available, key=lambda name: os.stat(name).st_mtime)
+                chosen = min(available, key=lambda name: files.stat(name).st_mtime)
             else:
                 chosen = rng.choice(available)
             claimed = f"{chosen}._{os.getpid()}_"
             try:
-                os.rename(chosen, claimed)
+                files.rename(chosen, claimed)
             except FileNotFoundError:  # another process claimed it first
                 continue
             # given back when the consumer asks for the next shard (as in webdataset): a consumer that

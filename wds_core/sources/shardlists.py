@@ -111,6 +111,7 @@ class SimpleShardList(Recipe):
 def _check_local_shards(urls: list[str], storage: Storage | None) -> None:
     """A :class:`ShardNotFoundError` naming the local shards of ``urls`` that do not exist (a ``stat`` each)."""
     from ..errors import ShardNotFoundError
+    from ..io import files
     from ..io.local import local_path
     from ..io.registry import registered_scheme
     from ..io.secure import check_allowed
@@ -124,7 +125,7 @@ def _check_local_shards(urls: list[str], storage: Storage | None) -> None:
         target = storage.rewrite(url)
         check_allowed(target)  # secure mode's refusal comes first, as when the shard is opened
         path = local_path(target)
-        if path is not None and not os.path.exists(path):
+        if path is not None and not files.exists(path):
             missing.append(url)
     if missing:
         named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")

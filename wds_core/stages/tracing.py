@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from ..dist import node_info, worker_info
+from ..io import files
 from ..state import Recipe, RunContext, StageIterator
 
 __all__ = ["Info", "LogKeys"]
@@ -97,10 +98,6 @@ class LogKeys(Recipe):
         def log(index: int, sample: Any) -> None:
             key = sample.get("__key__") if isinstance(sample, dict) else None
             line = f"{index}\t{worker}\t{rank}\t{key}\n".encode()
-            fd = os.open(self.logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # type: ignore[arg-type]
-            try:
-                os.write(fd, line)  # one appending write per line: lines of several workers never mix
-            finally:
-                os.close(fd)
+            files.append(self.logfile, line)  # one appending write per line: lines of several workers never mix
 
         return _Counting(src, log)

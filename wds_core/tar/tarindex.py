@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
+from ..io import files
 from ..io.decompress import is_compressed
 from ..io.remote import RetryPolicy
 from ..io.storage import RandomAccess, Storage
@@ -155,7 +156,7 @@ class ShardIndex:
 
     @classmethod
     def build_local(cls, path: str, url: object = None) -> ShardIndex:
-        with open(path, "rb") as handle:
+        with files.open_file(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size == 0:
                 raise TarFormatError(EMPTY, url=url or path, offset=0)
@@ -268,7 +269,7 @@ def index_shard(
             index = ShardIndex.build(shard.walk, shard.size, url, limits)
             if cache_path is not None:
                 try:
-                    os.makedirs(os.path.dirname(cache_path), exist_ok=True)
+                    files.makedirs(os.path.dirname(cache_path))
                     index.save(cache_path)
                 except OSError:
                     pass

@@ -28,7 +28,6 @@ so that worker processes can find it.
 from __future__ import annotations
 
 import functools
-import glob
 import json
 import os
 import time
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecError
+from ..io import files
 from ..io.storage import Storage
 from ..io.urls import expand_urls
 from .jobs import run_jobs
@@ -100,8 +100,8 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage: Storage) 
     path = local_path(dst)
     if path is not None:  # what an earlier attempt killed mid-write left behind (see wds_core.io.sinks.temporary_name)
         folder, name = os.path.split(os.path.abspath(path))
-        for stale in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*.partial")):
-            os.remove(stale)
+        for stale in files.glob(f".{files.escape(name)}.*.partial", folder):
+            files.remove(stale)
     counts = [0, 0]
 
     def samples() -> Iterable[dict[str, Any]]:
@@ -145,8 +145,8 @@ class JobLog:
         self.path = os.fspath(path)
         self.entries: dict[str, dict[str, Any]] = {}  # input -> its last line
         cut = False
-        if os.path.exists(self.path):
-            with open(self.path, encoding="utf-8") as handle:
+        if files.exists(self.path):
+            with files.open_file(self.path, "r", encoding="utf-8") as handle:
                 for line in handle:
                     cut = not line.endswith("\n")
                     try:
@@ -155,7 +155,7 @@ class JobLog:
                         continue  # the last line of a killed driver
                     if isinstance(entry, dict) and "input" in entry:
                         self.entries[entry["input"]] = entry
-        self._out = open(self.path, "a", encoding="utf-8")
+        self._out = files.open_file(self.path, "a", encoding="utf-8")
         if cut:  # what follows starts on a line of its own
             self._out.write("\n")
 

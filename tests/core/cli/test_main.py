@@ -381,3 +381,44 @@ def test_create_labels_from_class_folders(tmp_path):
     refused = wds_cli("create", tmp_path / "train", "-o", tmp_path / "out" / "u-%03d.tar", "--label-from-dir",
                       check=False)  # fmt: skip
     assert refused.returncode == 1 and b"'stray' is not in one" in refused.stderr
+
+
+def test_create_in_secure_mode_refuses_a_link_out_of_the_roots(tmp_path, monkeypatch):
+    """Issue 56, case 4: `wds create --label-from-dir` read the tree with a plain open(), so dog/b.jpg linked to a
+    file outside the roots was packed into the shard (exit 0)."""
+    root = tmp_path / "root"
+    for name in ("cat", "dog"):
+        (root / "train" / name).mkdir(parents=True)
+        (root / "train" / name / "a.jpg").write_bytes(b"JPEG " + name.encode())
+    (tmp_path / "secret.txt").write_bytes(b"the secret")
+    os.symlink(tmp_path / "secret.txt", root / "train" / "dog" / "b.jpg")
+    (root / "out").mkdir()
+    monkeypatch.setenv("WDS_SECURE", "1")
+    monkeypatch.setenv("WDS_SECURE_ROOTS", str(root))
+    refused = wds_cli("create", root / "train", "-o", root / "out" / "t-%03d.tar", "--label-from-dir", check=False)
+    assert refused.returncode == 1 and b"refusing to read the local path" in refused.stderr
+    assert b"b.jpg" in refused.stderr
+    assert not any(b"the secret" in p.read_bytes() for p in (root / "out").iterdir() if p.is_file())
+    os.unlink(root / "train" / "dog" / "b.jpg")
+    os.symlink(root / "train" / "cat" / "a.jpg", root / "train" / "dog" / "b.jpg")  # a link inside them is read
+    assert wds_cli("create", root / "train", "-o", root / "out" / "t-%03d.tar", "--label-from-dir").returncode == 0
+
+
+def test_cp_checks_every_source_and_destination_before_copying(tmp_path):
+    """Issue 56, case 5: `wds cp "{a,b}/shard.tar" out/` copied both to out/shard.tar (the second over the
+    first, "2 shards copied", exit 0), and a missing source failed the copy half way."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        write_shard(tmp_path / folder / "shard.tar", make_samples(folder, 2))
+    write_shard(tmp_path / "a" / "other.tar", make_samples("o", 2))
+    out = tmp_path / "out"
+    same = wds_cli("cp", f"{tmp_path}/{{a,b}}/shard.tar", f"{out}/", check=False)
+    assert same.returncode == 1 and b"would both be copied to" in same.stderr and b"nothing was copied" in same.stderr
+    assert not out.exists()
+    missing = wds_cli("cp", f"{tmp_path}/a/{{other,shard,gone}}.tar", f"{out}/", check=False)
+    assert missing.returncode == 1 and b"gone.tar" in missing.stderr and b"no such shard" in missing.stderr
+    assert not out.exists()
+    onto = wds_cli("cp", tmp_path / "a" / "shard.tar", tmp_path / "a" / "shard.tar", check=False)
+    assert onto.returncode == 1 and b"onto itself" in onto.stderr
+    wds_cli("cp", f"{tmp_path}/a/{{other,shard}}.tar", f"{out}/")
+    assert sorted(os.listdir(out)) == ["other.tar", "shard.tar"]

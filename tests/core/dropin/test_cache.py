@@ -52,3 +52,20 @@ def test_cached_tarfile_to_samples_is_the_reader_with_a_shard_cache(tmp_path):
     assert keys == ["c00000", "c00001", "c00002"]
     assert any(name.endswith("s.tar") for _, _, names in os.walk(tmp_path / "cc") for name in names)
     assert cache.maybe_cached_tarfile_to_samples().cache is None
+
+
+def test_file_cache_in_secure_mode_writes_only_under_the_roots(tmp_path, http_server, monkeypatch):
+    """Issue 56, case 1: the drop-in's FileCache wrote its copy outside secure mode's roots and opened it back."""
+    write_shard(os.path.join(http_server.root, "s-0.tar"), make_samples("h", 3))
+    url = f"{http_server.url}/s-0.tar"
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    monkeypatch.setenv("WDS_SECURE", "1")
+    monkeypatch.setenv("WDS_SECURE_ROOTS", str(root))
+    outside = cache.FileCache(str(elsewhere / "cache"), handler=wds_core.reraise_exception)
+    with pytest.raises(wds_core.SpecError, match="not under an allowed root"):
+        list(outside([url]))
+    assert not elsewhere.exists()
+    inside = cache.FileCache(str(root / "cache"))
+    assert len(list(tariterators.group_by_keys(tariterators.tar_file_expander(inside([url]))))) == 3
+    assert os.listdir(root / "cache") == ["s-0.tar"]

@@ -1,6 +1,7 @@
 """``import wids`` without a framework (issue 44): the switch gives wds_core's wids; wids's sample shape."""
 
 import io
+import os
 import subprocess
 import sys
 import textwrap
@@ -63,3 +64,28 @@ def test_wids_sample_shape_and_decoding(tmp_path):
     assert wids.splitname("a/b.c/d.seg.png") == ("a/b.c/d", ".seg.png")
     orders = [list(wids.ChunkedSampler(range(30), chunksize=7, seed=1)) for _ in range(2)]
     assert orders[0] == orders[1] and sorted(orders[0]) == list(range(30)) and orders[0] != list(range(30))
+
+
+@pytest.mark.parametrize("where", ["cache_dir", "WIDS_CACHE"])
+def test_wids_downloads_in_secure_mode_go_only_under_the_roots(tmp_path, http_server, monkeypatch, where):
+    """Issue 56, case 1: wids's downloads went into $WIDS_CACHE (default /tmp/_wids_cache) or cache_dir whatever
+    secure mode's roots said."""
+    with wds_core.TarWriter(os.path.join(http_server.root, "r.tar")) as sink:
+        sink.write({"__key__": "k0", "txt": "t0"})
+    shards = [{"url": f"{http_server.url}/r.tar", "nsamples": 1}]
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    monkeypatch.setenv("WDS_SECURE", "1")
+    monkeypatch.setenv("WDS_SECURE_ROOTS", str(root))
+
+    def dataset(folder):
+        if where == "cache_dir":
+            return wids.ShardListDataset(shards, cache_dir=str(folder), transformations=[])
+        monkeypatch.setenv("WIDS_CACHE", str(folder))
+        return wids.ShardListDataset(shards, transformations=[])
+
+    with pytest.raises(wds_core.SpecError, match="not under an allowed root"):
+        dataset(elsewhere)[0]
+    assert not elsewhere.exists()
+    assert dataset(root / "cache")[0]["__key__"] == "k0"
+    assert len(os.listdir(root / "cache")) == 1

@@ -222,6 +222,22 @@ def test_compressed_shards_are_decompressed_into_the_cache_or_refused(tmp_path):
     assert_same_as_streaming(ds, [str(path)])
 
 
+def test_in_secure_mode_the_cache_is_written_only_under_the_roots(tmp_path, monkeypatch):
+    """Issue 56, case 1: a compressed shard's decompressed copy and a built index went into cache_dir wherever it
+    was."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    path = root / "c.tgz"
+    path.write_bytes(tar_bytes(tricky_members("z-"), compress="gz"))
+    monkeypatch.setenv("WDS_SECURE", "1")
+    monkeypatch.setenv("WDS_SECURE_ROOTS", str(root))
+    with pytest.raises(SpecError, match="not under an allowed root"):
+        wds.ShardListDataset([str(path)], cache_dir=elsewhere)
+    assert not elsewhere.exists()
+    ds = wds.ShardListDataset([str(path)], cache_dir=root / "cache")
+    assert_same_as_streaming(ds, [str(path)])
+
+
 def test_decode_and_transformations(shards):
     spec, _, _ = shards
     ds = wds.ShardListDataset(spec, decode=wds.Decoder(only="txt"), transformations=[lambda s: (s["txt"], s["cls"])])
