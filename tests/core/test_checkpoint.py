@@ -3,12 +3,14 @@
 Every stateful stage is listed in PIPELINES; a new stage joins by adding a factory here.
 """
 
+import json
 import random
 
 import pytest
 
 import wds_core as wds
 from wds_core import CheckpointError, dropin
+from wds_core.sources.reader import shard_digest
 from wds_core.testing import check_resume, item_key
 
 
@@ -140,7 +142,8 @@ def test_restore_seeks_inside_the_shard(shards):
     for _ in range(30):
         next(it)
     chain = ds.state_dict()["chain"]
-    assert chain["url"] == paths[1] and chain["offset"] == 5 * 2048
+    assert chain["shards"] == [shard_digest(paths[1])] and chain["offset"] == 5 * 2048
+    assert paths[1] not in json.dumps(chain)  # a state names positions, never places
 
 
 @pytest.mark.parametrize("fmt", ["cbor", "msgpack"])

@@ -47,7 +47,7 @@ UNMIRRORED = {
     "io/backends/pipe", "io/backends/ranged", "io/backends/s3", "io/backends/s3client",
     "io/shardsink", "loader/shm", "loader/worker", "observe/starvation", "pipeline/fluid",
     "pipeline/run", "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
-    "sources/reader", "sources/reading", "stages/cache", "stages/fieldkeys",
+    "sources/reading", "stages/cache", "stages/fieldkeys",
     "stages/tracing", "stages/xdecode", "tar/resume", "tar/source",
     "tar/walk", "tools/jobs",
 }  # fmt: skip

@@ -428,3 +428,41 @@ def test_a_webloader_warns_of_nothing_its_user_cannot_act_on(dataset_dir):
         warnings.simplefilter("always")
         wds.WebLoader(wds.WebDataset(spec), batch_size=None, num_workers=1)
     assert [str(w.message) for w in caught] == []
+
+
+def _reader_states(state):
+    """Every shard reader's part of a (nested) state."""
+    if isinstance(state, dict):
+        if "shards" in state and "offset" in state:
+            yield state
+        for value in state.values():
+            yield from _reader_states(value)
+    elif isinstance(state, list):
+        for value in state:
+            yield from _reader_states(value)
+
+
+def test_a_loader_state_edited_to_name_a_command_runs_nothing_in_the_workers(dataset_dir, tmp_path):
+    """Issue 56, case 2: a worker's reader state named its shard by URL, and a state file edited to name
+    `pipe:touch X; cat other.tar` ran the command in the workers and fed them another file's samples."""
+    spec, keys = dataset_dir
+    marker = tmp_path / "ran"
+
+    def make():
+        return wds.WebLoader(wds.WebDataset(spec, shardshuffle=False), num_workers=2, batch_size=None,
+                             snapshot_every_n_steps=1)  # fmt: skip
+
+    loader = make()
+    it = iter(loader)
+    for _ in range(30):
+        next(it)
+    state = loader.state_dict()
+    readers = list(_reader_states(state))
+    assert len(readers) == 2 and os.path.dirname(spec) not in str(state)
+    for reader in readers:
+        reader["url"] = f"pipe:touch {marker}; cat {spec}"
+    edited = make()
+    edited.load_state_dict(state)
+    with pytest.raises(Exception, match="names positions, never places"):
+        list(edited)
+    assert not marker.exists()

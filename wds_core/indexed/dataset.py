@@ -23,6 +23,7 @@ bytes) plus ``__index__`` (the global index), ``__shard__`` (the shard URL) and
 * At most ``max_open`` shards are open at once (least recently used closed).
 * ``use_stored_indexes=False`` ignores sidecar and cached indexes and builds
   every index from the shard itself.
+* A descriptor is data: a ``pipe:`` shard URL in it is refused unless ``allow_pipe=True``.
 * ``limits`` (default: the configuration file's ``decode_limits``) bound what
   a sample may take, as when streaming: a member over ``field_bytes``, or a
   sample whose members pass ``sample_bytes``, is an :class:`OverLimitError`
@@ -83,6 +84,7 @@ class ShardListDataset:
         retry: RetryPolicy = DEFAULT_RETRY,
         use_stored_indexes: bool = True,
         limits: Any = None,
+        allow_pipe: bool = False,
     ) -> None:
         if remote not in ("ranges", "download"):
             raise SpecError(f"remote must be 'ranges' or 'download', got {remote!r}")
@@ -96,7 +98,7 @@ class ShardListDataset:
         self.max_open = max(1, int(max_open))
         self.use_stored_indexes = use_stored_indexes
         self.limits = DecodeLimits.of(limits)
-        self.shards = self._shardlist(source)
+        self.shards = self._shardlist(source, allow_pipe)
         self._indexes: dict[str, ShardIndex] = {}
         self._open: OrderedDict[str, RandomAccess] = OrderedDict()
         self._lock = threading.RLock()
@@ -116,13 +118,13 @@ class ShardListDataset:
 
     # -------------------------------------------------------------- the shard list
 
-    def _shardlist(self, source: Any) -> list[dict[str, Any]]:
+    def _shardlist(self, source: Any, allow_pipe: bool) -> list[dict[str, Any]]:
         if isinstance(source, dict) or hasattr(source, "read"):  # a descriptor, parsed or as an open file
-            return load_descriptor(source, self.storage)["shardlist"]
+            return load_descriptor(source, self.storage, allow_pipe)["shardlist"]
         if isinstance(source, (str, os.PathLike)):
             text = os.fspath(source)
             if text.endswith(".json"):
-                return load_descriptor(text, self.storage)["shardlist"]
+                return load_descriptor(text, self.storage, allow_pipe)["shardlist"]
             source = expand_urls(text)
         shards = []
         for item in source:

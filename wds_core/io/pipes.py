@@ -11,14 +11,27 @@ import os
 import subprocess
 from typing import Any, BinaryIO
 
-from ..errors import PipeError, redact_url
+from ..errors import PipeError, SpecError, redact_url
 from .files import temporary_file
 from .shardsink import ShardSink
 from .streams import ReadStream
 
-__all__ = ["Command", "PipeSink", "PipeStream", "pipe_failure", "start_process"]
+__all__ = ["Command", "PipeSink", "PipeStream", "pipe_failure", "refuse_command", "start_process"]
 
 _STDERR_TAIL = 2000
+
+
+def refuse_command(url: str, where: str, allow_pipe: bool = False) -> str:
+    """``url`` as it is, unless it is a ``pipe:`` command read from data (``where``: a spec file, a descriptor...)
+    that its reader was not allowed to run (``allow_pipe``): a :class:`~wds_core.errors.SpecError` then.  Called on
+    every URL a reader of data makes, after joining it to the data's base or prefix (a base of ``pipe:cat /`` makes
+    a command of any relative name)."""
+    if allow_pipe or not isinstance(url, str) or not url.startswith("pipe:"):
+        return url
+    raise SpecError(
+        f"{where}: {redact_url(url)!r} runs a command; a command only comes from code: pass allow_pipe=True to "
+        "accept pipe: URLs from this file"
+    )
 
 
 def pipe_failure(command: str, status: int, stderr: BinaryIO) -> PipeError:

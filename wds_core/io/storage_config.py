@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import threading
 from typing import Any
 
@@ -164,17 +165,42 @@ def rewrite_url(url: str, carried: dict[str, Any] | None = None) -> str:
     for name, pattern, replacement in _env_rewrites():
         match = pattern.match(url)
         if match:
-            return _checked(match.expand(replacement) + url[match.end() :], name)
+            return _checked(quoted_rest(_expanded(match, replacement), url[match.end() :]), name)
     with _lock:
         rules = {**((carried or {}).get("rewrite") or {}), **_rewrites}
     prefix = _longest(rules, url)
     if prefix is not None:
-        return rules[prefix] + url[len(prefix) :]
+        return quoted_rest(rules[prefix], url[len(prefix) :])
     table = _config_file()["rewrite"]
     prefix = _longest(table, url)
     if prefix is not None:
-        return _checked(table[prefix] + url[len(prefix) :], config_path())
+        return _checked(quoted_rest(table[prefix], url[len(prefix) :]), config_path())
     return url
+
+
+def quoted_rest(replacement: str, rest: str) -> str:
+    """``replacement + rest``: a rewrite's target followed by the rest of the URL it rewrote, which is data, quoted
+    for the shell when the target is a ``pipe:`` command (``gs://mirror/x.tar; touch X`` runs no ``touch``)."""
+    if not replacement.startswith("pipe:") or not rest:
+        return replacement + rest
+    return replacement + shlex.quote(rest)
+
+
+_GROUP = re.compile(r"\\(?:g<(\w+)>|(\d{1,2}))")
+
+
+def _expanded(match: re.Match[str], replacement: str) -> str:
+    """``match.expand(replacement)``; into a ``pipe:`` command, each group (a part of the URL: data) is quoted for
+    the shell."""
+    if not replacement.startswith("pipe:"):
+        return match.expand(replacement)
+
+    def quoted(reference: re.Match[str]) -> str:
+        name = reference[1] or reference[2]
+        value = match.group(int(name) if name.isdigit() else name) or ""
+        return shlex.quote(value).replace("\\", "\\\\") if value else ""
+
+    return match.expand(_GROUP.sub(quoted, replacement))
 
 
 def config_path() -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..io import files
+from ..io.pipes import refuse_command
 from ..io.storage import Storage
 from ..io.urls import folder_of, join_url, url_joiner
 
@@ -33,7 +34,7 @@ def _asfolder_of(base: str) -> str:
     return base if base.endswith(("/", os.sep)) else base + "/"
 
 
-def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[str, Any]]:
+def _shards(body: dict[str, Any], folder: str | None, where: str, allow_pipe: bool) -> list[dict[str, Any]]:
     base = body.get("base")
     if base is not None:
         if not isinstance(base, str):
@@ -48,7 +49,7 @@ def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[s
         if not isinstance(entry, dict) or "url" not in entry:
             raise SpecError(f"{where}: every shardlist entry needs a url, got {entry!r}")
         shard = dict(entry)
-        shard["url"] = join(str(entry["url"]))
+        shard["url"] = refuse_command(join(str(entry["url"])), where, allow_pipe)  # a base may make a command
         nsamples = shard.get("nsamples")
         shard["nsamples"] = None if nsamples is None else int(nsamples)
         shards.append(shard)
@@ -56,17 +57,18 @@ def _shards(body: dict[str, Any], folder: str | None, where: str) -> list[dict[s
 
 
 def resolve_descriptor(
-    body: dict[str, Any], location: str | None = None, storage: Storage | None = None
+    body: dict[str, Any], location: str | None = None, storage: Storage | None = None, allow_pipe: bool = False
 ) -> dict[str, Any]:
     """A descriptor with every shard URL resolved and nested datasets flattened into ``shardlist``; the
-    descriptors it references are read through ``storage``."""
+    descriptors it references are read through ``storage``.  A descriptor is data: a shard URL that is a
+    ``pipe:`` command (as written, or made by its ``base``) is refused unless ``allow_pipe``."""
     where = location or "dataset descriptor"
     if not isinstance(body, dict):
         raise SpecError(f"{where}: a descriptor is a JSON object, got {type(body).__name__}")
     if body.get("wids_version", 1) != 1:
         raise SpecError(f"{where}: unknown wids_version {body.get('wids_version')!r} (this reads version 1)")
     folder = folder_of(location) if location else None
-    shards = _shards(body, folder, where)
+    shards = _shards(body, folder, where, allow_pipe)
     for shard in shards:
         shard.setdefault("weight", body.get("weight"))
         shard.setdefault("dataset", body.get("name"))
@@ -77,12 +79,12 @@ def resolve_descriptor(
         weight = component.get("weight")
         source, sub_folder = component.get("source_url"), folder
         if source is not None:
-            source = join_url(folder, str(source))
+            source = refuse_command(join_url(folder, str(source)), where, allow_pipe)
             component = json.loads((storage or Storage()).read_bytes(source))
             if "source_url" in component:
                 raise SpecError(f"{source}: a referenced descriptor may not reference another one")
             sub_folder = folder_of(source)
-        part = _shards(component, sub_folder, source or where)
+        part = _shards(component, sub_folder, source or where, allow_pipe)
         for shard in part:
             shard["weight"], shard["dataset"] = weight, component.get("name")
         shards.extend(part)
@@ -93,10 +95,13 @@ def resolve_descriptor(
     return resolved
 
 
-def load_descriptor(source: Any, storage_options: Storage | dict | None = None) -> dict[str, Any]:
+def load_descriptor(
+    source: Any, storage_options: Storage | dict | None = None, allow_pipe: bool = False
+) -> dict[str, Any]:
     """Read (when ``source`` is a path, URL or open file) and resolve a wids v1 descriptor.
 
-    ``storage_options``: a :class:`~wds_core.io.storage.Storage`, or the explicit options of one.
+    ``storage_options``: a :class:`~wds_core.io.storage.Storage`, or the explicit options of one; ``allow_pipe``:
+    accept ``pipe:`` shard URLs in it (:func:`resolve_descriptor`).
 
     Relative shard URLs of a descriptor read from an open file resolve against
     the file's folder when it has a ``name`` that is a path, else against the
@@ -104,7 +109,7 @@ def load_descriptor(source: Any, storage_options: Storage | dict | None = None) 
     """
     storage = Storage.of(storage_options)
     if isinstance(source, dict):
-        return resolve_descriptor(source, None, storage)
+        return resolve_descriptor(source, None, storage, allow_pipe)
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
         where = name if isinstance(name, str) and files.isfile(name) else None
@@ -112,12 +117,12 @@ def load_descriptor(source: Any, storage_options: Storage | dict | None = None) 
             body = json.loads(source.read())
         except ValueError as exn:
             raise SpecError(f"{name or 'the stream'}: not a JSON dataset descriptor: {exn}") from None
-        return resolve_descriptor(body, where, storage)
+        return resolve_descriptor(body, where, storage, allow_pipe)
     try:
         body = json.loads(storage.read_bytes(source))
     except (OSError, ValueError) as exn:
         raise SpecError(f"{source}: cannot read the dataset descriptor: {exn}") from None
-    return resolve_descriptor(body, source, storage)
+    return resolve_descriptor(body, source, storage, allow_pipe)
 
 
 def write_descriptor(

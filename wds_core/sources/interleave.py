@@ -19,9 +19,12 @@ shards next in the list are opened and requested ahead (``shards_ahead``) so tha
 does not wait for its first range.
 
 The draws are a pure function of the seed, the epoch and (after a splitter) the rank and the worker.  The state
-is the shard list's, each lane's shard and byte offset, and the random state: a restore reopens every lane at its
-offset and draws on exactly as before.  Which samples of a balanced epoch were delivered is not followed through
-the lanes: elastic resume through this reader is refused (:class:`~wds_core.errors.NotElastic`).
+is the shard list's position before the oldest shard still held (a lane's, or one opened ahead), how many shards
+were taken since, each lane's shard by its place among those (with the lane reader's digest of it) and byte
+offset, and the random state: a restore takes the same shards from the list again, checks them, reopens every
+lane at its offset and draws on exactly as before.  Like every reader's, the state names no URL.  Which samples
+of a balanced epoch were delivered is not followed through the lanes: elastic resume through this reader is
+refused (:class:`~wds_core.errors.NotElastic`).
 """
 
 from __future__ import annotations
@@ -31,14 +34,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..dist import stream_seed
-from ..errors import SpecError
+from ..errors import CheckpointError, SpecError
 from ..io.engine import POOL_WORKERS
 from ..io.readahead import Allowance, ReadAhead
 from ..io.storage import Storage, remote_url, url_of
 from ..rng import Rng
-from ..state import Recipe, RunContext, StageIterator
+from ..state import Recipe, RunContext, StageIterator, state_of, state_or_error
 from .lists import ListSource
-from .reader import ShardReader
+from .reader import ShardReader, shard_digest
 from .reading import ShardReadOptions
 from .tarsamples import TarfileToSamples
 
@@ -118,13 +121,17 @@ class _InterleaveIterator(StageIterator):
         self.rng = rng
         self.lanes: list[ShardReader] = []
         self.items: list[Any] = []  # the shard (or reading task) of each lane
-        # each lane's part of the state, kept until the lane moves on (a shuffle after this reader asks for the
+        # each lane's reader state, kept until the lane moves on (a shuffle after this reader asks for the
         # state every 64 samples: building all of it again would cost 2 us a lane each time)
         self.states: list[dict[str, Any] | None] = []
-        self.restored: list[dict[str, Any]] | None = None  # the lanes of a checkpoint, until the run starts
+        self.restored: dict[str, Any] | None = None  # the state of a checkpoint, until the run starts
+        self.taken = 0  # shards taken from upstream (since the position a restore started from)
+        self.numbers: list[int] = []  # which of those each lane reads
+        self.before: dict[int, Any] = {}  # the upstream's state before each shard still held was taken
         self.bytes_done = 0  # read by lanes that are finished
         self.allowance = Allowance(lanes_allowance(recipe.plan, recipe.lanes))  # the remote lanes' requests, together
-        self.ahead: list[tuple[Any, Any]] = []  # (item, stream opened and requested ahead) for the next lanes
+        # (item, stream opened and requested ahead, its number) for the next lanes
+        self.ahead: list[tuple[Any, Any, int]] = []
 
     def report(self) -> dict[str, Any]:
         report = super().report()
@@ -144,14 +151,63 @@ class _InterleaveIterator(StageIterator):
             lane.opened_ahead(url_of(item), stream)
         return lane
 
-    def _next_item(self, source: Iterator[Any]) -> tuple[Any, Any]:
-        """The next shard of the list (``_END`` at its end) and its stream when it was opened ahead."""
+    def _take(self, source: Iterator[Any]) -> Any:
+        """The next shard of the list (``_END`` at its end); the list's state before it is kept while it is held."""
+        before = state_or_error(self.src)
+        item = next(source, _END)
+        if item is not _END:
+            self.before[self.taken] = before
+            self.taken += 1
+        return item
+
+    def _next_item(self, source: Iterator[Any]) -> tuple[Any, Any, int]:
+        """The next shard of the list (``_END`` at its end), its stream when it was opened ahead, and its number."""
         while len(self.ahead) < self.recipe.plan.shards_ahead + 1:
-            item = next(source, _END)
+            item = self._take(source)
             if item is _END:
                 break
-            self.ahead.append((item, self._open_ahead(item)))
-        return self.ahead.pop(0) if self.ahead else (_END, None)
+            self.ahead.append((item, self._open_ahead(item), self.taken - 1))
+        return self.ahead.pop(0) if self.ahead else (_END, None, -1)
+
+    def _let_go(self, number: int) -> None:
+        """Shard ``number`` is no longer held: the state need not go back to before it."""
+        self.before.pop(number, None)
+
+    def _restore(self, source: Iterator[Any]) -> None:
+        """Take the shards of a checkpoint from upstream again (it is back before the oldest one), check those held
+        ahead against their digests (each lane's reader checks its own) and set the lanes up where they were."""
+        restored, self.restored = self.restored or {}, None
+        taken = []
+        for number in range(int(restored["taken"])):
+            item = self._take(source)
+            if item is _END:
+                raise CheckpointError(
+                    f"the checkpoint of the interleaving reader holds {restored['taken']} shards from its position "
+                    f"but the shard list gives {number}: the shard list changed since the checkpoint"
+                )
+            taken.append(item)
+        places = [lane["at"] for lane in restored["lanes"]] + [at for at, _ in restored.get("ahead", [])]
+        if not all(isinstance(at, int) and 0 <= at < len(taken) for at in places):
+            raise CheckpointError(f"the checkpoint of the interleaving reader names places {places} among {len(taken)}")
+        named = [(lane["at"], digest) for lane in restored["lanes"] for digest in lane["reader"].get("shards", [])]
+        for at, digest in named + list(restored.get("ahead", [])):
+            if shard_digest(url_of(taken[int(at)])) != digest:
+                raise CheckpointError(
+                    "the checkpoint of the interleaving reader names a shard the pipeline does not have at its "
+                    "position: the shard list changed since the checkpoint, or the state was edited"
+                )
+        for lane in restored["lanes"]:
+            at = int(lane["at"])
+            self.items.append(taken[at])
+            self.numbers.append(at)
+            self.lanes.append(self._lane(taken[at], lane["reader"]))
+            self.states.append(lane["reader"])
+        for at, _ in restored.get("ahead", []):
+            self.ahead.append((taken[int(at)], None, int(at)))
+        held = set(self.numbers) | {number for _, _, number in self.ahead}
+        for number in range(len(taken)):
+            if number not in held:
+                self._let_go(number)
 
     def _open_ahead(self, item: Any) -> Any:
         """A remote shard's stream, opened and its first ranges requested within the lanes' allowance."""
@@ -171,19 +227,17 @@ class _InterleaveIterator(StageIterator):
 
     def _run(self) -> Iterator[Any]:
         source = iter(self.src)
-        lanes, items, states = self.lanes, self.items, self.states
+        lanes, items, states, numbers = self.lanes, self.items, self.states, self.numbers
         if self.restored is not None:
-            items[:] = [lane["item"] for lane in self.restored]
-            lanes[:] = [self._lane(lane["item"], lane["reader"]) for lane in self.restored]
-            states[:] = list(self.restored)
-            self.restored = None
+            self._restore(source)
         iterators = [iter(lane) for lane in lanes]
         try:
             while len(lanes) < self.recipe.lanes:
-                item, stream = self._next_item(source)
+                item, stream, number = self._next_item(source)
                 if item is _END:
                     break
                 items.append(item)
+                numbers.append(number)
                 lanes.append(self._lane(item, stream=stream))
                 states.append(None)
                 iterators.append(iter(lanes[-1]))
@@ -199,11 +253,12 @@ class _InterleaveIterator(StageIterator):
                 self.bytes_done += int(finished.report()["bytes"])
                 if finished.ended_by_handler:
                     return
-                item, stream = self._next_item(source)
+                self._let_go(numbers[chosen])
+                item, stream, number = self._next_item(source)
                 if item is _END:
-                    del lanes[chosen], items[chosen], states[chosen], iterators[chosen]
+                    del lanes[chosen], items[chosen], states[chosen], iterators[chosen], numbers[chosen]
                 else:
-                    items[chosen], lanes[chosen] = item, self._lane(item, stream=stream)
+                    items[chosen], lanes[chosen], numbers[chosen] = item, self._lane(item, stream=stream), number
                     iterators[chosen] = iter(lanes[chosen])
         finally:
             for iterator in iterators:
@@ -212,20 +267,33 @@ class _InterleaveIterator(StageIterator):
                     close()
             for lane in lanes:  # a lane never started still holds the stream opened ahead for it
                 lane.drop_opened_ahead()
-            for _, stream in self.ahead:
+            for _, stream, _ in self.ahead:
                 if stream is not None:
                     stream.close()
 
-    def _own_state(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         if self.restored is not None:
-            return {"lanes": self.restored, "rng": self.rng.state, "ahead": [item for item, _ in self.ahead]}
+            return {**self.restored, "rng": self.rng.state}
         states = self.states
         for i, state in enumerate(states):
-            if state is None:  # a lane not started yet has its shard still to take: its item goes with its state
-                states[i] = {"item": self.items[i], "reader": self.lanes[i].state_dict()}
-        return {"lanes": list(states), "rng": self.rng.state, "ahead": [item for item, _ in self.ahead]}
+            if state is None:
+                states[i] = self.lanes[i].state_dict()
+        ahead = [number for _, _, number in self.ahead]
+        oldest = min(self.numbers + ahead, default=self.taken)
+        parent = self.before.get(oldest) if oldest < self.taken else None
+        return {
+            "parent": state_of(self.src) if parent is None or isinstance(parent, Exception) else parent,
+            "taken": self.taken - oldest,
+            "lanes": [{"at": number - oldest, "reader": state} for number, state in zip(self.numbers, states)],
+            "ahead": [[number - oldest, shard_digest(url_of(item))] for item, _, number in self.ahead],
+            "rng": self.rng.state,
+        }
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
-        self.restored = list(state["lanes"])
+        if any("item" in lane for lane in state["lanes"]):
+            raise CheckpointError(
+                "this state names its shards by URL (a checkpoint of an older wds): a state names positions, never "
+                "places; take the checkpoint again"
+            )
+        self.restored = {key: state[key] for key in ("parent", "taken", "lanes", "ahead")}
         self.rng.state = int(state["rng"])
-        self.ahead = [(item, None) for item in state.get("ahead", [])]

@@ -6,24 +6,36 @@ It opens each shard through its recipe's storage context (:class:`~wds_core.io.s
 inside a shard at a byte offset.
 
 The stage remembers, between samples, the shard it is in and the byte offset at
-which the next sample starts, which is all a checkpoint needs.
+which the next sample starts, which is all a checkpoint needs.  A state names positions, never places: it holds
+the upstream's state from before the shard being read was taken (its position in the epoch's order) and a digest
+of each shard's URL (:func:`shard_digest`), never a URL.  Restoring takes the shards from the pipeline's own list
+again and checks each against its digest before anything is opened, so a state edited to name another shard, a
+command or a file outside the dataset is a :class:`~wds_core.errors.CheckpointError`, as is one restored into a
+pipeline whose list changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from ..errors import NotElastic, OverLimitError, TruncatedShardError, WdsError
+from ..errors import CheckpointError, NotElastic, OverLimitError, TruncatedShardError, WdsError
 from ..io.readahead import Allowance
 from ..io.storage import remote_url, url_of
 from ..limits import DecodeLimits
-from ..state import BalancedPart, StageIterator, implements, upstream_of
+from ..state import BalancedPart, StageIterator, implements, state_of, state_or_error, upstream_of
 from ..tar.source import CHUNK
 
-__all__ = ["ShardReader"]
+__all__ = ["ShardReader", "shard_digest"]
 
 _END = object()
+
+
+def shard_digest(url: str) -> str:
+    """What a state keeps of a shard's URL: 16 hex digits of its SHA-256 (enough to tell the shards of a list apart,
+    and nothing a restore could open)."""
+    return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _check_shard_list(it: Any) -> None:
@@ -39,8 +51,10 @@ def _check_shard_list(it: Any) -> None:
 class ShardReader(StageIterator):
     """Base of the stages that read each shard URL from upstream into items.
 
-    The state is the shard being read and the byte offset where its next item
-    starts (``-1`` once it is finished); restoring reopens that shard there.
+    The state is the upstream's position before the shard being read (and those
+    taken ahead of it) with their digests, and the byte offset where its next
+    item starts (``-1`` once it is finished); restoring takes the same shards
+    from upstream again, checks them and reopens the first there.
     Subclasses define ``_items(stream, url, start)``, which yields the items of
     the shard from ``start`` and keeps ``self.offset`` current.  The recipe has
     ``handler`` and ``storage`` (its :class:`~wds_core.io.storage.Storage`): a shard that cannot be opened or read
@@ -64,6 +78,9 @@ class ShardReader(StageIterator):
         # the next shards, taken from upstream while this one is read so that remote ones are requested ahead
         # (a plain shard list only: a balanced part counts what it handed out); kept in the state until started
         self.queued: list[Any] = []
+        # the upstream's state before each shard held (the one being read, then the queued ones) was taken from it
+        self.taken_at: list[Any] = []
+        self.replay: list[str] | None = None  # after a restore: the digests of the shards to take again
         self._early: list[tuple[str, Any]] = []  # (url, stream) of queued shards, opened and requested ahead
         self._allowance: Allowance | None = None  # what this reader's remote shards may request together
         self.bytes_read = 0  # of the shards finished, as their streams counted them (compressed, for those)
@@ -93,24 +110,87 @@ class ShardReader(StageIterator):
         """Close the streams opened ahead and not read (their requests are dropped)."""
         self._drop_early()
 
+    def reading(self) -> bool:
+        """Whether a shard is being read (between two of its items)."""
+        return self.url is not None and self.offset >= 0
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self._own_state()
+        if self.replay is not None:  # restored and not started: the state it was given
+            state["parent"], state["shards"] = self._restored_parent, list(self.replay)
+            return state
+        held = ([self.url] if self.reading() else []) + [url_of(item) for item in self.queued]
+        if held:
+            parent = self.taken_at[-len(held)]
+            state["parent"] = parent if not isinstance(parent, Exception) else state_of(self.src)
+            state["shards"] = [shard_digest(url) for url in held]  # type: ignore[arg-type]
+        else:
+            state["parent"] = state_of(self.src)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        shards = state.get("shards", [])
+        if "url" in state or "queued" in state:
+            raise CheckpointError(
+                "this state names its shards by URL (a checkpoint of an older wds): a state names positions, never "
+                "places, so that one edited to name a command or a file outside the dataset cannot be restored; "
+                "take the checkpoint again"
+            )
+        if not isinstance(shards, list) or not all(isinstance(s, str) for s in shards):
+            raise CheckpointError(f"{self._where()}: 'shards' is a list of digests, got {shards!r}")
+        if self.offset >= 0 and not shards:
+            raise CheckpointError(f"{self._where()}: the state reads a shard but names none")
+        self.replay, self._restored_parent = list(shards), state["parent"]
+
+    def _where(self) -> str:
+        return f"the checkpoint of {type(self).__name__}"
+
     def _own_state(self) -> dict[str, Any]:
-        url = self.url if self.offset >= 0 else None
-        state: dict[str, Any] = {"url": url, "offset": self.offset if url else 0}
-        if url and self.left is not None:
+        state: dict[str, Any] = {"offset": self.offset if self.reading() else -1}
+        if self.reading() and self.left is not None:
             state["left"] = self.left
-        if url and self.plain and self.offset > 0:
+        if self.reading() and self.plain and self.offset > 0:
             state["plain"] = True
-        if self.queued:
-            state["queued"] = list(self.queued)
         return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
-        self.url = state.get("url")
-        self.offset = int(state.get("offset", 0)) if self.url else -1
+        self.url = None
+        self.offset = int(state.get("offset", -1))
         self.left = None if state.get("left") is None else int(state["left"])
         self.plain = bool(state.get("plain", False))
-        queued = state.get("queued")
-        self.queued = [] if queued is None else list(queued) if isinstance(queued, list) else [queued]  # 1 before
+
+    def _take(self, source: Iterator[Any]) -> Any:
+        """The next item of upstream (``_END`` at its end), its upstream's state before it kept for the state."""
+        before = state_or_error(self.src)
+        item = next(source, _END)
+        if item is not _END:
+            self.taken_at.append(before)
+        return item
+
+    def _replayed(self, source: Iterator[Any]) -> None:
+        """After a restore: take the shards the state held from upstream again (it is back where the first was
+        taken), each checked against its digest before anything is opened; the first is the one being read when
+        the state says so, the others are queued."""
+        digests, self.replay = self.replay or [], None
+        items = []
+        for number, digest in enumerate(digests):
+            item = self._take(source)
+            if item is _END:
+                raise CheckpointError(
+                    f"{self._where()} holds {len(digests)} shards from its position but the shard list gives "
+                    f"{number}: the shard list changed since the checkpoint"
+                )
+            if shard_digest(url_of(item)) != digest:
+                raise CheckpointError(
+                    f"{self._where()} names a shard the pipeline does not have at its position (its {number + 1}. "
+                    "shard's digest differs): the shard list changed since the checkpoint, or the state was edited"
+                )
+            items.append(item)
+        if self.offset >= 0 and items:
+            first = items.pop(0)
+            self.url = url_of(first)
+        self.queued = items
 
     def delivered_positions(self) -> tuple[int, Any]:
         """How many samples of its balanced part this reader has yielded (:mod:`wds_core.elastic`)."""
@@ -127,16 +207,20 @@ class ShardReader(StageIterator):
 
     def _run(self) -> Iterator[Any]:
         try:
-            if self.url is not None and self.offset >= 0 and self.left != 0:
-                if not (yield from self._shard(self.url, self.offset)):
+            source = iter(self.src)
+            if self.replay is not None:
+                self._replayed(source)
+            if self.reading() and self.left != 0:
+                if not (yield from self._shard(self.url, self.offset)):  # type: ignore[arg-type]
                     self.ended_by_handler = True
                     return
             _check_shard_list(self.src)
-            source = iter(self.src)
             while True:
-                item = self.queued.pop(0) if self.queued else None
-                if item is None:
-                    item = next(source, _END)
+                del self.taken_at[: len(self.taken_at) - len(self.queued)]  # the shard just read is let go
+                if self.queued:
+                    item = self.queued.pop(0)
+                else:
+                    item = self._take(source)
                     if item is _END:
                         return
                 self.url = url = url_of(item)
@@ -169,7 +253,7 @@ class ShardReader(StageIterator):
         requested within what this reader may request, after the one being read."""
         plan = self.recipe.read_ahead
         while len(self.queued) < plan.shards_ahead:
-            item = next(source, _END)
+            item = self._take(source)
             if item is _END:
                 return
             self.queued.append(item)

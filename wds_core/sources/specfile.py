@@ -39,6 +39,7 @@ from typing import Any
 from ..errors import SampleError, SpecError, install_hint
 from ..grouping import is_meta
 from ..handlers import Handler, reraise_exception
+from ..io.pipes import refuse_command
 from ..io.storage import Storage
 from ..io.urls import expand_urls, folder_of, join_url
 from ..rng import Rng, derive_seed
@@ -126,9 +127,8 @@ def _source(entry: Any, index: int, base: str | None, prefix: str, buckets: str,
     for pattern in patterns:
         for url in expand_urls(str(pattern)):
             url = prefix + (bucket.rstrip("/") + "/" + url if bucket else url)
-            if url.startswith("pipe:") and not allow_pipe:
-                raise SpecError(f"{where}: {url!r} runs a command; pass allow_pipe=True to accept pipe: URLs")
-            urls.append(url if url.startswith("pipe:") else join_url(base, url))
+            url = url if url.startswith("pipe:") else join_url(base, url)
+            urls.append(refuse_command(url, where, allow_pipe))
     if not urls:
         raise SpecError(f"{where}: no shards")
     weight = _number(entry, "weight", where)

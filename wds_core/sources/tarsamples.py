@@ -107,7 +107,7 @@ class _TarSamplesIterator(ShardReader):
 
     def _own_state(self) -> dict[str, Any]:
         state = super()._own_state()
-        if state["url"] and self.pax_global:
+        if self.reading() and self.pax_global:
             state["pax_global"] = dict(self.pax_global)
         return state
 
