@@ -385,6 +385,83 @@ class ShapingProxy:
         self._thread.join()
 
 
+class ForwardProxy:
+    """A forward HTTP proxy, as ``http_proxy``/``https_proxy`` name one: ``GET http://host/path`` relayed to the
+    host, ``CONNECT host:port`` tunnelled (the TLS is the client's and the host's).  It keeps what it was asked
+    (``asked``: the request line's target, or ``CONNECT host:port``) and the ``Proxy-Authorization`` it was given."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.authorizations: list[str | None] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                import http.client
+                from urllib.parse import urlsplit
+
+                proxy.asked.append(self.path)
+                proxy.authorizations.append(self.headers.get("Proxy-Authorization"))
+                target = urlsplit(self.path)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("proxy-authorization",
+                                                                                       "connection")}  # fmt: skip
+                upstream = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=30)
+                upstream.request("GET", target.path + (f"?{target.query}" if target.query else ""), headers=headers)
+                response = upstream.getresponse()
+                body = response.read()
+                self.send_response(response.status)
+                for name, value in response.getheaders():
+                    if name.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                upstream.close()
+
+            def do_CONNECT(self) -> None:
+                proxy.asked.append(f"CONNECT {self.path}")
+                proxy.authorizations.append(self.headers.get("Proxy-Authorization"))
+                host, _, port = self.path.rpartition(":")
+                upstream = socket.create_connection((host, int(port)), timeout=30)
+                self.send_response(200, "Connection established")
+                self.end_headers()
+                self.close_connection = True
+                ends = [self.connection, upstream]
+
+                def pump(source: Any, sink: Any) -> None:
+                    try:
+                        while data := source.recv(65536):
+                            sink.sendall(data)
+                    except OSError:
+                        pass
+                    finally:
+                        for end in ends:
+                            with contextlib.suppress(OSError):
+                                end.shutdown(socket.SHUT_RDWR)
+
+                other = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
+                other.start()
+                pump(self.connection, upstream)
+                other.join(30)
+                upstream.close()
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = _Server(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 class HttpServer:
     """Files of ``root`` over HTTP/1.1 with single-range ``Range`` support, fault injection and, with ``shape``,
     an object store's latency and per-connection bandwidth."""

@@ -66,7 +66,14 @@ __all__ = [
 ]
 
 # Names whose values are secrets: query parameters, options, environment assignments, command-line flags.
-SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "session", "signature")
+SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "session", "signature", "bearer",
+                "authorization", "cookie")  # fmt: skip
+# Query parameters whose values grant access whatever their names say: Azure SAS's sig, CloudFront's Policy (its
+# Signature and Key-Pair-Id are caught by the words above), an OAuth code.
+SECRET_PARAMS = ("sig", "policy", "code")
+_PARAMETER = re.compile(rf"((?:^|[?&;]|%26|%3[fF])(?:{'|'.join(SECRET_PARAMS)})(?:=|%3[dD]))[^&#;\s'\"]*", re.I)
+# curl's user and password (-u alice:PASS, --user, --proxy-user, -U): the value is a secret when it has a colon
+_USER_FLAG = re.compile(r"((?:^|\s)(?:-u|-U|--user|--proxy-user)(?:\s+|=)?['\"]?)[^\s'\":]*:[^\s'\"]*")
 _WORDS = "|".join(SECRET_WORDS)
 _USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]*@")
 _ASSIGNED = re.compile(rf"((?:^|[?&;:\s'\"])[-\w.]*(?:{_WORDS})[-\w.]*=)[^&;\s'\"]*", re.IGNORECASE)
@@ -83,16 +90,21 @@ _HEADER = re.compile(
 def is_secret_name(name: str) -> bool:
     """Whether an option or parameter called ``name`` holds a secret (``secret``, ``aws_access_key_id``...)."""
     lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS) and lowered not in ("key_prefix",)
+    return (any(word in lowered for word in SECRET_WORDS) or lowered == "auth") and lowered not in ("key_prefix",)
 
 
 def redact(text: object) -> str:
-    """``text`` fit for a message, a log line or a repr: URL user info, secret query values and options,
-    ``NAME=value`` assignments of secret-looking names, ``--token value`` flags and ``Authorization:``-like
-    headers hidden.  The one redaction of wds: URLs, ``pipe:`` commands and error texts all go through it."""
+    """``text`` fit for a message, a log line or a repr: URL user info, secret query values (signed URLs' ``sig``,
+    ``X-Amz-Signature``, ``X-Goog-Credential``, ``Signature``, ``Policy``, ``Key-Pair-Id``, ``access_token``,
+    ``code``...) and options, ``NAME=value`` assignments of secret-looking names, ``--token value`` and
+    ``--oauth2-bearer`` flags, curl's ``-u user:password``, and ``Authorization:``-like headers hidden.  The one
+    redaction of wds: URLs, ``pipe:`` commands, error texts (every :class:`WdsError`'s whole message) and log lines
+    all go through it."""
     text = _USERINFO.sub(r"\1***@", str(text))
     text = _HEADER.sub(r"\1***", text)
     text = _FLAG.sub(r"\1***", text)
+    text = _USER_FLAG.sub(r"\1***", text)
+    text = _PARAMETER.sub(r"\1***", text)
     return _ASSIGNED.sub(r"\1***", text)
 
 
@@ -112,7 +124,7 @@ class WdsError(Exception):
         member: str | None = None,
         offset: int | None = None,
     ) -> None:
-        self.reason = message
+        self.reason = redact(message)  # a message may quote a URL or a command of its own
         self.url = None if url is None else redact_url(url)
         self.member = member
         self.offset = offset

@@ -127,3 +127,80 @@ def test_a_missing_local_shard_is_found_before_any_is_read(tmp_path):
     listed = wds.WebDataset(str(tmp_path / "none-{0..3}.tar"), shardshuffle=True, seed=0)
     del listed.pipeline[1:]
     assert len(list(listed)) == 4
+
+
+# Issue 56, case 7: the commonest credentials, each in a URL or a command, with what must stay visible.
+CREDENTIALS = [
+    ("azure SAS", "https://acct.blob.core.windows.net/c/x.tar?sv=2021-08-06&sr=b&sp=r&sig=AbC%2BSeCrEt%3D",
+     "SeCrEt", "acct.blob.core.windows.net/c/x.tar"),
+    ("aws presigned", "https://b.s3.amazonaws.com/x.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential="
+     "AKIASECRETID%2F20240101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Security-Token=SeCrEtToKeN&X-Amz-Signature="
+     "5ecre7519", "SECRETID", "b.s3.amazonaws.com/x.tar"),
+    ("aws presigned", "https://b.s3.amazonaws.com/x.tar?X-Amz-Security-Token=SeCrEtToKeN&X-Amz-Expires=60",
+     "SeCrEtToKeN", "X-Amz-Expires=60"),
+    ("aws presigned", "https://b.s3.amazonaws.com/x.tar?X-Amz-Date=1&X-Amz-Signature=5ecre7519", "5ecre7519",
+     "X-Amz-Date=1"),
+    ("gcs signed", "https://storage.googleapis.com/b/x.tar?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential="
+     "svc%40SeCrEt.iam&X-Goog-Signature=dEaDbEeF", "SeCrEt", "storage.googleapis.com/b/x.tar"),
+    ("gcs signed", "https://storage.googleapis.com/b/x.tar?X-Goog-Signature=dEaDbEeF", "dEaDbEeF", "x.tar"),
+    ("cloudfront", "https://d1.cloudfront.net/x.tar?Expires=1700000000&Signature=SiGnAtUrE~&Key-Pair-Id=APKASeCrEt",
+     "SiGnAtUrE", "Expires=1700000000"),
+    ("cloudfront", "https://d1.cloudfront.net/x.tar?Key-Pair-Id=APKASeCrEt", "APKASeCrEt", "d1.cloudfront.net"),
+    ("cloudfront", "https://d1.cloudfront.net/x.tar?Policy=eyJTdGF0ZW1lbnQiSeCrEt&Signature=x", "eyJTdGF0",
+     "x.tar"),
+    ("oauth", "https://api.example.com/x.tar?access_token=ya29.SeCrEt&alt=media", "ya29", "alt=media"),
+    ("oauth", "https://example.com/callback?code=4/0AXSeCrEt&state=abc", "0AXSeCrEt", "state=abc"),
+    ("userinfo", "https://alice:PaSsWoRd@host/x.tar", "PaSsWoRd", "host/x.tar"),
+    ("userinfo", "s3://AKIDSECRET:wJalrSeCrEt@bucket/x.tar", "wJalrSeCrEt", "bucket/x.tar"),
+    ("userinfo", "ftp://u:PaSsWoRd@ftp.example.com/x.tar", "PaSsWoRd", "ftp.example.com"),
+    ("curl -u", "pipe:curl -s -u alice:PaSsWoRd https://h/x.tar", "PaSsWoRd", "https://h/x.tar"),
+    ("curl --user", "pipe:curl --user alice:PaSsWoRd https://h/x.tar", "PaSsWoRd", "https://h/x.tar"),
+    ("curl --user=", "pipe:curl --user=alice:PaSsWoRd https://h/x.tar", "PaSsWoRd", "https://h/x.tar"),
+    ("curl -uuser", "pipe:curl -ualice:PaSsWoRd https://h/x.tar", "PaSsWoRd", "https://h/x.tar"),
+    ("curl --proxy-user", "pipe:curl --proxy-user bob:PaSsWoRd https://h/x.tar", "PaSsWoRd", "https://h/x.tar"),
+    ("curl -H", "pipe:curl -H 'Authorization: Bearer SeCrEtToKeN' https://h/x.tar", "SeCrEtToKeN", "https://h/x.tar"),
+    ("curl -H", 'pipe:curl -H "Authorization: Basic YWxpY2U6cHc=" https://h/x.tar', "YWxpY2U6", "https://h/x.tar"),
+    ("curl --oauth2-bearer", "pipe:curl --oauth2-bearer SeCrEtToKeN https://h/x.tar", "SeCrEtToKeN",
+     "https://h/x.tar"),
+    ("wget --password", "pipe:wget --password PaSsWoRd -O - https://h/x.tar", "PaSsWoRd", "https://h/x.tar"),
+    ("wget --http-password=", "pipe:wget --http-password=PaSsWoRd -O - https://h/x.tar", "PaSsWoRd",
+     "https://h/x.tar"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what, text, secret, kept", CREDENTIALS, ids=[row[0] for row in CREDENTIALS])
+def test_credentials_are_hidden_in_urls_commands_reprs_and_log_lines(what, text, secret, kept, tmp_path, capsys):
+    from wds_core.errors import redact
+    from wds_core.io import ShardCache, Storage
+    from wds_core.io.pipes import PipeStream
+
+    assert secret in text  # the table's own check
+    shown = redact(text)
+    assert secret not in shown and kept in shown, shown
+    messages = [
+        str(wds.ShardNotFoundError("shard not found", url=text)),
+        str(wds.SpecError(f"cannot read {text}: it is gone")),  # a message that quotes its URL itself
+        repr(Storage({"endpoint_url": text, "headers": {"Authorization": text}, "client_kwargs": {"auth": text}})),
+    ]
+    if text.startswith("pipe:"):
+        stream = PipeStream(f"exit 3; {text[len('pipe:') :]}")
+        messages.append(repr(stream))
+        with pytest.raises(wds.PipeError) as failed:
+            stream.read()
+        messages.append(str(failed.value))
+    cache = ShardCache(tmp_path / "cache", verbose=True)
+    messages.append(cache.path_for(text))
+    with cache.open(text, lambda: __import__("io").BytesIO(b"x" * 10)) as stream:
+        stream.read()
+    messages.append(capsys.readouterr().out)  # the cache's log lines
+    for message in messages:
+        assert secret not in message, message
+
+
+def test_a_non_wds_error_about_a_shard_names_it_redacted(tmp_path):
+    shard = tmp_path / "x.tar"
+    shard.write_bytes(b"\x00" * 1024)
+    url = f"file://{shard}?sig=SeCrEt"
+    with pytest.raises(Exception) as failed:
+        list(wds.WebDataset(url))
+    assert "SeCrEt" not in str(failed.value)

@@ -19,6 +19,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
+from ..errors import redact_url
 from ..handlers import Handler, reraise_exception
 from ..io import files
 from ..io.cache import ShardCache
@@ -85,7 +86,7 @@ def download(url: str, dest: str, chunk_size: int = 1 << 20, verbose: bool = Fal
     with open_shard(url) as source:
         files.copy_stream(source, dest, chunk_size)
     if verbose:
-        print(f"# downloaded {url} to {dest}", file=sys.stderr)
+        print(f"# downloaded {redact_url(url)} to {dest}", file=sys.stderr)
 
 
 def _changed(path: str) -> float:
@@ -165,7 +166,7 @@ class StreamingOpen:
             if path is not None:
                 sample["local_path"] = path
             if self.verbose:
-                print(f"# opened {url}", file=sys.stderr)
+                print(f"# opened {redact_url(url)}", file=sys.stderr)
             yield sample
 
 
@@ -199,7 +200,9 @@ class FileCache:
             return urllib.parse.urlparse(url).path
         name = os.path.normpath(self.url_to_name(url))
         if os.path.isabs(name) or name.split(os.sep)[0] == "..":
-            raise ValueError(f"url_to_name must give a relative path inside the cache, got {name!r} for {url}")
+            raise ValueError(
+                f"url_to_name must give a relative path inside the cache, got {name!r} for {redact_url(url)}"
+            )
         dest = os.path.join(self.cache_dir, name)
         if not files.exists(dest):
             files.makedirs(os.path.dirname(dest) or ".")
@@ -209,7 +212,7 @@ class FileCache:
                 with files.open_file(dest, "rb") as stream:
                     head = stream.read(200)
                 files.remove(dest)
-                raise ValueError(f"{url} (cached as {dest}) is not a tar archive; it starts with {head!r}")
+                raise ValueError(f"{redact_url(url)} (cached as {dest}) is not a tar archive; it starts with {head!r}")
         return dest
 
     def __call__(self, urls: Iterable[Any]) -> Iterator[dict[str, Any]]:

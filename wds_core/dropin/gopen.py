@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, redact_url
 from ..io import files
 from ..io.pipes import start_process
 from ..io.secure import check_allowed, secure_mode
@@ -183,7 +183,7 @@ def gopen_ais(url: str, mode: str = "rb", bufsize: int = 8192) -> Pipe:
 
 
 def gopen_error(url: str, *args: Any, **kw: Any) -> Any:
-    raise ValueError(f"{url}: no gopen handler for this URL scheme")
+    raise ValueError(f"{redact_url(url)}: no gopen handler for this URL scheme")
 
 
 _DEFAULTS = {

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlparse
 
-from ..errors import ShardOpenError, SpecError
+from ..errors import ShardOpenError, SpecError, redact_url
 from ..indexed.dataset import ShardListDataset as _Reader
 from ..io import files
 from ..io.secure import check_allowed
@@ -196,7 +196,7 @@ class IndexedTarSamples:
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if not 0 <= index < self.samples:
-            raise IndexError(f"sample {index} of a shard of {self.samples} ({self.url})")
+            raise IndexError(f"sample {index} of a shard of {self.samples} ({redact_url(self.url)})")
         _, rows = self._reader.sample_rows(0, int(index))
         sample: dict[str, Any] = {}
         key = None

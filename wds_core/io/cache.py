@@ -3,7 +3,9 @@
 A shard ``s3://bucket/dir/shard-000.tar`` is cached as
 ``<cache_dir>/s3/bucket/dir/shard-000.tar``: names mirror the URL, so they are
 readable and two shards never share a file (characters that are unsafe in file
-names are percent-encoded; over-long components end in a hash).  A
+names are percent-encoded; over-long components end in a hash; the values of
+a signed URL's secret parameters are left out, so that neither a file name
+nor a log line holds them, and a URL signed anew finds its copy).  A
 ``pipe:`` shard is cached under ``pipe/<hash of the command>/`` followed by
 the URL the command reads.
 
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
-from ..errors import SpecError
+from ..errors import SpecError, redact
 from . import files
 from .streams import ReadStream
 
@@ -93,12 +95,13 @@ class ShardCache:
             prefix = ["pipe", hashlib.sha256(command.encode()).hexdigest()[:12]]
             named = [word for word in command.split() if _URL_WORD.match(word)]
             if not named:
-                return os.path.join(self.cache_dir, *prefix, _component(command))
+                return os.path.join(self.cache_dir, *prefix, _component(redact(command)))
             url = named[0]
         parts = urlsplit(url) if "://" in url else urlsplit("file://" + os.path.abspath(url))
-        components = [parts.scheme or "file", parts.netloc] + parts.path.split("/")[1:]
-        if parts.query:
-            components[-1] += "?" + parts.query
+        host = parts.netloc.rpartition("@")[2]  # user info is a credential: no part of the name
+        components = [parts.scheme or "file", host] + parts.path.split("/")[1:]
+        if parts.query:  # a signed URL's signature (which changes each time it is signed) is no part of the name
+            components[-1] += "?" + redact("?" + parts.query)[1:]
         return os.path.join(self.cache_dir, *prefix, *(_component(c) for c in components))
 
     def open(self, url: str, open_source: Callable[[], BinaryIO]) -> BinaryIO:

@@ -40,7 +40,7 @@ import shlex
 import threading
 from typing import Any
 
-from ..errors import SpecError, is_secret_name, redact_url
+from ..errors import SpecError, is_secret_name, redact, redact_url
 
 __all__ = [
     "StorageOptions",
@@ -63,6 +63,10 @@ def redact_options(options: Any) -> Any:
     """A copy of ``options`` fit for messages: values of secret-looking keys replaced by ``***``."""
     if isinstance(options, dict):
         return {k: "***" if is_secret_name(str(k)) and v is not None else redact_options(v) for k, v in options.items()}
+    if isinstance(options, (list, tuple)):
+        return type(options)(redact_options(v) for v in options)
+    if isinstance(options, str):
+        return redact(options)  # an endpoint URL with user info, a header's value...
     return options
 
 

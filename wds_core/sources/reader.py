@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from ..errors import CheckpointError, NotElastic, OverLimitError, TruncatedShardError, WdsError
+from ..errors import CheckpointError, NotElastic, OverLimitError, TruncatedShardError, WdsError, redact_url
 from ..io.readahead import Allowance
 from ..io.storage import remote_url, url_of
 from ..limits import DecodeLimits
@@ -345,7 +345,7 @@ class ShardReader(StageIterator):
         except Exception as exn:
             self.offset = -1
             if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
-                exn.args = (f"{exn.args[0]} (while reading shard {url})",) + exn.args[1:]
+                exn.args = (f"{exn.args[0]} (while reading shard {redact_url(url)})",) + exn.args[1:]
             partial, self.partial = self.partial, None
             go_on = bool(recipe.handler(exn))
         else:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, redact, redact_url
 from ..io import files
 from ..io.storage import Storage
 from ..io.urls import expand_urls
@@ -64,7 +64,7 @@ class ShardJobSummary:
             f"{self.inputs} inputs: {len(self.written)} shards written, {len(self.skipped)} already complete, "
             f"{len(self.failures)} failed; {self.samples_in:,} samples in, {self.samples_out:,} out"
         ]
-        lines += [f"FAILED {url}: {error}" for url, error in self.failures]
+        lines += [f"FAILED {redact_url(url)}: {redact(error)}" for url, error in self.failures]
         return "\n".join(lines)
 
 

@@ -123,17 +123,82 @@ def test_cut_responses_are_short_reads_retried_not_data(http_server):
     assert contents(samples) == expected and http_server.faults.injected["cut"] == 3
 
 
-def test_what_fsspec_must_read_goes_to_fsspec(monkeypatch):
+def test_every_http_url_is_read_by_wds_s_own_client(monkeypatch):
+    """Issue 56, case 6: an option besides headers, or a proxy in the environment, handed the shard to fsspec's
+    client, which sends every header on to another host and follows https to http."""
     assert isinstance(direct_source("http://h/x.tar", {}, RetryPolicy()), HttpSource)
-    assert (
-        direct_source("http://h/x.tar", {"client_kwargs": {"auth": 1}}, RetryPolicy()) is None
-    )  # an option we cannot honour
+    source = direct_source("http://h/x.tar", {"client_kwargs": {}, "block_size": 0}, RetryPolicy())
+    assert isinstance(source, HttpSource) and source.headers == {}
+    auth = direct_source("http://h/x.tar", {"client_kwargs": {"auth": ("alice", "pw")}}, RetryPolicy())
+    assert auth.headers == {"Authorization": "Basic YWxpY2U6cHc="}
+    for unknown in ({"client_kwargs": {"cookies": {"a": "b"}}}, {"get_client": print}):
+        with pytest.raises(ShardOpenError, match="not one wds's HTTP client takes"):
+            direct_source("http://h/x.tar", unknown, RetryPolicy())
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-    assert direct_source("http://h/x.tar", {}, RetryPolicy()) is None  # aiohttp's proxy handling, not ours
-    monkeypatch.setenv("NO_PROXY", "h")
-    assert isinstance(direct_source("http://h/x.tar", {}, RetryPolicy()), HttpSource)
+    assert isinstance(direct_source("http://h/x.tar", {}, RetryPolicy()), HttpSource)  # through the proxy
     assert direct_source("gs://b/x.tar", {}, RetryPolicy()) is None
     assert isinstance(range_source("memory://x/y.tar", {}, FAST), FsspecSource)
+
+
+@pytest.fixture
+def proxy(monkeypatch):
+    from tests.servers import ForwardProxy
+
+    server = ForwardProxy()
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("options", [{"client_kwargs": {}}, {"client_kwargs": {"trust_env": True}}])
+def test_credentials_stay_with_their_host_through_a_proxy_and_with_any_options(http_server, tmp_path, proxy,
+                                                                                monkeypatch, options):  # fmt: skip
+    """With options fsspec's client took, and an http_proxy set: the shard is read through the proxy (which gets
+    its own Proxy-Authorization), and a redirect to another host gets none of the credentials."""
+    from tests.servers import HttpServer
+
+    _, expected = local_dataset(http_server.root, nshards=1)
+    front = HttpServer(str(tmp_path))
+    monkeypatch.setenv("http_proxy", f"http://proxyuser:proxypass@127.0.0.1:{proxy.port}")
+    try:
+        front.redirect_to = f"http://localhost:{http_server.port}"
+        url = front.url + "/moved/shard-000.tar"
+        got = wds_core.WebDataset(url, storage_options={**options, "headers": CREDENTIALS}, retry=FAST)
+        assert contents(got) == expected
+        assert front.headers[0]["X-Api-Key"] == "TOPSECRET"  # the URL's own host: all of them
+        reads = [seen for seen in http_server.headers if "Range" in seen]
+        assert reads and not any(name in seen for seen in reads for name in CREDENTIALS)
+        assert all(target.startswith("http://") for target in proxy.asked) and len(proxy.asked) >= 2
+        assert set(proxy.authorizations) == {"Basic cHJveHl1c2VyOnByb3h5cGFzcw=="}
+        assert not any("Proxy-Authorization" in seen for seen in front.headers + reads)
+    finally:
+        front.stop()
+
+
+def test_https_through_a_proxy_is_tunnelled_and_a_downgrade_refused(http_server, tmp_path, proxy, monkeypatch):
+    import ssl
+
+    from tests.servers import HttpServer, self_signed
+
+    local_dataset(http_server.root, nshards=1)
+    certificate, key = self_signed(str(tmp_path))
+    front = HttpServer(str(tmp_path), tls=(certificate, key))
+    local_dataset(str(tmp_path), nshards=1)
+    monkeypatch.setenv("https_proxy", proxy.url)
+    monkeypatch.setenv("http_proxy", proxy.url)
+    options = {"headers": CREDENTIALS, "client_kwargs": {}, "ssl": ssl.create_default_context(cafile=certificate)}
+    try:
+        data = open(os.path.join(str(tmp_path), "shard-000.tar"), "rb").read()
+        source = direct_source(front.url + "/shard-000.tar", options, FAST)
+        assert source.get(0, 10, None)[0] == data[:10]
+        assert proxy.asked == [f"CONNECT 127.0.0.1:{front.port}"]  # the TLS went through, end to end
+        front.redirect_to = http_server.url
+        with pytest.raises(PermissionError, match="refused a redirect from https to http"):
+            direct_source(front.url + "/moved/shard-000.tar", options, FAST).get(0, 10, None)
+        assert http_server.gets == 0
+    finally:
+        front.stop()
 
 
 def s3_dataset(s3, tmp_path, prefix, nshards):

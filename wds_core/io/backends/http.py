@@ -5,30 +5,46 @@ thread, which reads each response in small pieces of Python: with 16 ranges
 in flight it tops out near 220 MB/s on a 2-core machine, while 16 plain
 connections read in C (``http.client``) give 515 MB/s.  So an HTTP(S) shard is
 read by :class:`HttpSource`: ``http.client`` connections kept alive per host
-and process (:mod:`.httpconn`), redirects followed (the options' credentials
-sent on only to the same host, never from https to http), the object's size
-taken from the first range's ``Content-Range`` (no request of its own), each
-response held to the retry policy's least rate.  Options this module does not
-know how to honour (anything but ``headers``), or a proxy set in the
-environment for the host, leave the shard to fsspec's client rather than drop
-one.  Writing goes through fsspec (:mod:`.fsspec`).
+and process, through the environment's proxy for the host (:mod:`.httpconn`),
+redirects followed (the options' credentials sent on only to the same host,
+never from https to http), the object's size taken from the first range's
+``Content-Range`` (no request of its own), each response held to the retry
+policy's least rate.
+
+Every http(s) shard is read this way, whatever its options: fsspec's client
+(aiohttp) follows a redirect to another host with every header it was given and
+follows https to http, so no URL is handed to it.  The options it would take
+are read here (:func:`http_settings`): ``headers`` (also in ``client_kwargs``),
+``auth`` (a ``(user, password)`` pair or aiohttp's ``BasicAuth``), ``ssl`` /
+``verify_ssl`` (``False``, or an :class:`ssl.SSLContext`); the ones that only
+tune fsspec's caching are ignored; any other is refused, naming it, rather than
+dropped.  Writing goes through fsspec (:mod:`.fsspec`).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.client
 import re
+import ssl
 import urllib.parse
-import urllib.request
 from typing import Any
 
-from ...errors import ShardChangedError
+from ...errors import ShardChangedError, ShardOpenError
 from ..retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
-from .httpconn import CONNECTIONS, HARMLESS_HEADERS, PacedResponse, read_body, same_origin, store_error_code
+from .httpconn import (
+    CONNECTIONS,
+    HARMLESS_HEADERS,
+    PacedResponse,
+    proxy_for,
+    read_body,
+    same_origin,
+    store_error_code,
+)
 from .ranged import RangedBackend
 
-__all__ = ["HTTP", "HttpBackend", "HttpSource", "RequestError", "http_source"]
+__all__ = ["HTTP", "HttpBackend", "HttpSource", "RequestError", "http_settings", "http_source"]
 
 _MAX_REDIRECTS = 5
 _PINNED = {"etag": "ETag", "size": "size", "modified": "Last-Modified"}
@@ -54,10 +70,12 @@ class HttpSource:
         headers: dict[str, str] | None = None,
         cafile: str | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
+        context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
         self.cafile = cafile  # certificates to trust for https, instead of the system's
+        self.context = context  # or the TLS settings themselves (the options' ssl=)
         self.location = url  # where the last redirect led; asked first, the URL again if it fails
         self.retry = retry  # its least rate holds every response to (and the budget, the time left it gives)
         self.pinned: dict[str, str] = {}  # the first answer's ETag, Last-Modified and size: later ones must match
@@ -166,7 +184,11 @@ class HttpSource:
         parts = urllib.parse.urlsplit(url)
         scheme, host = parts.scheme, parts.hostname or ""
         port = parts.port or (443 if scheme == "https" else 80)
-        place = (scheme, host, port, self.cafile)
+        try:
+            proxy = proxy_for(url)
+        except ValueError as exn:
+            raise PermissionError(str(exn)) from None
+        place = (scheme, host, port, self.context or self.cafile, proxy)
         target = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=~") + (
             f"?{parts.query}" if parts.query else ""
         )
@@ -175,6 +197,10 @@ class HttpSource:
         else:  # redirected to another host: neither the options' credentials nor a signature go there
             headers = {**{k: v for k, v in self.headers.items() if k.lower() in HARMLESS_HEADERS}, **extra}
         headers["Accept-Encoding"] = "identity"
+        if proxy is not None and scheme == "http":  # the proxy is asked for the whole URL, and told who asks
+            target = f"http://{parts.netloc.rpartition('@')[2]}{target}"
+            if proxy.authorization:
+                headers["Proxy-Authorization"] = proxy.authorization
         for attempt in range(2):
             connection, kept = CONNECTIONS.take(place)
             connection.timeout = pace.wait()  # connecting (a kept connection's socket is set by each read)
@@ -229,25 +255,60 @@ class HttpSource:
         return status, response.msg, body, None
 
 
-def _proxied(url: str) -> bool:
-    host = urllib.parse.urlsplit(url).hostname or ""
-    proxies = urllib.request.getproxies_environment()
-    scheme = url.split("://", 1)[0].lower()
-    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    return (scheme in proxies or "all" in proxies) and not bypass(host, proxies)
+# fsspec's HTTP options that only tune its own caching and listing: nothing of a read depends on them
+_FSSPEC_TUNING = frozenset({
+    "block_size", "cache_type", "cache_options", "simple_links", "same_scheme", "encoded", "size_policy",
+    "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "asynchronous", "loop",
+})  # fmt: skip
+_CLIENT = frozenset({"headers", "auth", "ssl", "verify_ssl", "trust_env", "timeout", "raise_for_status"})
 
 
-def http_source(url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_RETRY) -> HttpSource | None:
-    """An :class:`HttpSource` for ``url``, or ``None`` when an option (or a proxy) is one for fsspec's client."""
-    if set(options) <= {"headers"} and not _proxied(url):
-        return HttpSource(url, options.get("headers"), retry=retry)
-    return None
+def http_settings(url: str, options: dict[str, Any]) -> tuple[dict[str, str], ssl.SSLContext | None]:
+    """The headers and the TLS context of the storage ``options`` for ``url`` (see the module doc); an option that
+    cannot be honoured here is a :class:`ShardOpenError` naming it."""
+    client = options.get("client_kwargs") or {}
+    unknown = sorted(set(options) - _FSSPEC_TUNING - {"headers", "client_kwargs", "auth", "ssl", "verify_ssl"})
+    unknown += sorted(f"client_kwargs.{name}" for name in set(client) - _CLIENT)
+    if unknown:
+        raise ShardOpenError(
+            f"the storage option {', '.join(unknown)} is not one wds's HTTP client takes (it takes headers, auth, "
+            "ssl, verify_ssl and client_kwargs of those; proxies come from http_proxy/https_proxy/no_proxy); "
+            "http(s) shards are never handed to fsspec's client, which sends credentials on to another host",
+            url=url,
+        )
+    headers = {**dict(client.get("headers") or {}), **dict(options.get("headers") or {})}
+    auth = options.get("auth", client.get("auth"))
+    if auth is not None and not any(name.lower() == "authorization" for name in headers):
+        headers["Authorization"] = _basic(auth, url)
+    verify = options.get("ssl", options.get("verify_ssl", client.get("ssl", client.get("verify_ssl", True))))
+    if isinstance(verify, ssl.SSLContext):
+        return headers, verify
+    if verify is False:
+        unverified = ssl.create_default_context()
+        unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
+        return headers, unverified
+    return headers, None
+
+
+def _basic(auth: Any, url: str) -> str:
+    """The ``Authorization`` of ``auth``: aiohttp's ``BasicAuth`` (its ``encode()``) or a ``(user, password)``."""
+    if callable(getattr(auth, "encode", None)) and not isinstance(auth, (str, bytes)):
+        return str(auth.encode())
+    if isinstance(auth, (tuple, list)) and len(auth) == 2:
+        return "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
+    raise ShardOpenError(f"auth is a (user, password) pair or aiohttp.BasicAuth, got {type(auth).__name__}", url=url)
+
+
+def http_source(url: str, options: dict[str, Any], retry: RetryPolicy = DEFAULT_RETRY) -> HttpSource:
+    """An :class:`HttpSource` for ``url`` with the storage ``options`` (:func:`http_settings`)."""
+    headers, context = http_settings(url, options)
+    return HttpSource(url, headers, retry=retry, context=context)
 
 
 class HttpBackend(RangedBackend):
     """``http://`` and ``https://`` objects (see the module doc)."""
 
-    def direct(self, url: str, options: dict[str, Any], retry: RetryPolicy) -> HttpSource | None:
+    def direct(self, url: str, options: dict[str, Any], retry: RetryPolicy) -> HttpSource:
         return http_source(url, options, retry)
 
 

@@ -1,10 +1,13 @@
-"""HTTP connections for the direct sources (:mod:`.direct`): kept alive per host and process, their responses read
-through the attempt's :class:`~.retries.Pace` (every wait for bytes, headers included, held to the time left and
-the least rate), and whether a redirect's host may be sent the options' credentials.
+"""HTTP connections for the direct sources (:mod:`.http`, :mod:`.s3`): kept alive per host and process, through the
+environment's proxy for the host (``http_proxy``, ``https_proxy``, ``all_proxy``, ``no_proxy``, as curl and
+requests read them: ``https`` through a ``CONNECT`` tunnel, ``http`` by asking the proxy for the whole URL), their
+responses read through the attempt's :class:`~.retries.Pace` (every wait for bytes, headers included, held to the
+time left and the least rate), and whether a redirect's host may be sent the options' credentials.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.client
 import io
@@ -13,12 +16,22 @@ import re
 import ssl
 import threading
 import urllib.parse
+import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..retries import Pace
 
-__all__ = ["CONNECTIONS", "HARMLESS_HEADERS", "PacedResponse", "read_body", "same_origin", "store_error_code"]
+__all__ = [
+    "CONNECTIONS",
+    "HARMLESS_HEADERS",
+    "PacedResponse",
+    "Proxy",
+    "proxy_for",
+    "read_body",
+    "same_origin",
+    "store_error_code",
+]
 
 PIECE = 4 << 20  # a response body is read in pieces this size
 
@@ -29,7 +42,34 @@ def _tls(cafile: str | None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=cafile)
 
 
-_Place = tuple[str, str, int, "str | None"]  # scheme, host, port, CA file
+class Proxy(NamedTuple):
+    """A forward proxy, and the ``Proxy-Authorization`` its URL's user info makes (``None`` without)."""
+
+    host: str
+    port: int
+    authorization: str | None
+
+
+def proxy_for(url: str) -> Proxy | None:
+    """The proxy the environment names for ``url`` (``None``: connect straight), read when asked, as curl and
+    requests read it; a proxy's user info becomes its ``Proxy-Authorization``, never a header the host sees."""
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    named = proxies.get(parts.scheme) or proxies.get("all")
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if not named or bypass(parts.hostname or "", proxies):
+        return None
+    proxy = urllib.parse.urlsplit(named if "://" in named else f"http://{named}")
+    if proxy.scheme != "http":
+        raise ValueError(f"the proxy for {parts.scheme}:// URLs must be an http:// proxy, got a {proxy.scheme}:// one")
+    authorization = None
+    if proxy.username is not None:
+        user = urllib.parse.unquote(proxy.username) + ":" + urllib.parse.unquote(proxy.password or "")
+        authorization = "Basic " + base64.b64encode(user.encode()).decode("ascii")
+    return Proxy(proxy.hostname or "", proxy.port or 80, authorization)
+
+
+_Place = tuple[str, str, int, Any, "Proxy | None"]  # scheme, host, port, CA file or TLS context, proxy
 
 
 class _Connections:
@@ -50,10 +90,18 @@ class _Connections:
             kept = self.idle.get(place)
             if kept:
                 return kept.pop(), True
-        scheme, host, port, cafile = place
-        if scheme == "https":
-            return http.client.HTTPSConnection(host, port, context=_tls(cafile)), False
-        return http.client.HTTPConnection(host, port), False
+        scheme, host, port, tls, proxy = place
+        context = tls if isinstance(tls, ssl.SSLContext) else _tls(tls)
+        if proxy is None:
+            if scheme == "https":
+                return http.client.HTTPSConnection(host, port, context=context), False
+            return http.client.HTTPConnection(host, port), False
+        if scheme == "http":  # the proxy is asked for the whole URL (request_target)
+            return http.client.HTTPConnection(proxy.host, proxy.port), False
+        connection = http.client.HTTPSConnection(proxy.host, proxy.port, context=context)
+        tunnel = {"Proxy-Authorization": proxy.authorization} if proxy.authorization else None
+        connection.set_tunnel(host, port, headers=tunnel)  # TLS with the host itself, through the proxy
+        return connection, False
 
     def give_back(self, place: _Place, connection: http.client.HTTPConnection) -> None:
         with self.lock:
