@@ -3,8 +3,11 @@
 The batch comes from ``crop_images(..., device=...)`` (:class:`wds_core.stages.devicecrop.PlannedCrops`: the JPEGs'
 bytes, their boxes and flips).  On CUDA the JPEGs are decoded at once by nvJPEG (``torchvision.io.decode_jpeg`` on
 a list) or nvImageCodec (:func:`device_decoder`); anything the GPU decoder does not take is decoded on the host.
-The cut is one ``grid_sample`` for the batch (or a part of it at a time, within :data:`CUT_BYTES`).  Only
-:func:`_decode_cuda` needs a GPU; ``device="cpu"`` runs the rest as the tests' twin.
+An image its plan reduces (a header that claims more than its bytes can hold, or a huge photo:
+:mod:`wds_core.stages.devicecrop`) is decoded on the host at that scale and copied over.  The batch is decoded
+and cut a part at a time, each part's decoded images, canvas, grid and output within :data:`CUT_BYTES`, decoded
+only when its turn comes and let go before the next: what a batch takes on the device is bounded whatever its
+headers say.  Only :func:`_decode_cuda` needs a GPU; ``device="cpu"`` runs the rest as the tests' twin.
 :func:`wds_torch.device.to_device` calls these on the loader's batches.
 """
 
@@ -28,21 +31,31 @@ __all__ = ["CUT_BYTES", "cut_planned", "decode_planned", "device_decoder"]
 # ---------------------------------------------------------------- decoding
 
 
-def decode_planned(crops: PlannedCrops, device: str | torch.device | None = None) -> list[torch.Tensor]:
-    """Each image of ``crops`` decoded on ``device`` as a 3 x H x W uint8 tensor (its stored size)."""
+def decode_planned(
+    crops: PlannedCrops, device: str | torch.device | None = None, which: range | None = None
+) -> list[torch.Tensor]:
+    """Each image of ``crops`` (those of ``which``) decoded on ``device`` as a 3 x H x W uint8 tensor (its stored
+    size, or the reduced one its plan gives)."""
     where = torch.device(device or crops.finish.device)
+    which = range(len(crops)) if which is None else which
     if where.type == "cuda":
-        return _decode_cuda(crops, where)
-    return [_decode_host(crops, i) for i in range(len(crops))]
+        return _decode_cuda(crops, where, which)
+    return [_decode_host(crops, i) for i in which]
 
 
 def _decode_host(crops: PlannedCrops, i: int) -> torch.Tensor:
-    """Image ``i`` decoded here by wds's decoder (libjpeg-turbo through simplejpeg, else Pillow)."""
+    """Image ``i`` decoded here by wds's decoder (libjpeg-turbo through simplejpeg, else Pillow), reduced in the DCT
+    domain when its plan says so."""
     from wds_core.fieldcodecs import image_spec
     from wds_core.fieldcodecs.images import decode_image
+    from wds_core.stages.crop import decode_at_scale
 
+    least_h, least_w = (int(v) for v in crops.reduced[i])
     try:
-        pixels = decode_image(crops.image(i), image_spec("rgb8"))
+        if least_h > 0 or least_w > 0:
+            pixels = np.array(decode_at_scale(bytes(crops.image(i)), least_h, least_w))  # writable, small
+        else:
+            pixels = decode_image(crops.image(i), image_spec("rgb8"))
     except Exception as exn:
         raise DecodingError(f"cannot decode the image of {crops.where(i)}: {type(exn).__name__}: {exn}") from exn
     return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
@@ -73,12 +86,13 @@ def _nvimgcodec(index: int) -> tuple[Any, Any]:
     return nvimgcodec.Decoder(device_id=index), params
 
 
-def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor]:
-    """The GPU's part: the batch's JPEGs decoded at once on the current stream (:func:`device_decoder`); what the
-    GPU decoder does not take (PNG, WebP, a CMYK or broken JPEG) decoded here and copied over, so that an image
-    neither decodes is named by the host decoder's error."""
-    jpegs = [i for i in range(len(crops)) if is_jpeg_data(crops.image(i))]
-    out: list[Any] = [None] * len(crops)
+def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> list[torch.Tensor]:
+    """The GPU's part: the JPEGs of ``which`` decoded at once on the current stream (:func:`device_decoder`); what
+    the GPU decoder does not take (PNG, WebP, a CMYK or broken JPEG) and what the plan reduces decoded here and
+    copied over, so that an image neither decodes is named by the host decoder's error."""
+    reduced: list[bool] = np.any(crops.reduced, axis=1).tolist()
+    jpegs = [i for i in which if not reduced[i] and is_jpeg_data(crops.image(i))]
+    out: dict[int, Any] = {}
     if jpegs and device_decoder() == "nvimgcodec":
         stream = torch.cuda.current_stream(device).cuda_stream
         decoder, params = _nvimgcodec(device.index or 0)
@@ -99,10 +113,7 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device) -> list[torch.Tensor
             decoded = [_decode_one(decode_jpeg, view, ImageReadMode.RGB, device) for view in views]
         for i, image in zip(jpegs, decoded):
             out[i] = image
-    for i in range(len(crops)):
-        if out[i] is None:
-            out[i] = _decode_host(crops, i).to(device, non_blocking=True)
-    return out
+    return [out[i] if out.get(i) is not None else _decode_host(crops, i).to(device, non_blocking=True) for i in which]
 
 
 def _encoded(crops: PlannedCrops, i: int) -> np.ndarray:
@@ -129,35 +140,39 @@ def cut_planned(
 ) -> torch.Tensor:
     """The batch ``crops`` decoded (or ``images``, already decoded) and cut on ``device``: ``B x 3 x H x W``
     (``B x H x W x 3`` with ``layout="hwc"``), uint8, or float32 ``(x / 255 - mean) / std`` with ``mean``/``std``
-    (``dtype`` overrides either)."""
+    (``dtype`` overrides either).  A part of the batch at a time (:func:`_parts`): each part's images are decoded
+    when its turn comes and let go before the next."""
     where = torch.device(device or crops.finish.device)
-    if images is None:
-        images = decode_planned(crops, where)
-    count = len(images)
+    count = len(crops)
     out_h, out_w = crops.out
-    shapes = torch.tensor([image.shape[1:] for image in images], dtype=torch.float64)  # decoded (h, w)
-    stored = torch.from_numpy(crops.sizes.astype(np.float64))
-    scale = shapes / stored  # 1 unless a decoder gave another size than the header said
-    boxes = torch.from_numpy(crops.boxes)
-    top, left = boxes[:, 0] * scale[:, 0], boxes[:, 1] * scale[:, 1]
-    height, width = boxes[:, 2] * scale[:, 0], boxes[:, 3] * scale[:, 1]
-    shrink = float(torch.maximum(height / out_h, width / out_w).max()) if count else 1.0
+    planned = torch.tensor([crops.decoded_size(i) for i in range(count)], dtype=torch.float64).reshape(-1, 2)
+    stored = torch.from_numpy(crops.sizes.astype(np.float64)).reshape(-1, 2)
+    boxes = torch.from_numpy(crops.boxes).reshape(-1, 4)
+    flips = torch.from_numpy(crops.flips)
+    scale = planned / stored
+    shrinks = torch.maximum(boxes[:, 2] * scale[:, 0] / out_h, boxes[:, 3] * scale[:, 1] / out_w)
+    shrink = float(shrinks.max()) if count else 1.0
     k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))  # sample finer, then average: no aliasing
     rows, cols = out_h * k, out_w * k
-    # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
-    ys = top[:, None] + (torch.arange(rows, dtype=torch.float64) + 0.5)[None, :] * (height / rows)[:, None] - 0.5
-    xs = left[:, None] + (torch.arange(cols, dtype=torch.float64) + 0.5)[None, :] * (width / cols)[:, None] - 0.5
-    flips = torch.from_numpy(crops.flips)
-    xs = torch.where(flips[:, None], xs.flip(1), xs)
-    ys = torch.minimum(ys.clamp(min=0), (shapes[:, 0] - 1)[:, None])
-    xs = torch.minimum(xs.clamp(min=0), (shapes[:, 1] - 1)[:, None])
     outs = []
-    for part in _parts(shapes, rows, cols):
-        tall, wide = int(shapes[part, 0].max()), int(shapes[part, 1].max())
-        canvas = _canvas(images[part], tall, wide, where)
+    for part in _parts(planned, rows, cols):
+        decoded = images[part] if images is not None else decode_planned(crops, where, range(part.start, part.stop))
+        shapes = torch.tensor([image.shape[1:] for image in decoded], dtype=torch.float64).reshape(-1, 2)
+        scale = shapes / stored[part]  # 1 unless the plan reduced it, or a decoder gave another size than said
+        top, left = boxes[part, 0] * scale[:, 0], boxes[part, 1] * scale[:, 1]
+        height, width = boxes[part, 2] * scale[:, 0], boxes[part, 3] * scale[:, 1]
+        # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
+        ys = top[:, None] + (torch.arange(rows, dtype=torch.float64) + 0.5)[None, :] * (height / rows)[:, None] - 0.5
+        xs = left[:, None] + (torch.arange(cols, dtype=torch.float64) + 0.5)[None, :] * (width / cols)[:, None] - 0.5
+        xs = torch.where(flips[part, None], xs.flip(1), xs)
+        ys = torch.minimum(ys.clamp(min=0), (shapes[:, 0] - 1)[:, None])
+        xs = torch.minimum(xs.clamp(min=0), (shapes[:, 1] - 1)[:, None])
+        tall, wide = int(shapes[:, 0].max()), int(shapes[:, 1].max())
+        canvas = _canvas(decoded, tall, wide, where)
+        del decoded
         # the sampling positions are B x (rows + cols) numbers: made here, the B x rows x cols grid on the device
-        gx = ((2 * xs[part] + 1) / wide - 1).to(where, torch.float32, non_blocking=True)
-        gy = ((2 * ys[part] + 1) / tall - 1).to(where, torch.float32, non_blocking=True)
+        gx = ((2 * xs + 1) / wide - 1).to(where, torch.float32, non_blocking=True)
+        gy = ((2 * ys + 1) / tall - 1).to(where, torch.float32, non_blocking=True)
         n = len(gx)
         grid = torch.stack((gx[:, None, :].expand(n, rows, cols), gy[:, :, None].expand(n, rows, cols)), dim=-1)
         out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
@@ -168,19 +183,21 @@ def cut_planned(
 
 
 CUT_BYTES = 1 << 30
-"""What one ``grid_sample`` of :func:`cut_planned` may take (the float32 canvas of decoded images, the grid and the
-output): a batch of large photos (256 of 4000x3000 would take 37 GB) is cut a part at a time."""
+"""What one part of :func:`cut_planned` may take (its decoded uint8 images, their float32 canvas, the grid and the
+output): a batch of large photos (256 of 4000x3000 would take 37 GB) is decoded and cut a part at a time.  One
+image alone always fits (:data:`~wds_core.stages.devicecrop.DEVICE_IMAGE_BYTES`: five times it is under this)."""
 
 
 def _parts(shapes: torch.Tensor, rows: int, cols: int) -> list[slice]:
-    """Consecutive images of the batch cut together, each part within :data:`CUT_BYTES` (one image at least)."""
-    parts, start, tall, wide = [], 0, 0, 0
+    """Consecutive images of the batch decoded and cut together, each part within :data:`CUT_BYTES` (one image at
+    least), ``shapes`` the sizes they decode at."""
+    parts, start, tall, wide, pixels = [], 0, 0, 0, 0
     for i, (height, width) in enumerate(shapes.tolist()):
-        taller, wider = max(tall, int(height)), max(wide, int(width))
-        if i > start and (i - start + 1) * (3 * taller * wider + 5 * rows * cols) * 4 > CUT_BYTES:
+        taller, wider, more = max(tall, int(height)), max(wide, int(width)), pixels + 3 * int(height) * int(width)
+        if i > start and (i - start + 1) * (3 * taller * wider + 5 * rows * cols) * 4 + more > CUT_BYTES:
             parts.append(slice(start, i))
-            start, taller, wider = i, int(height), int(width)
-        tall, wide = taller, wider
+            start, taller, wider, more = i, int(height), int(width), 3 * int(height) * int(width)
+        tall, wide, pixels = taller, wider, more
     parts.append(slice(start, len(shapes)))
     return parts
 

@@ -162,7 +162,7 @@ def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_r
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: tensor)  # no CUDA here to pin with
     monkeypatch.delenv("WDS_DEVICE_DECODER", raising=False)
 
-    decoded = devicecut._decode_cuda(batch, torch.device("cpu"))
+    decoded = devicecut._decode_cuda(batch, torch.device("cpu"), range(len(batch)))
     assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
     assert calls[0] == ("torchvision", 3, "RGB") and len(calls) == 1 + 3  # the batch, then one at a time
 
@@ -190,7 +190,7 @@ def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_r
     devicecut._nvimgcodec.cache_clear()
     calls.clear()
     try:
-        decoded = devicecut._decode_cuda(batch, torch.device("cpu"))
+        decoded = devicecut._decode_cuda(batch, torch.device("cpu"), range(len(batch)))
     finally:
         devicecut._nvimgcodec.cache_clear()
     assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
@@ -210,10 +210,56 @@ def test_a_batch_too_large_for_one_cut_is_cut_a_part_at_a_time_with_the_same_pix
     assert len(parts) > 2 and [i for part in parts for i in range(7)[part]] == list(range(7))
     for part in parts:
         tall, wide = int(shapes[part, 0].max()), int(shapes[part, 1].max())
+        decoded = int((3 * shapes[part, 0] * shapes[part, 1]).sum())
         assert (
             part.stop - part.start == 1
-            or (part.stop - part.start) * (3 * tall * wide + 5 * 48 * 48) * 4 <= 2 * one_image
+            or (part.stop - part.start) * (3 * tall * wide + 5 * 48 * 48) * 4 + decoded <= 2 * one_image
         )
+    asked = []
+    real = devicecut.decode_planned
+    monkeypatch.setattr(devicecut, "decode_planned", lambda crops, where, which: asked.append(which) or real(
+        crops, where, which))  # fmt: skip
     in_parts = cut_planned(crops, "cpu")
+    assert asked == [range(part.start, part.stop) for part in parts]  # each part decoded when its turn comes
     assert in_parts.shape == whole.shape == (7, 3, 48, 48)
     assert (in_parts.int() - whole.int()).abs().max() <= 1  # the grid's float32 positions, scaled to each part
+
+
+def lying_jpeg(height: int, width: int) -> bytes:
+    """A small JPEG whose header (its SOF) claims ``height x width``."""
+    data = bytearray(photo(7, 16, 16))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    return bytes(data)
+
+
+def test_lying_headers_cost_the_device_what_the_cpu_path_spends(monkeypatch, tmp_path):
+    """Issue 56, case 8: four 3 KB JPEGs whose headers claim 8000x8000 were decoded at that size (192 MB each, and
+    their float32 canvas four times that: +1.1 GB at the first batch, GPU memory on CUDA).  Their plan says to
+    decode them on the host at the scale their crop needs, as the CPU path does (1000x1000), and nothing larger is
+    ever decoded; a header that claims more than even that may take is refused in the plan, naming the sample."""
+    import wds_torch as wds
+    from wds_core.limits import DecodeLimitError
+    from wds_core.stages.devicecrop import DEVICE_IMAGE_BYTES
+
+    liars = [lying_jpeg(8000, 8000) for _ in range(4)]
+    assert all(len(data) < 4000 for data in liars)
+    plans = planned(image_crop(224, device="cpu"), liars + [photo(1)])
+    assert [tuple(r) for r in plans.reduced[:4]] != [(0, 0)] * 4 and tuple(plans.reduced[4]) == (0, 0)
+    assert all(plans.decoded_size(i) == (1000, 1000) for i in range(4))
+    decoded = []
+    real = devicecut._decode_host
+    monkeypatch.setattr(devicecut, "_decode_host", lambda crops, i: decoded.append(real(crops, i)) or decoded[-1])
+    with wds.TarWriter(str(tmp_path / "liars.tar")) as sink:
+        for k, data in enumerate(liars * 2):
+            sink.write({"__key__": f"k{k}", "jpg": data, "cls": k})
+    ds = wds.WebDataset(str(tmp_path / "liars.tar"), shardshuffle=False).crop_images(224, device="cpu")
+    loader = wds.WebLoader(ds.to_tuple("jpg", "cls").batched(4), batch_size=None, num_workers=0).to_device("cpu")
+    batches = list(loader)
+    assert len(batches) == 2 and batches[0][0].shape == (4, 224, 224, 3)
+    assert decoded and max(image.numel() for image in decoded) <= 3 * 1000 * 1000
+    huge = lying_jpeg(9000, 9000)  # 243 MB whole, over DEVICE_IMAGE_BYTES: reduced too, on the host
+    assert 3 * 9000 * 9000 > DEVICE_IMAGE_BYTES
+    assert planned(image_crop(224, device="cpu"), [huge]).decoded_size(0) == (1125, 1125)
+    with pytest.raises(DecodeLimitError, match="9000x9000.*expansion"):
+        planned(image_crop(8000, policy="center", device="cpu"), [huge])  # its crop needs it whole

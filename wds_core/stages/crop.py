@@ -66,11 +66,11 @@ import numpy as np
 
 from ..errors import DecodingError, SpecError, install_hint
 from ..fieldcodecs.images import image_spec
-from ..fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduction, scaled_size
-from ..fieldcodecs.limits import check_pixels
+from ..fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduced_size, reduction, scaled_size
+from ..fieldcodecs.limits import check_pixels, current_limits
 from ..rng import Rng, derive_seed
 from ..state import RunContext
-from .devicecrop import Finish, PlannedCrop
+from .devicecrop import DEVICE_IMAGE_BYTES, Finish, PlannedCrop
 
 __all__ = ["ImageCrop", "center_crop_box", "decode_at_scale", "random_resized_crop_box"]
 
@@ -333,7 +333,8 @@ class ImageCrop:
         box, out, flip = self.plan(height, width, rand)
         top, left, h, w = (float(v) for v in box)
         finish = Finish(str(self.device), self.layout, self.mean, self.std)
-        return PlannedCrop(data, (height, width), (top, left, h, w), out, flip, finish, key, url)
+        reduced = _reduced_on_host(data, height, width, box, out)
+        return PlannedCrop(data, (height, width), (top, left, h, w), out, flip, finish, key, url, reduced)
 
     def _finish(self, out: Any) -> Any:
         """The cut image (PIL or HxWx3 uint8 array) as ``spec``, ``layout`` and ``mean``/``std`` say."""
@@ -356,6 +357,26 @@ class ImageCrop:
         if self.layout == "chw":
             return np.ascontiguousarray(array.transpose(2, 0, 1))
         return array if array.flags.writeable and array.flags.c_contiguous else array.copy()
+
+
+def _reduced_on_host(data: bytes, height: int, width: int, box: Any, out: tuple[int, int]) -> tuple[int, int]:
+    """``(0, 0)`` for an image the device decodes whole; for one whose whole decode would take more than its bytes
+    may inflate to (the decode limits' ``expansion``), or than :data:`DEVICE_IMAGE_BYTES`, the least size its crop
+    needs, at which the host decodes it (see :mod:`.devicecrop`); refused when even that is over the limits."""
+    limits = current_limits()
+    allowed = limits.allowed(len(data))
+    if 3 * height * width <= min(allowed, DEVICE_IMAGE_BYTES):
+        return (0, 0)
+    need = (min(math.ceil(out[0] * height / box[2]), height), min(math.ceil(out[1] * width / box[3]), width))
+    small_h, small_w = reduced_size(height, width, *need)
+    if 3 * small_h * small_w > allowed:
+        raise limits.refuse(
+            f"the image header says {width}x{height}, and its crop needs at least {small_w}x{small_h} of it from "
+            f"{len(data):,} bytes:",
+            3 * small_h * small_w,
+            f"allowed:{len(data)}",
+        )
+    return need
 
 
 class BoundCrop:

@@ -8,6 +8,13 @@ one buffer, the boxes, sizes and flips as arrays (a few kilobytes besides the JP
 the main process).  ``wds_torch.to_device`` then decodes the batch on the device and cuts, resizes, flips and
 normalises it there, one batched operation for all of it.
 
+What an image may cost on the device is bounded by its plan, made before anything decodes it: an image whose
+whole decode would take more than its bytes may inflate to (the decode limits' ``expansion``: a 3 KB JPEG whose
+header claims 8000x8000), or more than :data:`DEVICE_IMAGE_BYTES`, is planned to be decoded on the host at the
+smallest scale that still gives its crop the output's pixels (``reduced``), as the CPU path decodes it, and only
+that goes to the device; one that would pass the limits even so is refused there, naming its sample.  The device
+side then decodes and cuts a batch a part at a time within a byte budget (``wds_torch.devicecut``).
+
 Nothing here needs a framework: the plans are numpy.
 """
 
@@ -19,8 +26,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import SampleError
+from ..fieldcodecs.jpeg import reduced_size
 
-__all__ = ["PlannedCrop", "PlannedCrops", "is_jpeg_data"]
+__all__ = ["DEVICE_IMAGE_BYTES", "PlannedCrop", "PlannedCrops", "is_jpeg_data"]
+
+DEVICE_IMAGE_BYTES = 200 << 20
+"""The most one image's whole decode (its uint8 pixels) may take on the device; a larger one is decoded on the host,
+reduced (about 70 megapixels: with its float32 canvas, five times this, it fits one part of the device's cut)."""
 
 
 def is_jpeg_data(data: Any) -> bool:
@@ -41,7 +53,8 @@ class Finish:
 @dataclass(frozen=True)
 class PlannedCrop:
     """One image not yet decoded: its bytes, its stored size, the box to cut (top, left, height, width in stored
-    pixels, fractional for the centre policy), the output size, whether to flip, and where it came from."""
+    pixels, fractional for the centre policy), the output size, whether to flip, and where it came from;
+    ``reduced``: the least size it is decoded at, on the host (``(0, 0)``: whole, on the device)."""
 
     data: bytes
     size: tuple[int, int]
@@ -51,6 +64,7 @@ class PlannedCrop:
     finish: Finish
     key: str | None = None
     url: str | None = None
+    reduced: tuple[int, int] = (0, 0)
 
     def __repr__(self) -> str:
         return f"PlannedCrop({self.key!r}, {len(self.data)} bytes, size={self.size}, box={self.box}, out={self.out})"
@@ -58,10 +72,11 @@ class PlannedCrop:
 
 class PlannedCrops:
     """A batch of :class:`PlannedCrop`: ``data`` (uint8, every image's bytes one after the other) cut at
-    ``offsets`` (int64, B + 1), ``sizes`` (int32, B x 2), ``boxes`` (float64, B x 4), ``flips`` (bool, B), and
-    what they share: ``out`` and ``finish``; ``keys`` and ``urls`` name the samples in messages."""
+    ``offsets`` (int64, B + 1), ``sizes`` (int32, B x 2), ``boxes`` (float64, B x 4), ``flips`` (bool, B),
+    ``reduced`` (int32, B x 2: :attr:`PlannedCrop.reduced`), and what they share: ``out`` and ``finish``; ``keys``
+    and ``urls`` name the samples in messages."""
 
-    __slots__ = ("boxes", "data", "finish", "flips", "keys", "offsets", "out", "sizes", "urls")
+    __slots__ = ("boxes", "data", "finish", "flips", "keys", "offsets", "out", "reduced", "sizes", "urls")
 
     def __init__(
         self,
@@ -74,9 +89,11 @@ class PlannedCrops:
         finish: Finish,
         keys: list[str | None],
         urls: list[str | None],
+        reduced: np.ndarray | None = None,
     ) -> None:
         self.data, self.offsets, self.sizes, self.boxes, self.flips = data, offsets, sizes, boxes, flips
         self.out, self.finish, self.keys, self.urls = out, finish, keys, urls
+        self.reduced = np.zeros((len(sizes), 2), np.int32) if reduced is None else reduced
 
     @classmethod
     def collate(cls, crops: list[PlannedCrop]) -> PlannedCrops:
@@ -107,6 +124,7 @@ class PlannedCrops:
             first.finish,
             [crop.key for crop in crops],
             [crop.url for crop in crops],
+            np.array([crop.reduced for crop in crops], np.int32).reshape(-1, 2),
         )
 
     def __len__(self) -> int:
@@ -116,8 +134,16 @@ class PlannedCrops:
     def nbytes(self) -> int:
         """What its arrays take: a DataLoader worker of ``wds_torch`` hands a large batch over through shared
         memory (``wds_torch.transfer``), which counts it by this."""
-        arrays = (self.data, self.offsets, self.sizes, self.boxes, self.flips)
+        arrays = (self.data, self.offsets, self.sizes, self.boxes, self.flips, self.reduced)
         return sum(int(array.nbytes) for array in arrays) + 64 * len(arrays)
+
+    def decoded_size(self, i: int) -> tuple[int, int]:
+        """The size image ``i`` is decoded at: its stored size, or the reduced one its plan gives."""
+        height, width = (int(v) for v in self.sizes[i])
+        least_h, least_w = (int(v) for v in self.reduced[i])
+        if least_h <= 0 and least_w <= 0:
+            return height, width
+        return reduced_size(height, width, least_h, least_w)
 
     def image(self, i: int) -> memoryview:
         """The encoded bytes of image ``i`` (a view of the batch's buffer)."""
