@@ -71,6 +71,7 @@ import tensorflow as tf
 from wds_core import Loader, dist
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SampleError, SpecError
+from wds_core.io.forklocks import ForkSafeLock
 from wds_core.loader.shm import without_views
 from wds_core.stages.batching import batches_of
 
@@ -186,7 +187,7 @@ class TFSource:
             self.loader = Loader(self._source_pipeline, num_workers, persistent_workers=persistent_workers)
         self._pending: Any = None
         self._worker_epochs: dict[int, int] = {}
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
 
     def _cardinality(self, pipeline: Any) -> int | None:
         """The elements of each pass when the pipeline fixes them, else ``None`` (see the module doc)."""

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from wds_core.io.forklocks import fork_safe_event
 from wds_core.stages.devicecrop import PlannedCrops
 
 from .devicecut import cut_planned
@@ -164,7 +165,7 @@ class _Ahead:
     ) -> None:
         self.device = device
         self.ready: queue.Queue[Any] = queue.Queue(depth)
-        self.stopping = threading.Event()
+        self.stopping = fork_safe_event()
         self.thread = threading.Thread(
             target=self._run, args=(move, source, first, state_of), name="wds-to-device", daemon=True
         )

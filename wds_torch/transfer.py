@@ -52,6 +52,7 @@ import numpy as np
 import torch
 
 from wds_core.dist import process_running
+from wds_core.io.forklocks import ForkSafeLock
 from wds_core.loader.shm import (
     HAVE_SLOTS,
     HEADER,
@@ -249,7 +250,7 @@ class _WorkerSlots:
         self.pid = os.getpid()
         self.created = 0
         self.exiting = False
-        self.lock = threading.Lock()  # a slot is made, or the names are unlinked at exit, one at a time
+        self.lock = ForkSafeLock()  # a slot is made, or the names are unlinked at exit, one at a time
         util.Finalize(self, self.unlink_at_exit, exitpriority=20)
         sweep_dead_slots(min_age=60)  # left by workers of earlier runs that were killed (a minute old at least)
 

@@ -426,3 +426,42 @@ def test_the_file_check_sees_each_way_of_reaching_a_file(source, expected):
         assert file_calls("wds_core.dropin.fake") == expected
     finally:
         del ALL["wds_core.dropin.fake"]
+
+
+THREAD_PRIMITIVES = {"Lock", "RLock", "Condition", "Event", "Semaphore", "BoundedSemaphore", "Barrier"}
+
+
+def thread_primitives(module: str) -> set[str]:
+    """The ``threading`` locks, conditions and events ``module`` makes itself (``threading.Lock()``, or a name
+    taken from ``threading`` or ``_thread``)."""
+    _, tree = ALL[module]
+    taken = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in ("threading", "_thread")
+        for alias in node.names
+        if alias.name in THREAD_PRIMITIVES | {"allocate_lock"}
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            head, _, last = name.rpartition(".")
+            if (head in ("threading", "_thread") and last in THREAD_PRIMITIVES | {"allocate_lock"}) or name in taken:
+                found.add(name)
+    return found
+
+
+def test_every_lock_is_made_anew_in_a_forked_child():
+    """Issue 56, case 9: a DataLoader forked its worker while an I/O thread held the engine's lock, and the child
+    blocked for ever on its first remote read.  Every lock and event is a wds_core.io.forklocks one."""
+    found = {
+        module: calls for module in ALL if module != "wds_core.io.forklocks" if (calls := thread_primitives(module))
+    }
+    assert found == {}, "make a wds_core.io.forklocks.ForkSafeLock (or fork_safe_event) instead"
+    source = "import threading\nfrom threading import Event as E\na = threading.Lock()\nb = E()\nc = ForkSafeLock()\n"
+    ALL["wds_core.dropin.fake"] = (ROOT / "wds_core/dropin/fake.py", ast.parse(source))
+    try:
+        assert thread_primitives("wds_core.dropin.fake") == {"threading.Lock", "E"}
+    finally:
+        del ALL["wds_core.dropin.fake"]

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import threading
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -46,6 +45,7 @@ from ..grouping import group_members
 from ..io import files
 from ..io.cache import ShardCache
 from ..io.decompress import is_compressed
+from ..io.forklocks import ForkSafeLock
 from ..io.retries import DEFAULT_RETRY, RetryPolicy
 from ..io.secure import check_allowed
 from ..io.storage import RandomAccess, Storage, local_path, local_random_access
@@ -101,7 +101,7 @@ class ShardListDataset:
         self.shards = self._shardlist(source, allow_pipe)
         self._indexes: dict[str, ShardIndex] = {}
         self._open: OrderedDict[str, RandomAccess] = OrderedDict()
-        self._lock = threading.RLock()
+        self._lock = ForkSafeLock()
         counts = [shard["nsamples"] for shard in self.shards]
         for i, count in enumerate(counts):
             if count is None:  # not in the descriptor: the index says
@@ -301,7 +301,7 @@ class ShardListDataset:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._lock = threading.RLock()
+        self._lock = ForkSafeLock()
 
     def __repr__(self) -> str:
         return f"ShardListDataset({len(self.shards)} shards, {len(self)} samples)"

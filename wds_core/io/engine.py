@@ -18,20 +18,21 @@ bytes are taken, the readers the engine held back are served again.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from .forklocks import ForkSafeLock
+
 __all__ = ["ENGINE", "POOL_WORKERS", "Engine", "io_pool", "start_jobs"]
 
 POOL_WORKERS = 64  # requests of all the readers of a process; they wait on the network, not the CPU
-BOOKKEEPING = threading.RLock()  # held only to count and request ranges, never while waiting for one
+BOOKKEEPING = ForkSafeLock()  # held only to count and request ranges, never while waiting for one
 _DEFAULT_BUDGET = 128 << 20
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0
-_pool_lock = threading.Lock()
+_pool_lock = ForkSafeLock()
 
 
 def io_pool() -> ThreadPoolExecutor:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShardChangedError, ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
+from .forklocks import ForkSafeLock
 
 __all__ = ["DEFAULT_RETRY", "IDLE_TIMEOUT", "Attempts", "Pace", "RetryPolicy", "ShortRead", "count", "cut_off",
            "describe_error", "is_transient", "retry_stats", "with_retries"]  # fmt: skip
@@ -170,7 +171,7 @@ class Attempts:
         self.policy = policy
         self.running: set[Pace] = set()
         self.stopped = False
-        self.lock = threading.Lock()
+        self.lock = ForkSafeLock()
 
     def begin(self, left: float | None) -> Pace:
         """The clock of a new attempt given ``left`` seconds; :meth:`end` it."""
@@ -265,10 +266,10 @@ RETRIES: Counter[str] = Counter()  # in this process: "retries" made, requests "
 _log = logging.getLogger("wds_core.io")
 _LOG_EVERY = 5.0  # seconds between retry messages; the ones in between are counted in the next
 _said = {"at": -_LOG_EVERY, "quiet": 0}
-_said_lock = threading.Lock()
+_said_lock = ForkSafeLock()
 
 
-_count_lock = threading.Lock()
+_count_lock = ForkSafeLock()
 
 
 def retry_stats() -> dict[str, int]:

@@ -37,10 +37,10 @@ import json
 import os
 import re
 import shlex
-import threading
 from typing import Any
 
 from ..errors import SpecError, is_secret_name, redact, redact_url
+from .forklocks import ForkSafeLock
 
 __all__ = [
     "StorageOptions",
@@ -53,7 +53,7 @@ __all__ = [
     "unregister_storage",
 ]
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _registered: dict[str, dict[str, Any]] = {}
 _rewrites: dict[str, str] = {}
 _file_cache: dict[str, Any] = {"id": None, "storage": {}, "rewrite": {}}

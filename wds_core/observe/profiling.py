@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..io.forklocks import fork_safe_event
 from ..state import StageIterator, count_items
 
 __all__ = ["Profile"]
@@ -87,7 +88,7 @@ class Profile:
         self.wall_seconds = 0.0
         self.ticks = 0
         self.sampler = ""  # "signal" or "thread", once started
-        self._stop = threading.Event()
+        self._stop = fork_safe_event()
         self._thread: threading.Thread | None = None
         self._previous_handler: Any = None
         self._started = 0.0

@@ -14,12 +14,12 @@ import io
 import os
 import re
 import ssl
-import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ..forklocks import ForkSafeLock
 from ..retries import Pace
 
 __all__ = [
@@ -79,7 +79,7 @@ class _Connections:
     def __init__(self, most: int = 64) -> None:
         self.most = most
         self.idle: dict[_Place, list[http.client.HTTPConnection]] = {}
-        self.lock = threading.Lock()
+        self.lock = ForkSafeLock()
         self.pid = os.getpid()
 
     def take(self, place: _Place) -> tuple[http.client.HTTPConnection, bool]:

@@ -10,10 +10,10 @@ import importlib.util
 import json
 import os
 import sys
-import threading
 from typing import Any
 
 from ...errors import ShardChangedError
+from ..forklocks import ForkSafeLock
 from .http import RequestError
 
 __all__ = ["PastTheEnd", "s3_client", "s3_object", "status_error"]
@@ -31,7 +31,7 @@ _POOL = 64  # connections of one client: as many as the I/O pool has threads
 
 _clients: dict[str, Any] = {}
 _clients_pid = 0
-_clients_lock = threading.Lock()
+_clients_lock = ForkSafeLock()
 
 
 def s3_client(options: dict[str, Any]) -> Any:
