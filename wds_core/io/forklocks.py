@@ -40,7 +40,7 @@ def fork_safe_event() -> threading.Event:
 
 def _renew_in_child() -> None:
     for lock in list(_LOCKS):
-        lock._at_fork_reinit()
+        lock._at_fork_reinit()  # type: ignore[attr-defined]
     for event in list(_EVENTS):
         event._at_fork_reinit()  # type: ignore[attr-defined]
 
