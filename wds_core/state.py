@@ -56,6 +56,7 @@ __all__ = [
     "describe",
     "implements",
     "load_state",
+    "replayed",
     "stage_names",
     "state_of",
     "state_or_error",
@@ -176,6 +177,38 @@ def state_or_error(it: Any) -> Any:
         return state_of(it)
     except CheckpointError as exn:
         return exn
+
+
+def _shard_of(item: Any) -> Any:
+    """The shard an item came from, as far as it says (a sample's ``__url__``, a batch's last), else ``None``."""
+    if isinstance(item, dict):
+        url = item.get("__url__")
+        return url[-1] if isinstance(url, (list, tuple)) and url else url if isinstance(url, str) else None
+    if isinstance(item, (list, tuple)) and item:
+        return _shard_of(item[-1]) or _shard_of(item[0])
+    return None
+
+
+def replayed(src: Iterator[Any], count: int, stage: str) -> Iterator[Any]:
+    """The ``count`` items a restored stage takes again from ``src`` (its upstream, back where the stage's window
+    started).  The stream ending before them means the data changed since the checkpoint (its shards rewritten with
+    fewer samples): a :class:`CheckpointError` naming the shard the last of them came from, never a shorter
+    epoch nor a ``StopIteration`` raised out of a generator."""
+    last = None
+    for taken in range(count):
+        item = next(src, _ENDED)
+        if item is _ENDED:
+            raise CheckpointError(
+                f"{stage}: the checkpoint takes {count} items again from where its window started, but the stream "
+                f"ended after {taken}: the data changed since the checkpoint (shards rewritten with fewer "
+                "samples?); restore a checkpoint taken since, or start the epoch again",
+                url=_shard_of(last),
+            )
+        last = item
+        yield item
+
+
+_ENDED = object()
 
 
 def load_state(it: Any, state: Any) -> None:

@@ -169,3 +169,37 @@ def test_read_ahead_batching_resumes_from_any_of_its_snapshots(shards, monkeypat
         )
     )
     oracle(lambda: dropin.WebDataset(spec, shardshuffle=False).to_tuple("__key__").batched(5, partial=False))
+
+
+@pytest.mark.parametrize(
+    "make, taken",
+    [
+        (lambda spec: wds.WebDataset(spec, shardshuffle=False).shuffle(40, seed=1), 45),
+        (lambda spec: wds.WebDataset(spec, shardshuffle=False), 45),
+        (lambda spec: wds.WebDataset(spec, shardshuffle=False).batched(7), 7),
+        (lambda spec: wds.WebDataset(spec, shardshuffle=False).decode(only="txt", num_threads=2), 45),
+        (lambda spec: wds.WebDataset(spec, shardshuffle=False).batched(7).unbatched().shuffle(20, seed=2), 45),
+    ],
+    ids=["shuffle", "reader", "batched", "decode-threads", "unbatched"],
+)
+def test_resuming_after_the_shards_shrank_is_a_checkpoint_error_naming_the_shard(tmp_path, make, taken):
+    """Issue 56, case 10: a checkpoint of .shuffle(40) restored after the shards were rewritten with fewer samples
+    failed with `RuntimeError: generator raised StopIteration` (and a batch or decode window came back short,
+    silently)."""
+    from tests.conftest import make_samples, write_shard
+
+    spec = str(tmp_path / "s{0..2}.tar")
+    for s in range(3):
+        write_shard(tmp_path / f"s{s}.tar", make_samples(f"s{s}-", 30))
+    ds = make(spec)
+    it = iter(ds)
+    for _ in range(taken):  # into the second shard
+        next(it)
+    state = ds.state_dict()
+    for s in range(3):
+        write_shard(tmp_path / f"s{s}.tar", make_samples(f"s{s}-", 10))
+    again = make(spec)
+    again.load_state_dict(state)
+    with pytest.raises(CheckpointError, match="changed since the checkpoint") as failed:
+        list(again)
+    assert failed.value.url is not None and failed.value.url.startswith(str(tmp_path / "s"))

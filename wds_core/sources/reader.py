@@ -17,6 +17,9 @@ pipeline whose list changed.
 from __future__ import annotations
 
 import hashlib
+import io
+import os
+import stat
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -81,6 +84,8 @@ class ShardReader(StageIterator):
         # the upstream's state before each shard held (the one being read, then the queued ones) was taken from it
         self.taken_at: list[Any] = []
         self.replay: list[str] | None = None  # after a restore: the digests of the shards to take again
+        self.size: int | None = None  # the size of the shard being read, when its stream knows it
+        self.restored_size: int | None = None  # the size a restored state says its shard had
         self._early: list[tuple[str, Any]] = []  # (url, stream) of queued shards, opened and requested ahead
         self._allowance: Allowance | None = None  # what this reader's remote shards may request together
         self.bytes_read = 0  # of the shards finished, as their streams counted them (compressed, for those)
@@ -152,6 +157,8 @@ class ShardReader(StageIterator):
             state["left"] = self.left
         if self.reading() and self.plain and self.offset > 0:
             state["plain"] = True
+        if self.reading() and self.size is not None:
+            state["size"] = self.size
         return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
@@ -159,6 +166,7 @@ class ShardReader(StageIterator):
         self.offset = int(state.get("offset", -1))
         self.left = None if state.get("left") is None else int(state["left"])
         self.plain = bool(state.get("plain", False))
+        self.restored_size = None if state.get("size") is None else int(state["size"])
 
     def _take(self, source: Iterator[Any]) -> Any:
         """The next item of upstream (``_END`` at its end), its upstream's state before it kept for the state."""
@@ -214,6 +222,7 @@ class ShardReader(StageIterator):
                 if not (yield from self._shard(self.url, self.offset)):  # type: ignore[arg-type]
                     self.ended_by_handler = True
                     return
+            self.restored_size = None
             _check_shard_list(self.src)
             while True:
                 del self.taken_at[: len(self.taken_at) - len(self.queued)]  # the shard just read is let go
@@ -235,6 +244,27 @@ class ShardReader(StageIterator):
                     return
         finally:
             self._drop_early()
+
+    def _check_unchanged(self, stream: Any, url: str, start: int) -> None:
+        """The shard a restored state resumes inside must be the size it was (one request for a remote shard whose
+        size is not known yet, on a restore only): a shard rewritten since is a :class:`CheckpointError`, never
+        samples read from the middle of another file."""
+        expected, self.restored_size = self.restored_size, None
+        size = self.size
+        if size is None and callable(getattr(stream, "object_size", None)):
+            try:
+                size = self.size = stream.object_size()
+            except Exception:  # the read that follows reports what is wrong
+                size = None
+        if size is not None and size != expected:
+            stream.close()
+            raise CheckpointError(
+                f"the shard changed since the checkpoint: it was {expected:,} bytes and is {size:,} now, so its "
+                "samples are not where the checkpoint says; restore a checkpoint taken since, or start the epoch "
+                "again",
+                url=url,
+                offset=start,
+            )
 
     def _lead(self, stream: Any, start: int) -> bool:
         """Have ``stream`` (the shard being read, remote) requested first within what this reader may request, its
@@ -316,6 +346,9 @@ class ShardReader(StageIterator):
         except Exception as exn:
             self.offset = -1
             return bool(recipe.handler(exn))
+        self.size = _stream_size(stream)
+        if self.restored_size is not None:  # the shard a checkpoint resumes inside: the one it was?
+            self._check_unchanged(stream, url, start)
         self._stopped = False
         self._reading = stream
         ahead = source if source is not None and self._lead(stream, start) else None
@@ -363,6 +396,18 @@ class ShardReader(StageIterator):
                 self.left -= 1
             yield partial
         return go_on
+
+
+def _stream_size(stream: Any) -> int | None:
+    """The size of a shard's stream when it knows it without a request (a local file; a remote one once its first
+    range came)."""
+    size = getattr(stream, "size", None)
+    if isinstance(size, int):
+        return size
+    try:
+        return os.fstat(stream.fileno()).st_size if stat.S_ISREG(os.fstat(stream.fileno()).st_mode) else None
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
 
 
 def _position(stream: Any) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..elastic import WindowProgress, reader_progress
 from ..errors import CheckpointError, NotElastic, SpecError
-from ..state import Recipe, RunContext, StageIterator, state_of, state_or_error
+from ..state import Recipe, RunContext, StageIterator, replayed, state_of, state_or_error
 from .collate import default_collation_fn
 from .shuffle import positive
 
@@ -104,9 +104,8 @@ class _ReadAheadBatchIterator(StageIterator):
     def _run(self) -> Iterator[Any]:
         size, collate = self.recipe.batchsize, self.recipe.collation_fn
         src = iter(self.src)
-        for _ in range(self.skip):
-            if next(src, _END) is _END:
-                return
+        for _ in replayed(src, self.skip, "batched"):
+            pass
         every = -(-_READ_AHEAD_SNAPSHOT_EVERY // size)  # batches between snapshots
         batch: list[Any] = []
         batches = 0
@@ -211,6 +210,9 @@ class _UnbatchIterator(StageIterator):
                 return
             rows = _rows(batch, self.lists_are_items)
             start, self.resume = (self.resume or 0), None
+            if start > len(rows):
+                for _ in replayed(iter(rows), start, "unbatched"):  # says the batch is shorter than it was
+                    pass
             for i in range(start, len(rows)):
                 self.taken = i + 1
                 yield rows[i]

@@ -34,7 +34,7 @@ from ..fieldcodecs.limits import (
 )
 from ..handlers import Handler, reraise_exception
 from ..io.secure import refuse_pickle
-from ..state import RunContext, StageIterator, state_of, state_or_error
+from ..state import RunContext, StageIterator, replayed, state_of, state_or_error
 from .crop import ImageCrop, image_crop
 from .mapping import PerSample
 
@@ -220,9 +220,8 @@ class _ThreadedDecode(StageIterator):
 
     def _run(self) -> Iterator[dict[str, Any]]:
         src = iter(self.src)
-        for _ in range(self._skip):
-            if next(src, _END) is _END:
-                return
+        for _ in replayed(src, self._skip, "decode"):
+            pass
         decode, handler, window = self.recipe.decoder.decode, self.recipe.handler, self.window
         snapshots = self._snapshots
         pending: deque[Any] = deque()  # futures of chunks of samples, in order

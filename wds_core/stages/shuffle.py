@@ -20,7 +20,7 @@ from ..dist import stream_seed
 from ..elastic import WindowProgress
 from ..errors import CheckpointError, SpecError
 from ..rng import Rng
-from ..state import Recipe, RunContext, StageIterator, load_state, state_of
+from ..state import Recipe, RunContext, StageIterator, load_state, replayed, state_of
 
 __all__ = ["DetShuffle", "Shuffle"]
 
@@ -178,8 +178,7 @@ class _ShuffleIterator(StageIterator):
             self.snapshots = collections.deque([(0, self.snapshots[0][1], self.progress.at_snapshot(self.src))])
             count, kept, order = self.replay
             held = {}
-            for i in range(count):
-                item = next(src)
+            for i, item in enumerate(replayed(src, count, "shuffle")):
                 if i in kept:
                     held[i] = item
             buf.extend((i, held[i]) for i in (order if order is not None else sorted(held)))
