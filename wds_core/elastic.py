@@ -163,13 +163,18 @@ def _readers_in(obj: Any, complete: bool = False) -> Iterable[tuple[dict[str, An
     """``(pipeline state, position, finished)`` for every reader state inside ``obj``."""
     if isinstance(obj, dict):
         if "chain" in obj and "fingerprint" in obj:
-            yield obj, obj.get("position"), complete
+            loader = _loader_state(obj["chain"]) if obj.get("position") is None else None
+            if loader is None:
+                yield obj, obj.get("position"), complete
+            else:  # a pipeline whose source is a loader (wds_torch.WebLoader): the readers are its workers
+                yield from _readers_in(loader, complete)
             return
         lag = obj.get("_steps_since_snapshot")
         if lag:  # a torchdata StatefulDataLoader state whose worker snapshots are older than its position
             raise CheckpointError(
-                f"this StatefulDataLoader state is {lag} steps past its workers' snapshots; elastic resume "
-                "needs a snapshot at every step: StatefulDataLoader(snapshot_every_n_steps=1), the default"
+                f"this loader's state is {lag} steps past its workers' snapshots; elastic resume needs a snapshot "
+                "at every step: StatefulDataLoader(snapshot_every_n_steps=1), the default, or "
+                "WebLoader(..., snapshot_every_n_steps=1)"
             )
         if "num_workers" in obj and isinstance(obj.get("workers"), list):  # a wds_core.Loader state
             for w, entry in enumerate(obj["workers"]):
@@ -187,6 +192,25 @@ def _readers_in(obj: Any, complete: bool = False) -> Iterable[tuple[dict[str, An
     elif isinstance(obj, (list, tuple)):
         for value in obj:
             yield from _readers_in(value, complete)
+
+
+def _loader_state(chain: Any) -> Any:
+    """The state of the loader a pipeline reads (``{"loader": ..., "epochs_started": ...}``, a WebLoader's), through
+    stages that keep nothing of their own; ``None`` when it reads none.  A stage of its own after the loader (a
+    shuffle, a rebatching) holds samples the workers delivered: their positions cannot be merged."""
+    while isinstance(chain, dict):
+        if "loader" in chain and "epochs_started" in chain:
+            return chain["loader"]
+        if set(chain) != {"parent"}:
+            if _loader_state(chain.get("parent")) is not None:
+                raise CheckpointError(
+                    "this loader has stages of its own after its workers (a shuffle, a rebatching...), which hold "
+                    "samples the workers delivered: elastic resume needs those stages in the dataset, before the "
+                    "loader"
+                )
+            return None
+        chain = chain["parent"]
+    return None
 
 
 def merge_states(*states: Any) -> dict[str, Any]:

@@ -29,7 +29,9 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import wds_core
 from wds_core import dropin
+from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError
+from wds_core.state import load_state
 
 from . import transfer
 
@@ -244,11 +246,36 @@ if _Stateful is not None:
             return {"loader": loader, "epochs_started": self._epochs_started}
 
         def load_state_dict(self, state: dict[str, Any]) -> None:
+            if is_merged(state):  # every worker re-splits what is left of that epoch
+                load_state(self.dataset, state)
+                self._epochs_started = int(state["epoch"])
+                self._finished = self._at_end = False
+                super().load_state_dict({})
+                return
             if not isinstance(state, dict) or "loader" not in state:
                 raise CheckpointError("not a WebLoader's loader state (expected the 'loader' entry)")
+            _check_workers(state["loader"], self.num_workers)
             self._epochs_started = int(state["epochs_started"])
             self._finished = self._at_end = bool(state["loader"].get("_iterator_finished"))
             super().load_state_dict({} if self._finished else state["loader"])
+
+
+def _check_workers(loader: dict[str, Any], num_workers: int) -> None:
+    """A loader state taken with another number of workers cannot be restored (each worker's position is its own
+    part of the stream): say so, and how to resume, instead of torchdata's bare ``AssertionError``."""
+    snapshot = loader.get("_snapshot")
+    if snapshot is None:
+        taken = None if not loader or loader.get("_iterator_finished") else 0  # a single-process state
+    else:
+        taken = int(snapshot.get("_main_snapshot", {}).get("_num_workers", 0))
+    if taken is None or taken == num_workers:
+        return
+    raise CheckpointError(
+        f"this checkpoint was taken by a loader with {taken} workers, and this one has {num_workers}: each worker "
+        f"reads its own part of the stream, which cannot be split or joined; resume with num_workers={taken}, or "
+        "read a balanced epoch (WebDataset(..., balanced='pad'), WebLoader(..., snapshot_every_n_steps=1)) and "
+        "load wds_torch.merge_states(states) of every rank, which any number of ranks and workers resumes"
+    )
 
 
 class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
@@ -277,6 +304,20 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
             self.loader = EpochLoader(*args, **kw)
         self.loader.sets_epoch = self.sets_epoch
         super().__init__(self.loader)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue where ``state`` was taken; a merged state (:func:`wds_torch.merge_states` of a balanced epoch)
+        continues that epoch on this loader's workers, whatever their number."""
+        if is_merged(state):
+            self.loader.load_state_dict(state)
+            self._run, self._pending, self.epoch = None, None, int(state["epoch"])
+            return
+        super().load_state_dict(state)
+        chain = state.get("chain")
+        while isinstance(chain, dict) and "loader" not in chain:  # through the stages after the loader
+            chain = chain.get("parent")
+        if isinstance(chain, dict) and isinstance(chain["loader"], dict):
+            _check_workers(chain["loader"], self.loader.num_workers)  # now, not when the workers start
 
     def __iter__(self) -> Any:
         items = super().__iter__()

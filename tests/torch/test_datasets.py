@@ -466,3 +466,45 @@ def test_a_loader_state_edited_to_name_a_command_runs_nothing_in_the_workers(dat
     with pytest.raises(Exception, match="names positions, never places"):
         list(edited)
     assert not marker.exists()
+
+
+def test_a_loader_restored_with_another_worker_count_says_how_to_resume(dataset_dir):
+    """Issue 56, case 11: a WebLoader restored with another number of workers failed with torchdata's bare
+    AssertionError; merge_states refused a balanced WebLoader's state ("not a balanced epoch"), which it merges as
+    it merges a StatefulDataLoader's."""
+    spec, keys = dataset_dir
+
+    def make(workers, balanced=None):
+        dataset = wds.WebDataset(spec, shardshuffle=True, seed=5, balanced=balanced).to_tuple("__key__")
+        return wds.WebLoader(dataset, num_workers=workers, batch_size=None, snapshot_every_n_steps=1)
+
+    loader = make(2)
+    it = iter(loader)
+    for _ in range(30):
+        next(it)
+    state = loader.state_dict()
+    loader.close()
+    with pytest.raises(wds.CheckpointError, match="2 workers, and this one has 3.*num_workers=2.*merge_states"):
+        make(3).load_state_dict(state)
+    with pytest.raises(wds.CheckpointError, match="balanced epoch"):
+        wds.merge_states(state)
+
+    loader = make(2, balanced="pad")
+    it = iter(loader)
+    seen = [next(it)[0] for _ in range(30)]
+    state = loader.state_dict()
+    loader.close()
+    merged = wds.merge_states(state)
+    again = make(1, balanced="pad")
+    again.load_state_dict(merged)
+    rest = [key for (key,) in again]
+    assert sorted(seen + rest) == sorted(keys)  # every sample once: 160 divides among 2 readers, then 1
+
+    shuffled = wds.WebLoader(make(2, balanced="pad").loader.dataset, num_workers=2, batch_size=None,
+                             snapshot_every_n_steps=1).shuffle(10)  # fmt: skip
+    it = iter(shuffled)
+    for _ in range(5):
+        next(it)
+    with pytest.raises(wds.CheckpointError, match="stages of its own after its workers"):
+        wds.merge_states(shuffled.state_dict())
+    shuffled.close()

@@ -334,6 +334,13 @@ class _SplitIterator(StageIterator):
         return {"seen": self.seen, "split": [self.index, self.count]}
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
+        taken = state.get("split")
+        if taken is not None and list(taken) != [self.index, self.count]:
+            raise CheckpointError(
+                f"this checkpoint was taken by reader {taken[0]} of {taken[1]} (rank or worker), and this is reader "
+                f"{self.index} of {self.count}: each reads its own share of the shards; resume on as many ranks and "
+                "workers, or read a balanced epoch (balanced='pad') and load wds_core.merge_states(states) of them all"
+            )
         self.seen = int(state["seen"])
 
 

@@ -173,3 +173,24 @@ def test_millions_of_shards_over_512_readers(monkeypatch, spec, readers):
     for reader in readers:  # the readers' shares partition it: reader r reads every 512th from r's start
         start = reader // 8 + 64 * (reader % 8)
         assert shard_urls(shuffled, reader // 8, 64, reader % 8, 8, monkeypatch) == order[start::512]
+
+
+def test_a_split_restored_as_another_share_is_refused(tmp_path, monkeypatch):
+    """A reader's share of the shards is part of its state: restored as another reader of another count (more ranks
+    or workers), it would read another share from the position of the first."""
+    import wds_core
+    from tests.conftest import make_samples, write_shard
+
+    for s in range(4):
+        write_shard(tmp_path / f"s{s}.tar", make_samples(f"s{s}-", 5))
+    spec = str(tmp_path / "s{0..3}.tar")
+    monkeypatch.setattr(wds_core.sources.shardlists, "worker_info", lambda: (0, 2))
+    ds = wds_core.WebDataset(spec, shardshuffle=False)
+    it = iter(ds)
+    next(it)
+    state = ds.state_dict()
+    monkeypatch.setattr(wds_core.sources.shardlists, "worker_info", lambda: (0, 3))
+    again = wds_core.WebDataset(spec, shardshuffle=False)
+    with pytest.raises(wds_core.CheckpointError, match="reader 0 of 2.*reader 0 of 3"):
+        again.load_state_dict(state)
+        list(again)
