@@ -28,8 +28,9 @@ rewrites (shards, descriptors, spec files, counts files, indexes, ``gopen``):
   ``dir::``, registered scheme openers for other schemes (``name:/path`` is
   the opener's URL when one is registered for ``name``, as the storage layer
   opens it, not a local path)...;
-* the shard cache (``cache_dir``) is a local folder like any other: its files
-  are read and written only under an allowed root;
+* every file the package opens, creates, renames, lists or removes goes through
+  :mod:`.files`, which applies the roots to it: the shard cache (``cache_dir``),
+  the drop-in's caches, indexes, the commands' inputs and outputs, logs;
 * every decoder refuses to load pickles (``allow_pickle=True``, ``.pth``
   fields, which ``torch.load`` unpickles even with ``weights_only``,
   ``xdecode``, ``unpickle_loads``).
