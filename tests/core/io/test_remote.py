@@ -519,7 +519,7 @@ def _offset_of(state):
 
     def walk(node):
         if isinstance(node, dict):
-            if "url" in node and "offset" in node and node.get("url"):
+            if "shards" in node and node.get("offset", -1) >= 0:  # the reader's state, reading a shard
                 found.append(node["offset"])
             for value in node.values():
                 walk(value)
