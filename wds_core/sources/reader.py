@@ -84,6 +84,7 @@ class ShardReader(StageIterator):
         # the upstream's state before each shard held (the one being read, then the queued ones) was taken from it
         self.taken_at: list[Any] = []
         self.replay: list[str] | None = None  # after a restore: the digests of the shards to take again
+        self.restored: dict[str, Any] | None = None  # ... and the state it was given, until the run starts
         self.size: int | None = None  # the size of the shard being read, when its stream knows it
         self.restored_size: int | None = None  # the size a restored state says its shard had
         self._early: list[tuple[str, Any]] = []  # (url, stream) of queued shards, opened and requested ahead
@@ -120,10 +121,9 @@ class ShardReader(StageIterator):
         return self.url is not None and self.offset >= 0
 
     def state_dict(self) -> dict[str, Any]:
+        if self.replay is not None and self.restored is not None:  # restored and not started: as it was given
+            return dict(self.restored)
         state = self._own_state()
-        if self.replay is not None:  # restored and not started: the state it was given
-            state["parent"], state["shards"] = self._restored_parent, list(self.replay)
-            return state
         held = ([self.url] if self.reading() else []) + [url_of(item) for item in self.queued]
         if held:
             parent = self.taken_at[-len(held)]
@@ -146,7 +146,7 @@ class ShardReader(StageIterator):
             raise CheckpointError(f"{self._where()}: 'shards' is a list of digests, got {shards!r}")
         if self.offset >= 0 and not shards:
             raise CheckpointError(f"{self._where()}: the state reads a shard but names none")
-        self.replay, self._restored_parent = list(shards), state["parent"]
+        self.replay, self.restored = list(shards), dict(state)
 
     def _where(self) -> str:
         return f"the checkpoint of {type(self).__name__}"

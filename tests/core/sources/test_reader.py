@@ -123,3 +123,14 @@ def test_shards_read_ahead_are_named_by_digest_and_checked(http_server):
     again.load_state_dict(state)
     with pytest.raises(CheckpointError, match="3. shard's digest differs"):
         rest(again)
+
+
+def test_a_restored_reader_gives_back_its_state_until_it_starts(data):
+    """A loader asks its workers for their state as they start: a reader restored and not started yet is where the
+    state put it, its offset and size included."""
+    state = state_after(data, 13)
+    ds = pipeline(data)
+    ds.load_state_dict(state)
+    it = iter(ds)  # started, not read from
+    assert reader_state(ds.state_dict()) == reader_state(state)
+    assert next(it)["__key__"] == "s1-00003"
