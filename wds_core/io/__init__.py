@@ -21,6 +21,9 @@ and each other.
 * :mod:`.decompress` -- gzip, bz2, xz and zstd shards by their magic bytes;
 * :mod:`.sinks` -- atomic shard destinations: local files and streams (remote ones are their backends');
 * :mod:`.secure` -- secure mode: no commands, no local paths outside allowed roots, no pickles;
+* :mod:`.files` -- the one gate for local files: every file the package opens, creates, renames, lists or
+  removes, secure mode applied there (no other module makes a file call; :mod:`.pipes` alone starts processes);
+* :mod:`.forklocks` -- every lock and event of the package, made anew in a forked child;
 * :mod:`.streams` -- the small stream base classes the others share.
 
 The names below are the expert interface (custom schemes, per-prefix options,
