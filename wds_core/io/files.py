@@ -103,7 +103,8 @@ def open_file(
     """``open(path, mode, ...)`` through the gate: in secure mode a read is checked on the file opened, a write
     creates the file through its checked folder and never through a link."""
     path = _name(path)
-    writing = mode.replace("b", "").replace("t", "").replace("+", "")[:1] in _WRITES
+    kind = mode.replace("b", "").replace("t", "").replace("+", "")[:1]  # r, w, a or x
+    writing = kind in _WRITES
     if not secure_mode() or not writing:
         action = "write" if writing or "+" in mode else "read"
         path = _checked(path, action)
@@ -114,7 +115,7 @@ def open_file(
             stream.close()
             raise
         return stream
-    flags = _WRITES[mode.replace("b", "").replace("t", "").replace("+", "")[:1]] | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = _WRITES[kind] | os.O_NOFOLLOW | os.O_CLOEXEC
     if "+" in mode:
         flags = (flags & ~os.O_WRONLY) | os.O_RDWR
     with _folder_of(path, "write") as (folder, name):
@@ -125,7 +126,11 @@ def open_file(
                 raise
             why = "it is a symbolic link (a file written never follows one)"
             raise refusal("write", f"the local path {path}", why) from None
-    return open(fd, mode, buffering=buffering, encoding=encoding, errors=errors, newline=newline, closefd=True)
+    try:
+        return open(fd, mode, buffering=buffering, encoding=encoding, errors=errors, newline=newline, closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def append(path: Any, data: bytes) -> None:
