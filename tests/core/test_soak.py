@@ -53,13 +53,13 @@ def test_early_breaks_over_http_leave_the_workers_flat(flavour):
 
     for key in ("workers_threads", "workers_fds", "fds"):
         # the kept-alive connections (a descriptor each) and the I/O pool's threads grow to what the busiest moment
-        # needed, then stay: bounded by the requests in flight, flat in the second half but for one late burst.  The
-        # pool adds a thread, and the connections a descriptor, when a request finds none idle, so a burst late in
-        # the run may add a few (seen here: threads 50 to 53 in one run of four of d2234b8, descriptors 66 to 69
-        # then flat), never one an epoch: a leak of one an epoch (8 or more in the second half) goes past 4
+        # needed, then stay: bounded by the requests in flight.  The pool adds a thread, and the connections a
+        # descriptor, when a request finds none idle, so the counts climb in rare steps towards that bound, late in
+        # the run too (threads 49, 49, 51, 52, 53 over the last epochs of a run of d2234b8, 47, 50, 51 of one since:
+        # up to 5 in the second half), never one an epoch: a leak of one an epoch (8 in the second half) goes past 6
         seen = [row[key] for row in rows]
         late = seen[len(seen) // 2 :]
-        assert max(seen) - min(seen) <= 24 and max(late) - min(late) <= 4, (key, seen)
+        assert max(seen) - min(seen) <= 24 and max(late) - min(late) <= 6, (key, seen)
     assert max(row["workers_threads"] for row in rows) <= 2 * (POOL_WORKERS + 8)  # two workers, each its pool
     grown = [row["workers_rss_mb"] - rows[0]["workers_rss_mb"] for row in rows]
     assert max(grown) < 80 and result["slopes"]["workers_rss_mb"] < 8, (grown, result["slopes"])
