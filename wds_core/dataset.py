@@ -26,6 +26,7 @@ from .sources.reading import ShardReadOptions
 from .sources.shardlists import ResampledShards, SimpleShardList, split_by_node, split_by_worker
 from .sources.specfile import Extensions, SourceShards, is_spec, load_spec
 from .sources.tarsamples import TarfileToSamples
+from .state import Recipe
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 
@@ -68,7 +69,10 @@ class WebDataset(DataPipeline, FluidInterface):
     or its parsed dict): several sources mixed in proportions
     (:mod:`wds_core.sources.specfile`); ``allow_pipe=True`` lets it use ``pipe:`` URLs.
     A local folder ending in ``/`` is a :class:`~wds_core.sources.dirshards.DirectoryShardList`
-    (shards claimed as they appear; ``mode`` says what happens to them after).
+    (shards claimed as they appear; ``mode`` says what happens to them after).  A dataset of shards (a
+    ``SimpleShardList``, a ``DataPipeline`` or any PyTorch ``IterableDataset`` yielding ``{"url": ...}`` or URLs)
+    is the shard source as it is, as in webdataset 0.2: no shard shuffle, no node or worker split, which it does
+    itself if it should (webdataset 1.x refuses one with an ``AssertionError``).
 
     Without ``seed``, the ``WDS_SEED`` environment variable is the seed when
     set, as in webdataset.  ``detshuffle`` is accepted for webdataset: the shard
@@ -121,6 +125,15 @@ class WebDataset(DataPipeline, FluidInterface):
             mix = spec_mix(urls, seed, bool(shardshuffle), reading, (nodesplitter, workersplitter), allow_pipe)
             self.append(mix)
             self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
+        elif _is_shard_source(urls):
+            if resampled or balanced is not None or interleave is not None or mode is not None:
+                raise SpecError(
+                    "a dataset of shards given as the source yields its own shards: resampled, balanced, interleave "
+                    "and mode do not apply to it"
+                )
+            self.append(urls)
+            self.append(TarfileToSamples.from_options(reading))
+            self.nshards = len(urls.urls) if isinstance(getattr(urls, "urls", None), (list, tuple)) else 0
         elif isinstance(urls, str) and urls.endswith("/") and local_path(urls) is not None and files.isdir(urls):
             self.append(DirectoryShardList(urls, mode=mode or "resample"))
             self.append(TarfileToSamples.from_options(reading))
@@ -178,6 +191,16 @@ class WebDataset(DataPipeline, FluidInterface):
         if self.nshards < world * workers:
             message += "; there are fewer shards than ranks x workers: use more shards or resampled=True"
         return message + "; pass empty_check=False to allow empty epochs"
+
+
+def _is_shard_source(urls: Any) -> bool:
+    """Whether ``urls`` is a dataset of shards rather than a spec: a wds recipe or pipeline (a shard list), or a
+    PyTorch ``IterableDataset`` (named by its class, so that the core imports no framework)."""
+    if isinstance(urls, (str, bytes, os.PathLike, dict, list, tuple)):
+        return False
+    if isinstance(urls, (Recipe, DataPipeline)):
+        return True
+    return any(cls.__name__ == "IterableDataset" for cls in type(urls).__mro__)
 
 
 class FluidWrapper(DataPipeline, FluidInterface):

@@ -260,3 +260,28 @@ def test_local_path_only_where_webdataset_gives_it(tmp_path, http_server):
         assert [set(s) for s in ours] == [set(s) for s in theirs], (url, how, cache)
         if "__local_path__" in theirs[0]:
             assert [s["__local_path__"] for s in ours] == [s["__local_path__"] for s in theirs], (url, how, cache)
+
+
+def test_a_dataset_of_shards_is_the_source_as_in_webdataset_0_2(tmp_path):
+    """Issue 57: 0.2.x code builds ``wds.WebDataset(wds.SimpleShardList([...]))`` and gets that dataset as the shard
+    source (no node or worker split, no shard shuffle: webdataset 0.2.86 ``append``s it after ``assert not
+    resampled``); through the switch it was ``SpecError: shard URLs must be strings, got dict``.  webdataset 1.0.2
+    refuses it with an ``AssertionError``, so accepting it breaks no 1.0.2 code."""
+    from wds_core import dropin
+
+    real = pytest.importorskip("webdataset")
+    paths = []
+    for s in range(3):
+        paths.append(write_shard(tmp_path / f"s{s}.tar", make_samples(f"s{s}-", 4)))
+    with pytest.raises(AssertionError):
+        list(real.WebDataset(real.SimpleShardList(paths)))
+    keys = [s["__key__"] for s in dropin.WebDataset(dropin.SimpleShardList(paths), shardshuffle=True, seed=3)]
+    assert keys == [f"s{s}-{i:05d}" for s in range(3) for i in range(4)]  # the list's own order, all of it
+    decoded = dropin.WebDataset(dropin.SimpleShardList(paths[:1])).decode(only="txt").to_tuple("__key__", "txt")
+    assert [key for key, _ in decoded] == [f"s0-{i:05d}" for i in range(4)]
+    with pytest.raises(wds.SpecError, match="resampled"):
+        dropin.WebDataset(dropin.SimpleShardList(paths), resampled=True)
+    from wds_core.testing import check_resume
+
+    keys = check_resume(lambda: dropin.WebDataset(dropin.SimpleShardList(paths)).shuffle(3, seed=1), step=4)
+    assert len(keys) == 12  # checkpointable as any shard list is
