@@ -258,13 +258,26 @@ class _RefuseUnknownSubmodules(importlib.abc.MetaPathFinder):
                 name=fullname,
             )
         if fullname.startswith("wids."):
+            instead = _WIDS_INSTEAD.get(fullname, "")
             raise ModuleNotFoundError(
-                f"No module named {fullname!r}: `import wids` is wds's drop-in here, which has wids.wids and "
-                "wids.wids_decode (see wds's docs/guides/moving-from-webdataset.md)",
+                f"No module named {fullname!r}: `import wids` is wds's drop-in here, which has wids.wids, "
+                f"wids.wids_decode and wids.wids_specs{instead} (see wds's docs/guides/moving-from-webdataset.md)",
                 name=fullname,
             )
         return None
 
+
+# what to use instead of wids's internal modules the drop-in does not have
+_WIDS_INSTEAD = {
+    "wids.wids_mmtar": "; shards are read by wds's offset index and memory map (wids.ShardListDataset)",
+    "wids.wids_tar": "; shards are read by wds's offset index and memory map (wids.ShardListDataset)",
+    "wids.wids_index": "; indexes are built by `wds index create` or wds_core.ShardListDataset",
+    "wids.wids_dl": "; downloads go through wds's storage (wds_core.io.open_shard, any URL wds reads)",
+    "wids.wids_lru": "; wids.wids.LRUShards keeps the open shards",
+    "wids.wids_cleanup": "; wds's shard cache (ShardCache) removes the least recently used files",
+    "wids.wids_dir": "; a folder of shards is wds_core.DirectoryShardList",
+    "wids.wids_bench": "; benchmarks are wds's benchmarks/bench_indexed.py",
+}
 
 _FINDER = _RefuseUnknownSubmodules()
 

@@ -41,6 +41,7 @@ from ..errors import SpecError
 from ..io.storage import Storage
 from ..io.urls import folder_of
 from ..sources.descriptor import resolve_descriptor
+from . import widsspecs
 from .widsdecode import (
     check_keys,
     decode_all_gz,
@@ -54,6 +55,8 @@ from .widssamplers import (
     DistributedChunkedSampler,
     ShardedSampler,
     ShardListSampler,
+    intersect_range,
+    intersect_ranges,
     iterate_ranges,
     lengths_to_ranges,
 )
@@ -62,11 +65,17 @@ from .widsshards import (
     DefaultLocalname,
     IndexedTarSamples,
     LRUShards,
+    cache_localname,
+    compute_file_md5sum,
+    compute_num_samples,
+    default_localname,
+    get_cache_path,
     group_by_key,
     hash_localname,
     name_hash,
     splitname,
 )
+from .widsspecs import load_dsdesc_and_resolve, urldir
 
 __all__ = [
     "CacheLocalname",
@@ -78,22 +87,42 @@ __all__ = [
     "ShardListDataset",
     "ShardListSampler",
     "ShardedSampler",
+    "cache_localname",
     "check_keys",
+    "compute_file_md5sum",
+    "compute_num_samples",
     "decode_all_gz",
     "decode_basic",
     "decode_images_to_numpy",
     "decode_images_to_pil",
     "default_decoder",
+    "default_localname",
+    "get_cache_path",
     "group_by_key",
+    "hash_dataset_name",
     "hash_localname",
+    "interpret_transformations",
+    "intersect_range",
+    "intersect_ranges",
     "iterate_ranges",
     "lengths_to_ranges",
+    "load_dsdesc_and_resolve",
     "splitname",
+    "urldir",
 ]
 
 WIDS_VERSION = "0.1.11"  # the wids release whose names and behaviour this follows
 
 # ---------------------------------------------------------------------------------------------- samples
+
+
+hash_dataset_name = name_hash  # wids's name: 16 URL-safe characters of a SHA-256
+
+
+def interpret_transformations(given: Any) -> list[Callable[[dict[str, Any]], Any]]:
+    """wids's ``transformations=``: a callable or a list of them, ``"PIL"``/``"numpy"`` (deprecated) for
+    :func:`default_decoder` in that format."""
+    return _transformations(given)
 
 
 def _transformations(given: Any) -> list[Callable[[dict[str, Any]], Any]]:
@@ -268,5 +297,8 @@ def wids_modules(flavour: str, classes: dict[str, Any] | None = None) -> dict[st
     inner.__dict__.update(names, __wds__=flavour, __all__=sorted(names))
     decoding = types.ModuleType("wids.wids_decode", "wids's sample decoding, over wds's field decoders")
     decoding.__dict__.update({name: names[name] for name in (*_DECODE, "default_decoder")}, __wds__=flavour)
-    top.__dict__.update(wids=inner, wids_decode=decoding)
-    return {"wids": top, "wids.wids": inner, "wids.wids_decode": decoding}
+    specs = types.ModuleType("wids.wids_specs", widsspecs.__doc__)
+    specs.__dict__.update({name: getattr(widsspecs, name) for name in widsspecs.__all__}, __wds__=flavour)
+    specs.__dict__["__all__"] = list(widsspecs.__all__)
+    top.__dict__.update(wids=inner, wids_decode=decoding, wids_specs=specs)
+    return {"wids": top, "wids.wids": inner, "wids.wids_decode": decoding, "wids.wids_specs": specs}

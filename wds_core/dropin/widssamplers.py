@@ -21,6 +21,8 @@ __all__ = [
     "ShardListSampler",
     "ShardedSampler",
     "distributed_chunked_sampler",
+    "intersect_range",
+    "intersect_ranges",
     "iterate_ranges",
     "lengths_to_ranges",
 ]
@@ -32,6 +34,17 @@ def lengths_to_ranges(lengths: list[int]) -> list[tuple[int, int]]:
     """Consecutive half-open ranges of the given lengths, from 0."""
     ends = np.cumsum([0, *lengths]).tolist()
     return list(zip(ends[:-1], ends[1:]))
+
+
+def intersect_range(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """The intersection of two half-open integer intervals, or ``None`` when it is empty."""
+    low, high = max(a[0], b[0]), min(a[1], b[1])
+    return (low, high) if low < high else None
+
+
+def intersect_ranges(ranges: list[tuple[int, int]], r: tuple[int, int]) -> list[tuple[int, int]]:
+    """The non-empty intersections of ``r`` with each interval of ``ranges``, in order."""
+    return [common for a in ranges if (common := intersect_range(a, r)) is not None]
 
 
 def iterate_ranges(

@@ -26,6 +26,11 @@ __all__ = [
     "IndexedTarSamples",
     "LRUShards",
     "group_by_key",
+    "cache_localname",
+    "compute_file_md5sum",
+    "compute_num_samples",
+    "default_localname",
+    "get_cache_path",
     "hash_localname",
     "splitname",
 ]
@@ -49,6 +54,42 @@ class DefaultLocalname:
 
     def __call__(self, shard: str) -> str:
         return os.path.join(self._dldir, quote(shard, safe="+-"))
+
+
+def default_localname(dldir: str = "/tmp/_wids_cache") -> Callable[[str], str]:
+    """wids 0.1.x's earlier name: the folder made, and :class:`DefaultLocalname` of it (the whole URL, quoted)."""
+    files.makedirs(dldir)
+    return DefaultLocalname(os.fspath(dldir))
+
+
+def cache_localname(cachedir: str) -> Callable[[str], str]:
+    """wids 0.1.x's earlier name: the folder made, and :class:`CacheLocalname` of it (the URL's file name)."""
+    files.makedirs(cachedir)
+    return CacheLocalname(os.fspath(cachedir))
+
+
+def get_cache_path(shard: str, cachedir: str) -> str:
+    """wids 0.1.x's: where ``shard`` goes in ``cachedir`` (its URL's file name)."""
+    return CacheLocalname(cachedir)(shard)
+
+
+def compute_file_md5sum(fname: Any, chunksize: int = 1000000) -> str:
+    """The MD5 of a file (a path, or an open binary file read from its start), read ``chunksize`` bytes at a time."""
+    digest = hashlib.md5()
+    if isinstance(fname, (str, os.PathLike)):
+        with files.open_file(fname, "rb") as stream:
+            while chunk := stream.read(chunksize):
+                digest.update(chunk)
+    else:
+        fname.seek(0)
+        while chunk := fname.read(chunksize):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def compute_num_samples(fname: str) -> int:
+    """How many samples the local tar ``fname`` holds."""
+    return len(IndexedTarSamples(path=fname))
 
 
 def hash_localname(dldir: str = "/tmp/_wids_cache") -> Callable[[str], str]:
