@@ -94,12 +94,12 @@ def load_remote_dsdesc_raw(source: Any) -> dict[str, Any]:
     """The description at ``source`` (a path or any URL wds reads, with the storage options registered or
     configured for it, or an open file) as parsed JSON."""
     if isinstance(source, (io.IOBase, io.TextIOBase)) or hasattr(source, "read"):
-        text = source.read(MAX_DESCRIPTION_BYTES + 1)
+        text = _read_at_most(source, MAX_DESCRIPTION_BYTES + 1)
         where = getattr(source, "name", "the stream")
     else:
         where = os.fspath(source)
         with Storage().open(where) as stream:
-            text = stream.read(MAX_DESCRIPTION_BYTES + 1)
+            text = _read_at_most(stream, MAX_DESCRIPTION_BYTES + 1)
     if len(text) > MAX_DESCRIPTION_BYTES:
         raise DescriptionError(f"{where}: a dataset description over {MAX_DESCRIPTION_BYTES:,} bytes")
     try:
@@ -111,6 +111,18 @@ def load_remote_dsdesc_raw(source: Any) -> dict[str, Any]:
 
 
 load_remote_spec = load_remote_dsdesc_raw  # wids 0.1.x's earlier name
+
+
+def _read_at_most(stream: Any, limit: int) -> Any:
+    """What ``stream`` gives up to ``limit`` characters or bytes (a read may give fewer than asked before its end)."""
+    parts, got = [], 0
+    while got < limit:
+        part = stream.read(limit - got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return parts[0][:0].join(parts) if parts else b""
 
 
 def rebase_shardlist(shards: list[dict[str, Any]], base: str | None, allow_pipe: bool = False) -> list[dict[str, Any]]:
