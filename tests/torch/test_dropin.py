@@ -76,7 +76,7 @@ from webdataset.filters import _shuffle
 from webdataset.shardlists import expand_urls
 from webdataset.utils import pytorch_worker_seed
 print(wds.__wds__, issubclass(wds.WebDataset, wds_torch.WebDataset), _shuffle is wds_torch.filters._shuffle,
-      webdataset.tariterators is wds_torch.tariterators, len(caught))
+      webdataset.tariterators.tarfile_to_samples is wds_torch.tariterators.tarfile_to_samples, len(caught))
 try:
     import webdataset.wids
 except ModuleNotFoundError as exn:

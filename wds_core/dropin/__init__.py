@@ -94,6 +94,7 @@ from .filters import (
 from .gopen import gopen, gopen_schemes
 from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
 from .mix import RandomMix, RoundRobin
+from .modulespecs import stand_in, stand_in_spec
 from .pipeline import DataPipeline
 from .shardlists import (
     MultiShardSample,
@@ -248,9 +249,11 @@ def _ours(name: str) -> bool:
 class _RefuseUnknownSubmodules(importlib.abc.MetaPathFinder):
     """``import webdataset.<x>`` (or ``wids.<x>``) for a module the drop-in does not have: a clear error."""
 
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if _saved is None or fullname in sys.modules:
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if _saved is None:
             return None
+        if fullname in sys.modules:  # a stand-in reloaded: its own spec, never the real package on sys.path
+            return stand_in_spec(fullname)
         if fullname.startswith("webdataset."):
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: `import webdataset` is wds's drop-in here, which has "
@@ -325,17 +328,19 @@ def install(
         del sys.modules[name]
     from ..version import __version__
 
-    top = types.ModuleType("webdataset", f"wds {__version__} standing in for webdataset ({flavour})")
-    top.__dict__.update(namespace)
-    top.__dict__.update(
-        __path__=[],  # a package: its submodules are the entries below
-        __version__=API_VERSION,
-        __wds__=flavour,
-        __all__=sorted(TOP_LEVEL),
-    )
-    sys.modules["webdataset"] = top
-    for name, module in modules.items():
-        sys.modules[f"webdataset.{name}"] = module
+    # each a module of its own (its spec says webdataset.<name>), holding the names of the one it stands for
+    submodules = {
+        name: stand_in(
+            f"webdataset.{name}", vars(module), getattr(module, "__file__", None), kind=type(module), doc=module.__doc__
+        )  # fmt: skip
+        for name, module in modules.items()
+    }
+    doc = f"wds {__version__} standing in for webdataset ({flavour})"
+    names = {**namespace, "__version__": API_VERSION, "__wds__": flavour, "__all__": sorted(TOP_LEVEL)}
+    names.update({name: submodules[name] for name in _SUBMODULE_ATTRIBUTES})
+    sys.modules["webdataset"] = stand_in("webdataset", names, __file__, package=True, doc=doc)
+    sys.modules.update({f"webdataset.{name}": module for name, module in submodules.items()})
+    top = sys.modules["webdataset"]
     if wids is None:
         from .wids import wids_modules
 

@@ -42,6 +42,7 @@ from ..io.storage import Storage
 from ..io.urls import folder_of
 from ..sources.descriptor import resolve_descriptor
 from . import widsspecs
+from .modulespecs import stand_in
 from .widsdecode import (
     check_keys,
     decode_all_gz,
@@ -288,17 +289,21 @@ _DECODE = ("check_keys", "decode_all_gz", "decode_basic", "decode_images_to_nump
 def wids_modules(flavour: str, classes: dict[str, Any] | None = None) -> dict[str, types.ModuleType]:
     """``wids``, ``wids.wids`` and ``wids.wids_decode`` as modules of this one's names, with ``classes`` (an
     adapter's: PyTorch ``Dataset`` and ``Sampler`` subclasses) in place of the framework-free ones."""
+    from . import widsdecode
+
     names = {name: globals()[name] for name in __all__}
     names.update(classes or {})
-    top = types.ModuleType("wids", f"wds's stand-in for wids {WIDS_VERSION} ({flavour})")
-    top.__dict__.update({name: names[name] for name in _TOP})
-    top.__dict__.update(__path__=[], __version__=WIDS_VERSION, __wds__=flavour, __all__=sorted(_TOP))
-    inner = types.ModuleType("wids.wids", __doc__)
-    inner.__dict__.update(names, __wds__=flavour, __all__=sorted(names))
-    decoding = types.ModuleType("wids.wids_decode", "wids's sample decoding, over wds's field decoders")
-    decoding.__dict__.update({name: names[name] for name in (*_DECODE, "default_decoder")}, __wds__=flavour)
-    specs = types.ModuleType("wids.wids_specs", widsspecs.__doc__)
-    specs.__dict__.update({name: getattr(widsspecs, name) for name in widsspecs.__all__}, __wds__=flavour)
-    specs.__dict__["__all__"] = list(widsspecs.__all__)
-    top.__dict__.update(wids=inner, wids_decode=decoding, wids_specs=specs)
+    inner = stand_in("wids.wids", {**names, "__wds__": flavour, "__all__": sorted(names)}, __file__, doc=__doc__)
+    decoding = stand_in(
+        "wids.wids_decode", {**{name: names[name] for name in (*_DECODE, "default_decoder")}, "__wds__": flavour},
+        widsdecode.__file__, doc="wids's sample decoding, over wds's field decoders",
+    )  # fmt: skip
+    specs = stand_in(
+        "wids.wids_specs", {**{name: getattr(widsspecs, name) for name in widsspecs.__all__}, "__wds__": flavour,
+                            "__all__": list(widsspecs.__all__)}, widsspecs.__file__, doc=widsspecs.__doc__,
+    )  # fmt: skip
+    top_names = {name: names[name] for name in _TOP}
+    top_names.update(__version__=WIDS_VERSION, __wds__=flavour, __all__=sorted(_TOP), wids=inner,
+                     wids_decode=decoding, wids_specs=specs)  # fmt: skip
+    top = stand_in("wids", top_names, __file__, package=True, doc=f"wds's stand-in for wids {WIDS_VERSION} ({flavour})")
     return {"wids": top, "wids.wids": inner, "wids.wids_decode": decoding, "wids.wids_specs": specs}

@@ -82,7 +82,7 @@ def test_wids_0_1_s_extract_shardlist_as_its_tests_use_it(described):
     assert rebased[0]["url"] == str(folder / "a.tar")
 
 
-def test_bad_descriptions_are_errors_wids_code_catches_and_data_runs_no_command(described, tmp_path):
+def test_bad_descriptions_are_errors_wids_code_catches_and_data_runs_no_command(described, tmp_path, monkeypatch):
     folder, top = described
     for bad in ({"shardlist": []}, {"wids_version": 2, "shardlist": [{"url": "a", "nsamples": 1}]},
                 {"wids_version": 1, "shardlist": [{"url": "a"}]}, {"wids_version": 1}):  # fmt: skip
@@ -98,7 +98,8 @@ def test_bad_descriptions_are_errors_wids_code_catches_and_data_runs_no_command(
     with pytest.raises(wds_core.SpecError, match="runs a command"):
         widsspecs.resolve_dsdesc(dict(top, shardlist=[{"url": f"pipe:touch {marker}", "nsamples": 1}]))
     assert not marker.exists()
-    big = io.StringIO(" " * (widsspecs.MAX_DESCRIPTION_BYTES + 10))
+    monkeypatch.setattr(widsspecs, "MAX_DESCRIPTION_BYTES", 1000)
+    big = io.StringIO(" " * 1010)
     with pytest.raises(wds_core.SpecError, match="over"):
         widsspecs.load_remote_dsdesc_raw(big)
 
