@@ -94,7 +94,7 @@ from .filters import (
 from .gopen import gopen, gopen_schemes
 from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
 from .mix import RandomMix, RoundRobin
-from .modulespecs import stand_in, stand_in_spec
+from .modulespecs import PATH_PREFIX, path_hook, stand_in, stand_in_spec
 from .pipeline import DataPipeline
 from .shardlists import (
     MultiShardSample,
@@ -348,6 +348,8 @@ def install(
     sys.modules.update(wids)
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
+    if path_hook not in sys.path_hooks:
+        sys.path_hooks.insert(0, path_hook)
     message = (
         f"import webdataset -> {flavour} (wds {__version__}, webdataset {API_VERSION} API; import wids too); "
         f"{_describe_real()}"
@@ -377,3 +379,7 @@ def uninstall() -> None:
     _saved = None
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+    if path_hook in sys.path_hooks:
+        sys.path_hooks.remove(path_hook)
+    for entry in [e for e in sys.path_importer_cache if isinstance(e, str) and e.startswith(PATH_PREFIX)]:
+        del sys.path_importer_cache[entry]

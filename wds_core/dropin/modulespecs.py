@@ -8,9 +8,9 @@ no ``__spec__``, and ``find_spec`` raises ``ValueError`` for it.  So each module
 :func:`stand_in`: its own name, the names of the module it stands for (wds's drop-in module, or an adapter's copy of
 it), a spec whose loader (:data:`LOADER`) puts those names back on ``reload``, whose origin (and ``__file__``) is the
 source file of wds's module, and, for a package, a path entry (``<wds stand-in>:webdataset``) that a path hook
-(:class:`_Listing`) lists the package's submodules under.  The finder of the switch
-(``wds_core.dropin._RefuseUnknownSubmodules``) answers with these specs for the modules it installed, so that a
-reload finds them (not the real webdataset on ``sys.path``).
+(:func:`path_hook`, on ``sys.path_hooks`` while the switch is installed) lists the package's submodules under.
+The finder of the switch (``wds_core.dropin._RefuseUnknownSubmodules``) answers with these specs for the modules
+it installed, so that a reload finds them (not the real webdataset on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["LOADER", "PATH_PREFIX", "StandInLoader", "is_stand_in", "stand_in", "stand_in_spec"]
+__all__ = ["LOADER", "PATH_PREFIX", "StandInLoader", "is_stand_in", "path_hook", "stand_in", "stand_in_spec"]
 
 PATH_PREFIX = "<wds stand-in>:"  # a stand-in package's path entry: PATH_PREFIX + its name
 _OWN = ("__name__", "__doc__", "__spec__", "__loader__", "__file__", "__package__", "__path__", "__cached__",
@@ -98,11 +98,9 @@ class _Listing(importlib.abc.PathEntryFinder):
                 yield prefix + short, hasattr(sys.modules[fullname], "__path__")
 
 
-def _path_hook(entry: str) -> _Listing:
+def path_hook(entry: str) -> _Listing:
+    """The path hook of stand-in packages' path entries (put on ``sys.path_hooks`` by the switch when it installs,
+    taken off when it is undone: importing wds changes no import machinery)."""
     if not isinstance(entry, str) or not entry.startswith(PATH_PREFIX):
         raise ImportError("not a stand-in package's path entry")
     return _Listing(entry[len(PATH_PREFIX) :])
-
-
-if _path_hook not in sys.path_hooks:
-    sys.path_hooks.insert(0, _path_hook)

@@ -48,11 +48,15 @@ def test_every_module_of_the_switch_has_a_spec_in_the_main_process(flavour):
         f"""
         import {flavour}
         assert importlib.util.find_spec("webdataset") is None or True  # before: the real one, or none
+        hooks = (list(sys.meta_path), list(sys.path_hooks))
         {flavour}.install_as_webdataset(verbose=False)
         print(check_all())
         import webdataset
         importlib.reload(webdataset)  # a reload is the switch's module, never the real package on sys.path
         print(webdataset.__wds__, importlib.util.find_spec("webdataset.tariterators").name)
+        import wds_core.dropin
+        wds_core.dropin.uninstall()
+        assert hooks == (list(sys.meta_path), list(sys.path_hooks))  # undone: the import machinery as it was
         """
     )
     out = _run(code)
