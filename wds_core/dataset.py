@@ -132,11 +132,11 @@ class WebDataset(DataPipeline, FluidInterface):
                     "and mode do not apply to it"
                 )
             self.append(urls)
-            self.append(TarfileToSamples.from_options(reading))
+            self._append_reader(reading)
             self.nshards = len(urls.urls) if isinstance(getattr(urls, "urls", None), (list, tuple)) else 0
         elif isinstance(urls, str) and urls.endswith("/") and local_path(urls) is not None and files.isdir(urls):
             self.append(DirectoryShardList(urls, mode=mode or "resample"))
-            self.append(TarfileToSamples.from_options(reading))
+            self._append_reader(reading)
             self.nshards, self.empty_check = 0, False
             return
         else:
@@ -145,15 +145,29 @@ class WebDataset(DataPipeline, FluidInterface):
             if not resampled and balanced is None:
                 for splitter in (nodesplitter, workersplitter):
                     if splitter is not None:
-                        self.append(splitter)
+                        self.append(self.splitter_stage(splitter))
             if isinstance(shards, SimpleShardList) and handler is reraise_exception:
                 shards.check_local, shards.check_local_storage = True, storage
             self.nshards = len(shards.urls)
-            self.append(
-                TarfileToSamples.from_options(reading) if interleave is None else InterleaveShards(interleave, reading)
-            )
+            if interleave is None:
+                self._append_reader(reading)
+            else:
+                self.append(InterleaveShards(interleave, reading))
         if repeat:
             self.repeat()
+
+    def _append_reader(self, reading: ShardReadOptions) -> None:
+        for stage in self.reader_stages(reading):
+            self.append(stage)
+
+    def reader_stages(self, reading: ShardReadOptions) -> list[Any]:
+        """The stages that turn shards into samples: wds's reader (the drop-in's ``WebDataset`` chains webdataset's
+        pieces instead when code replaced one of them)."""
+        return [TarfileToSamples.from_options(reading)]
+
+    def splitter_stage(self, splitter: Callable) -> Any:
+        """The stage a node or worker splitter argument becomes (itself; the drop-in's has webdataset's hooks)."""
+        return splitter
 
     def _shard_list(
         self,

@@ -29,6 +29,7 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import wds_core
 from wds_core import dropin
+from wds_core.dropin import compat
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError
 from wds_core.state import load_state
@@ -154,8 +155,12 @@ class FluidWrapper(_RankTravels, wds_core.FluidWrapper, torch.utils.data.Iterabl
 class CompatWebDataset(WebDataset, dropin.FluidInterface):
     """webdataset's ``WebDataset``, as ``webdataset.WebDataset`` gives it through the drop-in: ``.batched(n)`` hands
     a full batch on once the item after it has come, as webdataset's does
-    (:class:`wds_core.stages.batching.ReadAheadBatch`).
+    (:class:`wds_core.stages.batching.ReadAheadBatch`).  Replaced pieces of webdataset's reader and splitters
+    are used as webdataset uses them (:mod:`wds_core.dropin.hooks`).
     """
+
+    reader_stages = compat.reader_stages
+    splitter_stage = compat.splitter_stage
 
 
 class CompatFluidWrapper(FluidWrapper, dropin.FluidInterface):

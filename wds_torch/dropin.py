@@ -19,7 +19,7 @@ import torch
 import torch.utils.data
 
 from wds_core import dropin
-from wds_core.dropin import wids
+from wds_core.dropin import hooks, wids
 from wds_core.dropin.widssamplers import distributed_chunked_sampler
 
 from . import codecs, datasets, indexed
@@ -42,11 +42,12 @@ _TORCH: dict[str, Any] = {
 
 
 def _with_torch(name: str, core: types.ModuleType) -> types.ModuleType:
-    module = type(core)(f"{__package__}.{name}", core.__doc__)  # the same kind: utils has a live enforce_security
+    # the same kind (utils has a live enforce_security), whose assignments of webdataset's hooks reach wds's module
+    module = hooks.write_through(type(core))(f"{__package__}.{name}", core.__doc__)
     module.__dict__.update({k: v for k, v in vars(core).items() if k not in ("__name__", "__doc__", "__spec__")})
     module.__dict__.update({k: v for k, v in _TORCH.items() if k in module.__dict__})
     sys.modules[module.__name__] = module
-    return module
+    return hooks.track(module)
 
 
 class WidsShardListDataset(wids.ShardListDataset, torch.utils.data.Dataset):

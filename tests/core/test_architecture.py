@@ -328,7 +328,7 @@ STORAGE_ENTRY_POINTS = {
     "wds_core.tools.parallel": {"map_shards"},
     "wds_core.io.storage": {"of", "open_shard", "open_random_access", "create_shard", "read_bytes"},
     "wds_core.dropin.gopen": {"gopen", "_gopen_storage"},  # webdataset's signatures
-    "wds_core.dropin.tariterators": {"url_opener"},
+    "wds_core.dropin.tariterators": {"url_opener", "tarfile_to_samples"},  # webdataset's, with wds's options
     "wds_core.dropin.writer": {"__init__"},
 }
 

@@ -32,6 +32,7 @@ from . import (
     extradatasets,
     filters,
     handlers,
+    hooks,
     mix,
     multi,
     pipeline,
@@ -130,6 +131,7 @@ MODULES: dict[str, types.ModuleType] = {
     "utils": utils,
     "writer": writer,
 }
+hooks.register(MODULES)
 
 __all__ = [  # webdataset 1.0.2's top-level names and 0.2.x's that 1.x dropped, then the drop-in's own
     "Cached",
@@ -330,9 +332,15 @@ def install(
 
     # each a module of its own (its spec says webdataset.<name>), holding the names of the one it stands for
     submodules = {
-        name: stand_in(
-            f"webdataset.{name}", vars(module), getattr(module, "__file__", None), kind=type(module), doc=module.__doc__
-        )  # fmt: skip
+        name: hooks.track(
+            stand_in(
+                f"webdataset.{name}",
+                vars(module),
+                getattr(module, "__file__", None),
+                kind=hooks.write_through(type(module)),
+                doc=module.__doc__,
+            )  # fmt: skip
+        )
         for name, module in modules.items()
     }
     doc = f"wds {__version__} standing in for webdataset ({flavour})"

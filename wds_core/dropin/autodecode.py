@@ -25,7 +25,8 @@ from ..fieldcodecs.decoders import DECODERS, register_decoder
 from ..fieldcodecs.images import IMAGE_SPECS
 from ..fieldcodecs.tenbin import decode_buffer
 from ..io.secure import secure_mode
-from ..stages.decode import Decoder
+from ..stages import decode as _decode
+from . import hooks
 from ._refuse import refused_function
 
 __all__ = [
@@ -127,6 +128,22 @@ decoders = _DecoderTable()
 imagespecs = IMAGE_SPECS  # spec name -> wds ImageSpec (Pillow mode and converter)
 default_pre_handlers = [gzfilter]
 default_post_handlers = [basichandlers]
+
+
+class Decoder(_decode.Decoder):
+    """wds's decoder (:class:`wds_core.stages.decode.Decoder`) whose default ``pre`` and ``post`` handlers are
+    ``default_pre_handlers`` and ``default_post_handlers`` when code changed or replaced those lists, as webdataset's
+    reads them when a decoder is made."""
+
+    def default_pre(self) -> list[Callable]:
+        handlers = hooks.replacement("autodecode", "default_pre_handlers")
+        return super().default_pre() if handlers is None else list(handlers)
+
+    def default_post(self, allow_pickle: bool) -> list[Callable]:
+        handlers = hooks.replacement("autodecode", "default_post_handlers")
+        return super().default_post(allow_pickle) if handlers is None else list(handlers)
+
+
 default_decoder = Decoder()
 
 _TORCH = "it needs PyTorch: import it from wds_torch (or install_as_webdataset() from wds_torch)"

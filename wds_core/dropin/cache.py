@@ -23,8 +23,9 @@ from ..errors import redact_url
 from ..handlers import Handler, reraise_exception
 from ..io import files
 from ..io.cache import ShardCache
-from ..io.storage import local_path, open_shard, url_of
+from ..io.storage import Storage, local_path, open_shard, url_of
 from ..sources.tarsamples import TarfileToSamples
+from . import hooks
 
 __all__ = [
     "FileCache",
@@ -82,8 +83,10 @@ def url_to_cache_name(url: str, ndir: int = 0) -> str:
 
 
 def download(url: str, dest: str, chunk_size: int = 1 << 20, verbose: bool = False) -> None:
-    """Copy ``url`` (anything wds opens) to the file ``dest``, which appears only when complete."""
-    with open_shard(url) as source:
+    """Copy ``url`` (anything wds opens; ``gopen.gopen`` when code replaced it) to the file ``dest``, which appears
+    only when complete."""
+    gopen = hooks.replacement("gopen", "gopen")
+    with gopen(url) if gopen is not None else open_shard(url) as source:
         files.copy_stream(source, dest, chunk_size)
     if verbose:
         print(f"# downloaded {redact_url(url)} to {dest}", file=sys.stderr)
@@ -148,16 +151,28 @@ def lru_cleanup(
 
 
 class StreamingOpen:
-    """Open each URL (``str`` or ``{"url": ...}``): ``{"url", "stream"}`` items, plus ``"local_path"`` for files."""
+    """Open each URL (``str`` or ``{"url": ...}``): ``{"url", "stream"}`` items, plus ``"local_path"`` for files.
 
-    def __init__(self, verbose: bool = False, handler: Handler = reraise_exception) -> None:
-        self.verbose, self.handler = verbose, handler
+    Streams come from ``storage`` (wds's storage layer with its options; ``None``: the process's), or, for URLs
+    other than local files, from ``gopen.gopen`` when code replaced it, as webdataset opens them.
+    """
+
+    def __init__(
+        self, verbose: bool = False, handler: Handler = reraise_exception, *, storage: Storage | None = None
+    ) -> None:
+        self.verbose, self.handler, self.storage = verbose, handler, storage
+
+    def _open(self, url: str) -> Any:
+        gopen = hooks.replacement("gopen", "gopen")
+        if gopen is not None and local_path(url) is None:  # webdataset opens local files itself
+            return gopen(url)
+        return self.storage.open(url) if self.storage is not None else open_shard(url)
 
     def __call__(self, urls: Iterable[Any]) -> Iterator[dict[str, Any]]:
         for item in urls:
             url = url_of(item)
             try:
-                sample: dict[str, Any] = {"url": url, "stream": open_shard(url)}
+                sample: dict[str, Any] = {"url": url, "stream": self._open(url)}
             except Exception as exn:
                 if self.handler(exn):
                     continue

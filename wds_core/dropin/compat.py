@@ -10,16 +10,22 @@ pipeline in worker processes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .. import dataset as fluid
 from ..errors import EmptyDatasetError
 from ..pipeline import fluid as chaining
+from ..sources.reading import ShardReadOptions
 from ..stages.batching import ReadAheadBatch
+from . import cache, filters, hooks
 from ._refuse import refused_class
+from .shardlists import SPLITTERS
+from .tariterators import group_by_keys, tar_file_expander
 
-__all__ = ["FluidInterface", "FluidWrapper", "WebDataset", "WebLoader", "check_empty"]
+__all__ = ["FluidInterface", "FluidWrapper", "WebDataset", "WebLoader", "check_empty", "group_by_keys",
+           "tar_file_expander"]  # fmt: skip
 
 
 class FluidInterface(chaining.FluidInterface):
@@ -27,9 +33,47 @@ class FluidInterface(chaining.FluidInterface):
 
     batch_stage = ReadAheadBatch
 
+    def decode(self, *handlers: Any, **options: Any) -> Any:
+        """Decode fields as wds's ``.decode()``, with the drop-in's :class:`~.autodecode.Decoder` (webdataset's
+        default handler lists honoured)."""
+        return self.compose(filters.decode(*handlers, **options))
+
+
+# what webdataset 1.0.2's WebDataset reads shards with, looked up when it is built
+_READER_PIECES = (
+    ("compat", "tar_file_expander"), ("compat", "group_by_keys"), ("cache", "StreamingOpen"), ("gopen", "gopen"),
+    ("tariterators", "tar_file_iterator"), ("tariterators", "valid_sample"),
+)  # fmt: skip
+
+
+def reader_stages(self: Any, reading: ShardReadOptions) -> list[Any]:
+    """A drop-in ``WebDataset``'s reader: wds's, or webdataset's chain (``cache.StreamingOpen``, then
+    ``compat.tar_file_expander`` and ``compat.group_by_keys`` as they are now) when code replaced one of its
+    pieces (then ``state_dict()`` is a ``CheckpointError`` naming the plain piece)."""
+    if not hooks.replaced_any(_READER_PIECES):
+        return fluid.WebDataset.reader_stages(self, reading)
+    opener = cache.StreamingOpen(handler=reading.handler)
+    if hooks.replacement("cache", "StreamingOpen") is None:
+        opener.storage = reading.storage  # wds's own opener keeps the dataset's storage options and cache
+    # the pieces as they are now, as webdataset's pipelinefilter keeps them (partials: spawned workers get a copy)
+    handler, select, rename = reading.handler, reading.select_files, reading.rename_files
+    return [
+        opener,
+        functools.partial(tar_file_expander, handler=handler, select_files=select, rename_files=rename),
+        functools.partial(group_by_keys, handler=handler),
+    ]
+
+
+def splitter_stage(self: Any, splitter: Any) -> Any:
+    """wds's default splitters as the drop-in's, which ask a replaced ``utils.pytorch_worker_info``."""
+    return SPLITTERS.get(id(splitter), splitter)
+
 
 class WebDataset(fluid.WebDataset, FluidInterface):
     __doc__ = fluid.WebDataset.__doc__
+
+    reader_stages = reader_stages
+    splitter_stage = splitter_stage
 
 
 class FluidWrapper(fluid.FluidWrapper, FluidInterface):

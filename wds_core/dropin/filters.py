@@ -24,7 +24,7 @@ from ..rng import fresh_seed
 from ..stages.batching import ReadAheadBatch, Slice, Unbatch
 from ..stages.cache import MemoryCache
 from ..stages.collate import collate_column, default_collation_fn
-from ..stages.decode import decode
+from ..stages.decode import Decode
 from ..stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from ..stages.mapping import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
 from ..stages.sampling import RandomSample
@@ -32,6 +32,7 @@ from ..stages.shuffle import DetShuffle, Shuffle
 from ..stages.tracing import Info, LogKeys
 from ..stages.xdecode import XDECODE_DEFAULTS, XDecode, decode_bin, decode_pickle, decode_text
 from ._refuse import refused_class
+from .autodecode import Decoder
 
 __all__ = [
     "Cached",
@@ -179,6 +180,12 @@ def _on_iterator(make: Callable[..., Any], name: str) -> Callable[..., Iterator[
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"webdataset's {name}(data, ...): the stage {name[1:]}(...) run on the iterator data."
     return run
+
+
+def decode(*handlers: Any, handler: Any = reraise_exception, num_threads: int = 0, **options: Any) -> Decode:
+    """webdataset's ``decode(...)`` stage: wds's (:func:`wds_core.stages.decode.decode`), with the drop-in's
+    :class:`~.autodecode.Decoder` (its default handlers are ``autodecode``'s lists when code changed them)."""
+    return Decode(Decoder(*handlers, **options), handler=handler, num_threads=num_threads)
 
 
 def unlisted() -> Unbatch:

@@ -15,10 +15,12 @@ import re
 from typing import Any
 
 from ..io.urls import expand_env, expand_urls
+from ..sources import shardlists as _core
 from ..sources.dirshards import DirectoryShardList, MultiShardSample
-from ..sources.shardlists import ResampledShards, SimpleShardList, single_node_only, split_by_node, split_by_worker
+from ..sources.shardlists import ResampledShards, SimpleShardList
 from ..stages.mapping import NonEmpty
 from ..stages.sampling import Resample
+from . import hooks
 from .utils import is_iterable
 
 __all__ = [
@@ -39,6 +41,41 @@ __all__ = [
     "split_by_node",
     "split_by_worker",
 ]
+
+
+def _replaced_info(group: Any) -> tuple[int, int, int, int] | None:
+    """``utils.pytorch_worker_info(group=group)`` when code replaced it (webdataset's splitters call it), else
+    ``None``."""
+    info = hooks.replacement("utils", "pytorch_worker_info")
+    return None if info is None else tuple(info(group=group))  # type: ignore[return-value]
+
+
+class SplitByNode(_core.SplitByNode):
+    """wds's node splitter; the rank and world size come from a replaced ``utils.pytorch_worker_info``."""
+
+    def who(self) -> tuple[int, int]:
+        info = _replaced_info(self.group)
+        return super().who() if info is None else (info[0], info[1])
+
+
+class SplitByWorker(_core.SplitByWorker):
+    """wds's worker splitter; the worker and worker count come from a replaced ``utils.pytorch_worker_info``."""
+
+    def who(self) -> tuple[int, int]:
+        info = _replaced_info(None)
+        return super().who() if info is None else (info[2], info[3])
+
+
+class SingleNodeOnly(_core.SingleNodeOnly, SplitByNode):
+    """wds's check that one rank runs, asking a replaced ``utils.pytorch_worker_info`` too."""
+
+
+split_by_node = SplitByNode()
+split_by_worker = SplitByWorker()
+single_node_only = SingleNodeOnly()
+# the drop-in's splitter for each of wds's (a WebDataset's defaults are wds's)
+SPLITTERS = {id(_core.split_by_node): split_by_node, id(_core.split_by_worker): split_by_worker,
+             id(_core.single_node_only): single_node_only}  # fmt: skip
 
 ResampledShardList = ResampledShards
 resampled = Resample

@@ -17,7 +17,9 @@ webdataset 1.x's ``{}`` end-of-shard marker breaks; ``eof_value={}`` gives
 wherever ``__url__`` changes, so samples never span shards either way.
 
 ``tarfile_samples``/``tarfile_to_samples`` are wds's reader stage itself
-(fast, and checkpointable).
+(fast, and checkpointable), until code replaces one of the pieces they are made of (``url_opener``,
+``tar_file_expander``, ``tar_file_iterator``, ``group_by_keys``, ``valid_sample``, or ``gopen.gopen``): then they
+chain the pieces by their names when they run, as webdataset 1.0.2 does (:mod:`.hooks`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from ..errors import SampleError
 from ..grouping import is_meta, split_key
 from ..handlers import Handler, reraise_exception
 from ..io.storage import Storage
-from ..sources.tarsamples import TarfileToSamples, tarfile_to_samples
+from ..sources.tarsamples import TarfileToSamples
 from ..tar.tario import iter_members, open_decompressed
+from . import hooks
 
 __all__ = [
     "base_plus_ext",
@@ -83,10 +86,11 @@ def url_opener(
     unbuffered with its own read-ahead.
     """
     storage = Storage.of(storage_options)
+    gopen = hooks.replacement("gopen", "gopen")  # webdataset opens with gopen.gopen(url, **kw)
     for item in data:
         sample = dict(item) if isinstance(item, dict) else {"url": item}
         try:
-            sample["stream"] = storage.open(sample["url"])
+            sample["stream"] = gopen(sample["url"], **kw) if gopen is not None else storage.open(sample["url"])
         except Exception as exn:
             if handler(exn):
                 continue
@@ -152,9 +156,15 @@ def tar_file_expander(
         url = source.get("url")
         path = source.get("local_path")  # only where the opener said it (StreamingOpen, FileCache), as in webdataset
         stream = source.get("stream")
+        iterate = hooks.replacement("tariterators", "tar_file_iterator")
         try:
             try:
-                for sample in _files(stream, r"__[^/]*__($|/)", select_files, rename_files):
+                files = (
+                    _files(stream, r"__[^/]*__($|/)", select_files, rename_files)
+                    if iterate is None
+                    else iterate(stream, handler=handler, select_files=select_files, rename_files=rename_files)
+                )
+                for sample in files:
                     sample["__url__"] = url
                     if path is not None:
                         sample["__local_path__"] = path
@@ -224,5 +234,50 @@ def tarfile_samples(
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Samples from an iterator of shard URLs or ``{"url": ...}``: wds's reader stage run on it."""
+    """Samples from an iterator of shard URLs or ``{"url": ...}``: wds's reader stage run on it, or the pieces
+    chained by their names when code replaced one."""
+    if hooks.replaced_any(_PIECES):
+        return _chained(src, handler, select_files, rename_files)
     return iter(TarfileToSamples(handler, select_files, rename_files)(iter(src)))
+
+
+# what tarfile_samples is made of in webdataset 1.0.2, looked up when it runs
+_PIECES = (*(("tariterators", name) for name in hooks.HOOKS["tariterators"]), ("gopen", "gopen"))
+
+
+def _chained(
+    src: Iterable[Any],
+    handler: Handler,
+    select_files: Callable[[str], bool] | None,
+    rename_files: Callable[[str], str] | None,
+) -> Iterator[dict[str, Any]]:
+    """webdataset's ``tarfile_samples``: the pieces of this module, whatever they are now."""
+    streams = url_opener(src, handler=handler)
+    files = tar_file_expander(streams, handler=handler, select_files=select_files, rename_files=rename_files)
+    return iter(group_by_keys(files, handler=handler))
+
+
+class HookedTarfileToSamples(TarfileToSamples):
+    """``tarfile_to_samples()``'s stage: wds's reader, or :func:`tarfile_samples`'s chain of pieces when code
+    replaced one before the stage runs (webdataset's looks the pieces up then)."""
+
+    def build(self, src: Any, ctx: Any) -> Any:
+        if hooks.replaced_any(_PIECES):
+            return _chained(src, self.handler, self.select_files, self.rename_files)
+        return super().build(src, ctx)
+
+
+def tarfile_to_samples(
+    handler: Handler = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+    storage_options: dict | None = None,
+    cache: Any = None,
+    retry: Any = None,
+    limits: Any = None,
+    zero_copy: bool = False,
+) -> TarfileToSamples:
+    """webdataset's ``tarfile_to_samples()`` stage, with wds's options (:func:`wds_core.tarfile_to_samples`)."""
+    return HookedTarfileToSamples(
+        handler, select_files, rename_files, storage_options, cache, retry, limits, zero_copy=zero_copy
+    )

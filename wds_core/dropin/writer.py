@@ -16,10 +16,13 @@ import numpy as np
 from ..fieldcodecs import FieldEncoder, encode_image
 from ..fieldcodecs.encoders import ENCODERS
 from ..fieldcodecs.tenbin import encode_buffer
+from ..io.sinks import compression_of
 from ..io.storage import Storage
 from ..writer import ShardWriter
 from ..writer import TarWriter as _CoreTarWriter
+from . import hooks
 from ._refuse import refused_function
+from .gopen import gopen
 
 __all__ = [
     "ShardWriter",
@@ -28,6 +31,7 @@ __all__ = [
     "bytestr",
     "cbor_dumps",
     "default_handlers",
+    "gopen",
     "encode_based_on_extension",
     "encode_based_on_extension1",
     "imageencoder",
@@ -64,11 +68,23 @@ class TarWriter(_CoreTarWriter):
         allow_pickle: bool = False,
         storage_options: Storage | dict | None = None,
     ) -> None:
+        self._opened: Any = None  # a stream gopen opened for a URL, when code replaced writer.gopen
+        opener = hooks.replacement("writer", "gopen")
+        if opener is not None and isinstance(fileobj, str):
+            compress = compression_of(fileobj, compress) or False
+            fileobj = self._opened = opener(fileobj, "wb")
         super().__init__(
             fileobj, encoder=encoder, compress=compress, mtime=0 if mtime is None else mtime, mode=mode,
             user=user, group=group, keep_meta=keep_meta, allow_pickle=allow_pickle,
             storage_options=storage_options, format=format,
         )  # fmt: skip
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._opened is not None:
+                self._opened.close()
 
 
 def imageencoder(image: Any, format: str = "PNG") -> bytes:

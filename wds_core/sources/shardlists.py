@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ResampledShards",
     "SimpleShardList",
+    "SingleNodeOnly",
     "SplitByNode",
     "SplitByWorker",
     "single_node_only",
@@ -381,7 +382,9 @@ split_by_node = SplitByNode()
 split_by_worker = SplitByWorker()
 
 
-class _SingleNodeOnly(SplitByNode):
+class SingleNodeOnly(SplitByNode):
+    """A check, not a split: the pipeline runs on one rank (an error on several)."""
+
     def who(self) -> tuple[int, int]:
         rank, world = super().who()
         if world > 1:
@@ -392,4 +395,4 @@ class _SingleNodeOnly(SplitByNode):
         return 0, 1
 
 
-single_node_only = _SingleNodeOnly()
+single_node_only = SingleNodeOnly()

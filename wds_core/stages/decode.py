@@ -63,6 +63,14 @@ class Decoder:
     1 GiB a field, 4 GiB a sample).
     """
 
+    def default_pre(self) -> list[Callable]:
+        """The handlers before the user's when ``pre`` is not given: gunzip."""
+        return [gzfilter]
+
+    def default_post(self, allow_pickle: bool) -> list[Callable]:
+        """The handlers after the user's when ``post`` is not given: the built-in extensions."""
+        return [basic_decoders(allow_pickle)]
+
     def __init__(
         self,
         *handlers: Any,
@@ -87,8 +95,8 @@ class Decoder:
                 keywords[name] = value
             pre, post, only, partial = keywords["pre"], keywords["post"], keywords["only"], bool(keywords["partial"])
         main = [ImageHandler(h) if isinstance(h, str) else h for h in handlers]
-        pre = [gzfilter] if pre is None else list(pre)
-        post = [basic_decoders(allow_pickle)] if post is None else list(post)
+        pre = self.default_pre() if pre is None else list(pre)
+        post = self.default_post(allow_pickle) if post is None else list(post)
         for h in pre + main + post:
             if not callable(h):
                 raise TypeError(f"decoder handlers must be callables f(key, data) or image specs, got {h!r}")
