@@ -154,6 +154,7 @@ class S3Server:
 
         _quiet_werkzeug()
         self.buckets = dict(buckets)
+        self.moved: dict[str, str] = {}  # bucket -> the region it is in: its requests answered 301 PermanentRedirect
         self.faults = Faults()
         self.requests: Counter = Counter()  # (bucket, access key) -> requests
         self.reads: list[tuple[str, str | None]] = []  # object GETs: (path, Range header)
@@ -192,6 +193,9 @@ class S3Server:
         match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
         key = match.group(1) if match else None
         self.requests[(bucket, key)] += 1
+        if bucket in self.moved:
+            return _xml_error(start_response, "301 Moved Permanently", "PermanentRedirect", "use the bucket's "
+                              "endpoint", [("x-amz-bucket-region", self.moved[bucket])])  # fmt: skip
         if bucket not in self.buckets:
             return _xml_error(start_response, "404 Not Found", "NoSuchBucket", "no such bucket on this endpoint")
         if key != self.buckets[bucket]:
@@ -245,9 +249,9 @@ class S3Server:
         self._thread.join()
 
 
-def _xml_error(start_response: Any, status: str, code: str, message: str) -> list[bytes]:
+def _xml_error(start_response: Any, status: str, code: str, message: str, headers: Any = ()) -> list[bytes]:
     body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
-    start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+    start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body))), *headers])
     return [body]
 
 

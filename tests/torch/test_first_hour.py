@@ -1,7 +1,8 @@
 """The first-hour tutorial (``docs/guides/first-hour.md``), run end to end as the page writes it (issue 45.8).
 
 A folder of 2,400 JPEGs in three class folders; the page's commands, run by bash in that folder, with its
-``AWS_ENDPOINT_URL`` pointed at a local S3 server that holds ``my-bucket`` for the page's access key; its
+``AWS_ENDPOINT_URL`` pointed at a local S3 server that serves ``my-bucket`` for the page's access key (the bucket
+not made: the page makes it); its
 ``train.py``, written from the page; then the page's last block, ``python train.py &``, ``kill -9`` and
 ``python train.py``, with the kill made at a known point (after the checkpoint of step 30) instead of after
 ``sleep 10``.  The resumed run must train on what a run that was never killed trains on, step for step.
@@ -55,8 +56,7 @@ def _steps(output: str) -> dict[int, str]:
 def test_the_first_hour_runs_as_written(tmp_path):
     from tests.servers import S3Server
 
-    server = S3Server({"my-bucket": "AKIDEXAMPLE"})
-    server.create_buckets()
+    server = S3Server({"my-bucket": "AKIDEXAMPLE"})  # no bucket made: the page makes it, as a newcomer would
     try:
         _run_the_page(tmp_path, server)
     finally:

@@ -262,6 +262,10 @@ def describe_error(exn: BaseException) -> str:
     return f"{text} ({CREDENTIALS_HINT})" if _DENIED.search(text) else text
 
 
+class NotInStore(FileNotFoundError):
+    """What an object store says is missing (a bucket, a key), in its words."""
+
+
 RETRIES: Counter[str] = Counter()  # in this process: "retries" made, requests "recovered", "gave_up"
 _log = logging.getLogger("wds_core.io")
 _LOG_EVERY = 5.0  # seconds between retry messages; the ones in between are counted in the next
@@ -322,6 +326,8 @@ def with_retries(
         left = None if policy.budget is None else max(policy.budget - (tried - started), 0.001)
         try:
             result = call(left)
+        except NotInStore as exn:  # the store said what is missing: the bucket, the key
+            raise ShardNotFoundError(f"cannot {what}: {redact(str(exn))}", url=url) from None
         except FileNotFoundError:
             raise ShardNotFoundError("shard not found", url=url) from None
         except Exception as exn:

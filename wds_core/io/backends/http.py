@@ -228,11 +228,17 @@ class HttpSource:
             if status not in (200, 206):  # an error, or a redirect without a place to go (S3's wrong region)
                 said = store_error_code(response)
                 connection.close()
+                error: OSError
                 if status in (404, 410):
-                    raise FileNotFoundError(f"HTTP {status}{said}")
-                if status in (401, 403):
-                    raise PermissionError(f"HTTP {status}{said}")
-                raise RequestError(f"HTTP {status} {response.reason}{said}", status)
+                    error = FileNotFoundError(f"HTTP {status}{said}")
+                elif status in (401, 403):
+                    error = PermissionError(f"HTTP {status}{said}")
+                else:
+                    error = RequestError(f"HTTP {status} {response.reason}{said}", status)
+                # what an object store said, for its backend to say in its words (no such bucket...)
+                region = response.getheader("x-amz-bucket-region") or ""
+                error.answer = (status, said.strip(" ()"), region)  # type: ignore[union-attr]
+                raise error
             if method == "HEAD":
                 response.read()
                 body = b""

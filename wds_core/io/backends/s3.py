@@ -32,13 +32,13 @@ from typing import Any
 
 from ...errors import ShardChangedError
 from ..remote import RangeSource
-from ..retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
+from ..retries import DEFAULT_RETRY, Attempts, NotInStore, Pace, RetryPolicy
 from ..shardsink import ShardSink
 from .base import Settings
 from .http import HttpSource
 from .httpconn import read_body
 from .ranged import RangedBackend
-from .s3client import PastTheEnd, s3_client, s3_object, status_error
+from .s3client import PastTheEnd, no_such_bucket, s3_client, s3_object, status_error, store_error
 from .s3upload import s3_upload
 
 __all__ = ["S3", "S3Backend", "S3Source", "SignedS3Source", "read_paced", "s3_source"]
@@ -75,7 +75,9 @@ def _signed_source(bucket: str, key: str, options: dict[str, Any], retry: RetryP
         url = f"https://{bucket}.s3.{region}.amazonaws.com/{path}"
     else:
         return None  # the bucket's region is found by botocore's redirects
-    return SignedS3Source(url, credentials, region or "us-east-1", env.get("AWS_CA_BUNDLE") or None, retry)
+    source = SignedS3Source(url, credentials, region or "us-east-1", env.get("AWS_CA_BUNDLE") or None, retry)
+    source.bucket, source.key = bucket, key
+    return source
 
 
 class SignedS3Source(HttpSource):
@@ -91,7 +93,31 @@ class SignedS3Source(HttpSource):
     ) -> None:
         super().__init__(url, cafile=cafile, retry=retry)  # AWS_CA_BUNDLE, as botocore reads it
         self.credentials, self.region = credentials, region
+        self.bucket, self.key = "", ""  # the object's, for errors in the store's words
         self._keys: tuple[str, bytes] = ("", b"")  # (day, signing key of that day)
+
+    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
+        try:
+            return super().get(start, end, left)
+        except OSError as exn:
+            raise self._in_words(exn) from None
+
+    def info(self, left: float | None) -> dict[str, Any]:
+        try:
+            return super().info(left)
+        except (FileNotFoundError, PermissionError):  # a HEAD's answer has no body to say what is wrong: a GET's has
+            self.get(0, 1, left)
+            raise
+        except OSError as exn:
+            raise self._in_words(exn) from None
+
+    def _in_words(self, exn: OSError) -> Exception:
+        """An error answer as the store said it (no such bucket, no such key, access denied...)."""
+        answer = getattr(exn, "answer", None)
+        if answer is None:
+            return exn
+        status, code, region = answer
+        return store_error(status, code, region, self.bucket, self.key)
 
     def signed(self, method: str, url: str, headers: dict[str, str]) -> dict[str, str]:
         if self.credentials is None:
@@ -155,7 +181,7 @@ class S3Source:
                 Bucket=self.bucket, Key=self.key, Range=f"bytes={start}-{end - 1}", **pinned
             )
         except Exception as exn:
-            error = status_error(exn)
+            error = status_error(exn, self.bucket, self.key)
             if isinstance(error, PastTheEnd):
                 return b"", error.size
             raise error from None
@@ -173,11 +199,25 @@ class S3Source:
         return data, int(total) if total.isdigit() else None
 
     def info(self, left: float | None) -> dict[str, Any]:
+        client = s3_client(self.options)
         try:
-            answer = s3_client(self.options).head_object(Bucket=self.bucket, Key=self.key)
+            answer = client.head_object(Bucket=self.bucket, Key=self.key)
         except Exception as exn:
-            raise status_error(exn) from None
+            error = status_error(exn, self.bucket, self.key)
+            if isinstance(error, FileNotFoundError):  # a HEAD's answer has no body: is it the bucket or the key?
+                error = self._missing_bucket(client) or error
+            raise error from None
         return {"type": "file", "size": int(answer["ContentLength"])}
+
+    def _missing_bucket(self, client: Any) -> Exception | None:
+        """The error that says the bucket is missing, if it is (one more request, on the way to an error)."""
+        try:
+            client.head_bucket(Bucket=self.bucket)
+        except Exception as exn:
+            error = status_error(exn, self.bucket)
+            if isinstance(error, FileNotFoundError):
+                return NotInStore(no_such_bucket(self.bucket))
+        return None
 
 
 def read_paced(body: Any, wanted: int, pace: Pace) -> bytes:

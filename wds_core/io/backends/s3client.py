@@ -14,9 +14,10 @@ from typing import Any
 
 from ...errors import ShardChangedError
 from ..forklocks import ForkSafeLock
+from ..retries import NotInStore
 from .http import RequestError
 
-__all__ = ["PastTheEnd", "s3_client", "s3_object", "status_error"]
+__all__ = ["PastTheEnd", "no_such_bucket", "s3_client", "s3_object", "status_error", "store_error"]
 
 _IGNORED = {  # s3fs options about its own caches and uploads: nothing to do with reading a range
     "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
@@ -97,21 +98,63 @@ class PastTheEnd(Exception):
         self.size = size
 
 
-def status_error(exn: Exception) -> Exception:
-    """A botocore ClientError as the exception wds's retry policy reads; any other exception as it is."""
+def status_error(exn: Exception, bucket: str = "", key: str = "") -> Exception:
+    """A botocore ClientError as the exception wds's retry policy reads, saying what is wrong as the store says it
+    (no such bucket, no such key, access denied and why, wrong region or endpoint); any other exception as it is."""
     response = getattr(exn, "response", None)
     if "ClientError" not in {cls.__name__ for cls in type(exn).__mro__} or not isinstance(response, dict):
         return exn
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    message = f"{code or 'HTTP'} ({status})"
+    error = response.get("Error", {})
+    code = str(error.get("Code", ""))
+    meta = response.get("ResponseMetadata", {})
+    status = int(meta.get("HTTPStatusCode") or 0)
     if status == 416 or code == "InvalidRange":
-        size = str(response.get("Error", {}).get("ActualObjectSize", ""))
+        size = str(error.get("ActualObjectSize", ""))
         return PastTheEnd(int(size) if size.isdigit() else None)
     if status == 412 or code == "PreconditionFailed":  # IfMatch failed: another object is there now
         return ShardChangedError("the shard was replaced while it was read (its ETag no longer matches)")
-    if status == 404 or code in ("NoSuchKey", "NoSuchBucket", "404"):
-        return FileNotFoundError(message)
-    if status in (401, 403) or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
-        return PermissionError(message)
+    region = (meta.get("HTTPHeaders") or {}).get("x-amz-bucket-region") or error.get("Region") or ""
+    return store_error(status, code, region, bucket, key)
+
+
+def store_error(status: int, code: str, region: str, bucket: str, key: str) -> Exception:
+    """The exception for an S3 error answer (``status``, the body's ``code``, the bucket's ``region`` header)."""
+    message = f"{code or 'HTTP'} ({status})"
+    if code == "NoSuchBucket":
+        return NotInStore(no_such_bucket(bucket))
+    if code == "NoSuchKey" or (status == 404 and code in ("", "404", "NotFound")):
+        return NotInStore(f"no such key {key!r} in bucket {bucket!r}" if key else message)
+    if status in (401, 403) or code in _DENIED_CODES:
+        return PermissionError(_DENIED_CODES.get(code, _DENIED_CODES["403"]).format(code=code or "HTTP", status=status))
+    if status in (301, 307) or code in (
+        "PermanentRedirect",
+        "AuthorizationHeaderMalformed",
+        "IllegalLocationConstraintException",
+    ):
+        where = (
+            f"bucket {bucket!r} is in region {region!r}"
+            if region
+            else f"the store redirected the request for bucket {bucket!r}"
+        )
+        return RequestError(f"wrong region or endpoint ({code or 'HTTP'} {status}): {where}; {_REGION_HINT}", status)
     return RequestError(message, status or 500)
+
+
+def no_such_bucket(bucket: str) -> str:
+    return (
+        f"no such bucket {bucket!r} at this endpoint: create it first (with your store's console or tools, or "
+        f"python -c \"import s3fs; s3fs.S3FileSystem().makedirs('{bucket}', exist_ok=True)\"), or check the "
+        "bucket's name and the endpoint (AWS_ENDPOINT_URL, storage_options endpoint_url)"
+    )
+
+
+_DENIED_CODES = {
+    "InvalidAccessKeyId": "access denied: the store knows no such access key ID ({code}, {status})",
+    "SignatureDoesNotMatch": "access denied: the secret key does not match the access key ID ({code}, {status})",
+    "ExpiredToken": "access denied: the session token has expired ({code}, {status})",
+    "AccessDenied": "access denied: these credentials may not do this to this bucket or key ({code}, {status})",
+    "403": "access denied: wrong credentials, or no permission for this bucket or key (HTTP {status})",
+}
+_REGION_HINT = (
+    "set the region (AWS_REGION, or storage_options client_kwargs region_name) or the endpoint (AWS_ENDPOINT_URL)"
+)

@@ -77,7 +77,7 @@ class S3Upload(ShardSink):
                 call = lambda: send(Bucket=self.bucket, Key=self.key, **arguments)  # noqa: E731
                 return cut_off(call, self.retry.attempt_time(nbytes, left), what)
             except Exception as exn:
-                raise status_error(exn) from None
+                raise status_error(exn, self.bucket, self.key) from None
 
         return with_retries(what, attempt, self.url, offset, self.retry)
 
