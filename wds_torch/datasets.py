@@ -22,6 +22,7 @@ non-persistent workers, call ``dataset.set_epoch(epoch)`` yourself, as with a
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch.utils.data
@@ -31,7 +32,8 @@ import wds_core
 from wds_core import dropin
 from wds_core.dropin import compat
 from wds_core.elastic import is_merged
-from wds_core.errors import CheckpointError
+from wds_core.errors import CheckpointError, SpecError
+from wds_core.stages.batching import batch_stage_of
 from wds_core.state import load_state
 
 from . import transfer
@@ -297,16 +299,52 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
     """
 
     sets_epoch = True
+    knows_batches = True  # a dataset that batches gets batch_size=None; webdataset's WebLoader leaves it at 1
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None | str = "auto",
+        shuffle: bool | None = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Callable | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable | None = None,
+        multiprocessing_context: Any = None,
+        generator: Any = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        **options: Any,
+    ) -> None:
+        """``dataset`` and ``DataLoader``'s arguments; ``options`` are the rest of ``DataLoader``'s (``in_order``,
+        ``pin_memory_device``) and torchdata's (``snapshot_every_n_steps``: 16 here).
+
+        ``batch_size="auto"`` is ``None`` when the dataset hands out batches (``.batched(n)``: the loader passes
+        them on) and ``DataLoader``'s 1 otherwise; a number over a dataset that batches is refused (it would batch
+        the batches): rebatch with ``.unbatched().shuffle(n).batched(m)`` on the loader instead.
+        """
+        batch_size = (
+            _batch_size(dataset, batch_size) if self.knows_batches else (1 if batch_size == "auto" else batch_size)
+        )
+        arguments = dict(
+            batch_size=batch_size, shuffle=shuffle, sampler=sampler, batch_sampler=batch_sampler,
+            num_workers=num_workers, collate_fn=collate_fn, pin_memory=pin_memory, drop_last=drop_last,
+            timeout=timeout, worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
+            generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers, **options,
+        )  # fmt: skip
         if _Stateful is not None:
             # its workers' states every 16 steps, not every step (a resumed run reads up to 15 batches a worker
             # again): 64-sample batches of bytes from 2 workers, 35,766 samples/s against 32,481 every step and
             # 40,044 on a plain DataLoader (python benchmarks/bench_adapters.py --rows webloader --repeats 3)
-            kw.setdefault("snapshot_every_n_steps", 16)
-            self.loader: Any = StatefulEpochLoader(*args, **kw)
+            arguments.setdefault("snapshot_every_n_steps", 16)
+            self.loader: Any = StatefulEpochLoader(dataset, **arguments)
         else:
-            self.loader = EpochLoader(*args, **kw)
+            self.loader = EpochLoader(dataset, **arguments)
         self.loader.sets_epoch = self.sets_epoch
         super().__init__(self.loader)
 
@@ -360,6 +398,22 @@ class WebLoader(wds_core.DataPipeline, wds_core.FluidInterface):
             shutdown()
 
 
+def _batch_size(dataset: Any, asked: int | None | str) -> int | None:
+    """The loader's ``batch_size`` for ``dataset``: ``None`` for one that batches, unless a number is asked, which is
+    refused then; else what is asked (``"auto"``: 1, as ``DataLoader``)."""
+    batching = batch_stage_of(dataset)
+    if batching is None:
+        return 1 if asked == "auto" else asked  # type: ignore[return-value]
+    if asked in ("auto", None):
+        return None
+    raise SpecError(
+        f"WebLoader(batch_size={asked!r}) over a dataset that already hands out batches (of {batching.batchsize}): "
+        "the loader would batch the batches (tensors of shape (batch_size, "
+        f"{batching.batchsize}, ...), or torch's 'Trying to resize storage' error); leave batch_size out (None), and "
+        f"for batches of another size rebatch on the loader: WebLoader(...).unbatched().shuffle(1000).batched({asked})"
+    )
+
+
 class CompatWebLoader(WebLoader, dropin.FluidInterface):
     """webdataset's ``WebLoader``, as ``webdataset.WebLoader`` gives it through the drop-in: the dataset's epoch is
     left as the code sets it.  With workers started anew each epoch, a stage seeded once (``detshuffle(...,
@@ -368,3 +422,4 @@ class CompatWebLoader(WebLoader, dropin.FluidInterface):
     (see :class:`CompatWebDataset`)."""
 
     sets_epoch = False
+    knows_batches = False  # a DataLoader's batch_size=1 over batches, as webdataset's does

@@ -15,7 +15,7 @@ from ..state import Recipe, RunContext, StageIterator, replayed, state_of, state
 from .collate import default_collation_fn
 from .shuffle import positive
 
-__all__ = ["Batch", "ReadAheadBatch", "Slice", "Unbatch", "batches_of"]
+__all__ = ["Batch", "ReadAheadBatch", "Slice", "Unbatch", "batch_stage_of", "batches_of"]
 
 _READ_AHEAD_SNAPSHOT_EVERY = 1024
 _END = object()
@@ -268,3 +268,21 @@ class _SliceIterator(StageIterator):
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         self.seen = int(state["seen"])
+
+
+def batch_stage_of(dataset: Any) -> Batch | None:
+    """The stage that makes what ``dataset`` (a pipeline, or a stage) hands out batches: its last batching stage
+    when no unbatching comes after it (in it or in a pipeline it holds), else ``None``."""
+    last = _last_grouping(dataset)
+    return last if isinstance(last, Batch) else None
+
+
+def _last_grouping(dataset: Any) -> Batch | Unbatch | None:
+    if isinstance(dataset, (Batch, Unbatch)):
+        return dataset
+    stages = getattr(dataset, "pipeline", None)
+    for stage in reversed(stages if isinstance(stages, list) else []):
+        last = _last_grouping(stage)
+        if last is not None:
+            return last
+    return None
