@@ -203,6 +203,7 @@ def _shuffle_report(
 
         drawn = mixing if mixing is not None and _no_label_mix(report["labels"], quality.samples) is None else None
         files.write_atomic(args.svg, shuffle_svg(report, quality.distinct_by_batch, drawn))
+        print(f"wrote the chart of the epoch's batches to {os.path.abspath(args.svg)}", file=sys.stderr)
     return report
 
 

@@ -104,7 +104,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     reshard.add_argument("spec", nargs="+", help="shard URLs, brace specs or a descriptor (.json)")
     reshard.add_argument("-o", "--output", required=True, help="shard name pattern, e.g. 'out-%%06d.tar'")
     reshard.add_argument("--maxcount", type=int, default=100000, help="samples per shard at most")
-    reshard.add_argument("--maxsize", type=float, default=3e9, help="bytes per shard at most")
+    reshard.add_argument("--maxsize", type=byte_size, default=3e9, help="bytes per shard at most (3e9, 64MB, 1GiB...)")
     reshard.add_argument("--shuffle", action="store_true", help="shuffle samples through a buffer")
     reshard.add_argument("--buffer", type=int, default=10000, help="shuffle buffer size (samples)")
     reshard.add_argument("--seed", type=int, default=0, help="shuffle seed (the output is a function of it)")

@@ -24,7 +24,7 @@ from ..io.urls import expand_urls
 from ..tar.tarindex import index_shard
 from ..tar.tario import iter_members, open_decompressed
 from ..writer import ShardWriter
-from .common import subcommand
+from .common import byte_size, subcommand
 from .progress import Progress, human_bytes
 
 __all__ = ["add_parsers", "copy_plan", "files_by_sample", "safe_member_path"]
@@ -98,13 +98,14 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    for url in args.urls:
+    urls = [url for spec in args.urls for url in expand_urls(spec)]
+    for url in urls:
         index = index_shard(url)
         if args.json:
             rows = [dict(zip(("name", "header_offset", "offset", "size"), m)) for m in index.members]
             print(json.dumps({"url": url, "size": index.size, "samples": len(index), "members": rows}))
             continue
-        if len(args.urls) > 1:
+        if len(urls) > 1:
             print(f"{url}:")
         for name, header, _, size in index.members:
             print(f"{header:>12} {size:>12}  {name}")
@@ -113,20 +114,18 @@ def run_ls(args: argparse.Namespace) -> int:
 
 def run_cat(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
+    urls = expand_urls(args.url)
     if args.key is None:
-        with open_shard(args.url) as stream:
-            while chunk := stream.read(1 << 20):
-                out.write(chunk)
+        for url in urls:
+            with open_shard(url) as stream:
+                while chunk := stream.read(1 << 20):
+                    out.write(chunk)
         return 0
     found: dict[str, bytes] = {}
-    with open_shard(args.url) as raw:
-        stream, _ = open_decompressed(raw)
-        for name, data, _ in iter_members(stream, args.url):
-            key, field = split_key(name)
-            if key == args.key and field is not None:
-                found[field] = data
-            elif found:
-                break  # the sample's members are consecutive
+    for url in urls:
+        found = _sample_fields(url, args.key)
+        if found:
+            break
     if not found:
         raise SpecError(f"no sample {args.key!r} in {args.url}")
     field = args.field or (next(iter(found)) if len(found) == 1 else None)
@@ -134,6 +133,20 @@ def run_cat(args: argparse.Namespace) -> int:
         raise SpecError(f"give --field: sample {args.key!r} has fields {sorted(found)}")
     out.write(found[field])
     return 0
+
+
+def _sample_fields(url: str, wanted: str) -> dict[str, bytes]:
+    """The fields of the sample keyed ``wanted`` in the shard ``url`` (none if it has no such sample)."""
+    found: dict[str, bytes] = {}
+    with open_shard(url) as raw:
+        stream, _ = open_decompressed(raw)
+        for name, data, _ in iter_members(stream, url):
+            key, field = split_key(name)
+            if key == wanted and field is not None:
+                found[field] = data
+            elif found:
+                break  # the sample's members are consecutive
+    return found
 
 
 def safe_member_path(root: str, name: str) -> str:
@@ -198,6 +211,9 @@ def _missing(url: str, storage: Storage) -> bool:
     return False
 
 
+_SHARD_SUFFIXES = (".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst")  # what cp counts as shards
+
+
 def run_cp(args: argparse.Namespace) -> int:
     sources = [url for spec in args.sources for url in expand_urls(spec)]
     plan = copy_plan(sources, args.destination, Storage())
@@ -216,7 +232,11 @@ def run_cp(args: argparse.Namespace) -> int:
         sink.commit()
         progress.update(number + 1, 0, nbytes)
     progress.update(len(sources), 0, nbytes, final=True)
-    print(f"{len(sources)} shards, {human_bytes(nbytes)} copied", file=sys.stderr)
+    shards = sum(1 for url in sources if url.split("?", 1)[0].endswith(_SHARD_SUFFIXES))
+    others = (
+        f" and {len(sources) - shards} other file{'s' * (len(sources) - shards != 1)}" if shards < len(sources) else ""
+    )
+    print(f"{shards} shard{'s' * (shards != 1)}{others}, {human_bytes(nbytes)} copied", file=sys.stderr)
     return 0
 
 
@@ -228,17 +248,17 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     create.add_argument("source", help="folder to read (recursively, in sorted order)")
     create.add_argument("-o", "--output", required=True, help="shard name pattern, e.g. 'out-%%06d.tar'")
     create.add_argument("--maxcount", type=int, default=100000, help="samples per shard at most")
-    create.add_argument("--maxsize", type=float, default=3e9, help="bytes per shard at most")
+    create.add_argument("--maxsize", type=byte_size, default=3e9, help="bytes per shard at most (3e9, 64MB, 1GiB...)")
     create.add_argument(
         "--label-from-dir", action="store_true",
         help="class folders (SOURCE/<class>/<files>, ImageNet-style): each sample gets a cls field, the number of "
         "its folder in sorted order, and classes.json (the names, in that order) is written beside the shards",
     )  # fmt: skip
     ls = command("ls", "list the members of shards with their offsets and sizes", run_ls)
-    ls.add_argument("urls", nargs="+")
+    ls.add_argument("urls", nargs="+", help="shard URLs or brace specs")
     ls.add_argument("--json", action="store_true", help="one JSON object per shard")
     cat = command("cat", "write a shard, or one field of one sample, to stdout", run_cat)
-    cat.add_argument("url")
+    cat.add_argument("url", help="a shard URL or brace spec (with --key: the first shard that has the sample)")
     cat.add_argument("-k", "--key", default=None, help="sample key")
     cat.add_argument("-f", "--field", default=None, help="field of that sample (e.g. jpg)")
     extract = command("extract", "unpack a shard into a folder (absolute and '..' members are refused)", run_extract)
