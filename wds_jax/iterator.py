@@ -4,10 +4,11 @@
 
     import wds_jax
     dataset = wds_jax.WebDataset(urls, shardshuffle=True, seed=0).decode("rgb8").to_tuple("jpg", "cls")
-    batches = wds_jax.BatchIterator(dataset, batch_size=256, num_workers=2, sharding=sharding)
-    for images, labels in batches:
-        state = train_step(state, images, labels)
-    checkpoint = batches.get_state()  # JSON; batches.set_state(checkpoint) resumes after the last batch
+    if __name__ == "__main__":  # spawned workers import the script: they must not start workers again
+        batches = wds_jax.BatchIterator(dataset, batch_size=256, num_workers=2, sharding=sharding)
+        for images, labels in batches:
+            state = train_step(state, images, labels)
+        checkpoint = batches.get_state()  # JSON; batches.set_state(checkpoint) resumes after the last batch
 
 * Shards are split between JAX processes by ``jax.process_index()`` /
   ``jax.process_count()`` (and between the loader's workers within a process).
