@@ -75,6 +75,7 @@ from .handlers import (
 from .indexed.dataset import ShardListDataset
 from .indexed.samplers import ChunkedSampler, DistributedChunkedSampler
 from .io.cache import ShardCache
+from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
 from .io.storage import open_shard as open_shard
 from .io.storage import register_opener as register_opener
@@ -252,6 +253,7 @@ __all__ = [
     "Profile",
     "RandomMix",
     "RandomSample",
+    "ReadAhead",
     "Rename",
     "RenameKeys",
     "Resample",

@@ -12,9 +12,13 @@ how much of that was waiting, its items and items/s.  Then it tries what could l
 same number of samples, and says what helped: worker processes (``Loader``, as a DataLoader's workers would),
 and for shards given here, decoding in threads and reading more ahead.  ``--try none`` skips that.
 
+Each setting is run ``--repeats`` times, and so is one process without the profile; a setting is advised only
+where it beats one process by more than the runs varied, with the code that sets it (it runs as printed).
+
 ``--json`` prints ``{"wall_seconds", "samples", "stages": [{"name", "seconds", "waiting_seconds", "items",
-"items_per_second", "bytes"}], "outside_seconds", "bound", "tried": [{"setting", "samples_per_second",
-"first_sample_seconds", "workers"} or {"setting", "error"}], "advice": [...]}``; a trial with worker
+"items_per_second", "bytes"}], "outside_seconds", "bound", "baseline", "tried": [{"setting", "code",
+"samples_per_second", "rates", "first_sample_seconds", "workers"} or {"setting", "code", "error"}], "advice":
+[...]}``; a trial with worker
 processes has their profiles added up in ``workers`` (:func:`wds_core.observe.metrics.combine`).
 """
 
@@ -28,6 +32,7 @@ import itertools
 import json
 import os
 import re
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -115,7 +120,8 @@ def _close(items: Any) -> None:
 
 
 def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespace, report: dict) -> list[dict]:
-    """Each setting that could lift the bound, run for the same samples: what it gave."""
+    """Each setting that could lift the bound, run ``--repeats`` times for the same samples: what it gave, and the
+    code that sets it (it runs as printed, with ``import wds_core`` and your ``dataset``)."""
     wanted = set(TRIES) if args.try_ == "all" else set() if args.try_ == "none" else set(args.try_.split(","))
     tried = []
     cores = os.cpu_count() or 1
@@ -124,27 +130,39 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
 
         for workers in sorted({2, cores}):
             loader = functools.partial(lambda n: Loader(make(), num_workers=n), workers)
+            code = f"loader = wds_core.Loader(dataset, num_workers={workers})  # PyTorch: wds_torch.WebLoader"
             with files.temporary_directory(prefix="wds-profile-") as folder:
                 reports = os.path.join(folder, "workers.jsonl")
                 saved = os.environ.get("WDS_PROFILE")
                 os.environ["WDS_PROFILE"] = reports  # the workers profile their runs there (wds_core.observe.metrics)
                 try:
-                    trial = _trial(f"Loader(num_workers={workers})", loader, args.samples)
+                    trial = _trial(f"Loader(num_workers={workers})", code, loader, args)
                 finally:
                     _restore("WDS_PROFILE", saved)
                 if files.exists(reports):
-                    trial["workers"] = combine(read_reports(reports))
+                    trial["workers"] = combine(read_reports(reports))  # of all its runs
+                    trial["workers"]["processes"] = workers
             tried.append(trial)
     if "threads" in wanted and from_shards and args.decode:
-        tried.append(_trial(f"decode(..., num_threads={cores})", lambda: make(threads=cores), args.samples))
+        code = f"dataset = {_dataset_code(args, f'num_threads={cores}')}"
+        tried.append(_trial(f"decode(..., num_threads={cores})", code, lambda: make(threads=cores), args))
     reader = next((s for s in report["stages"] if "bytes" in s), None)
     if "read_ahead" in wanted and from_shards and reader is not None and "://" in args.target:
         from ..io.readahead import ReadAhead
 
         more = dataclasses.replace(ReadAhead(), shards_ahead=8, in_flight=48, budget=128 << 20)
-        setting = "read_ahead=ReadAhead(shards_ahead=8, in_flight=48, budget=128 MiB)"
-        tried.append(_trial(setting, lambda: make(read_ahead=more), args.samples))
+        setting = "read_ahead=wds_core.ReadAhead(shards_ahead=8, in_flight=48, budget=128 * 2**20)"
+        code = f"dataset = {_dataset_code(args, '', setting)}"
+        tried.append(_trial(setting, code, lambda: make(read_ahead=more), args))
     return tried
+
+
+def _dataset_code(args: argparse.Namespace, decode_option: str, option: str = "") -> str:
+    """``wds_core.WebDataset(...)`` as this command reads the shards, with ``option`` and a decode option added."""
+    made = f"wds_core.WebDataset({args.target!r}, shardshuffle=False{', ' + option if option else ''})"
+    if args.decode:
+        made += f".decode({args.decode!r}{', ' + decode_option if decode_option else ''})"
+    return made
 
 
 def _restore(name: str, value: str | None) -> None:
@@ -164,19 +182,33 @@ def _shares(combined: dict[str, Any]) -> str:
     return ", ".join(shown)
 
 
-def _trial(setting: str, made: Callable[[], Any], samples: int) -> dict[str, Any]:
-    """What ``setting`` gave: its rate, or why it could not run (fewer shards than workers, say)."""
+def _trial(setting: str, code: str, made: Callable[[], Any], args: argparse.Namespace) -> dict[str, Any]:
+    """What ``setting`` gave in each of ``--repeats`` runs (their median is its rate), or why it could not run
+    (fewer shards than workers, say)."""
+    rates, first = [], None
     try:
-        rate, first = _rate(made(), samples)
+        for _ in range(args.repeats):
+            rate, took = _rate(made(), args.samples)
+            rates.append(rate)
+            first = took if first is None else first
     except WdsError as exn:
-        return {"setting": setting, "samples_per_second": 0.0, "first_sample_seconds": None, "error": str(exn)}
-    return {"setting": setting, "samples_per_second": rate, "first_sample_seconds": first}
+        return {"setting": setting, "code": code, "samples_per_second": 0.0, "first_sample_seconds": None,
+                "error": str(exn)}  # fmt: skip
+    return {"setting": setting, "code": code, "samples_per_second": statistics.median(rates), "rates": rates,
+            "first_sample_seconds": first}  # fmt: skip
 
 
-def advise(report: dict[str, Any], tried: list[dict[str, Any]]) -> list[str]:
-    """What the profile and the trials say, in sentences: the bound, and the setting that helped most."""
+def _spread(trial: dict[str, Any]) -> float:
+    """How much a setting's runs differed: (highest - lowest) / median."""
+    rates = trial.get("rates") or []
+    middle = statistics.median(rates) if rates else 0.0
+    return (max(rates) - min(rates)) / middle if len(rates) > 1 and middle > 0 else 0.0
+
+
+def advise(report: dict[str, Any], tried: list[dict[str, Any]], baseline: dict[str, Any] | None = None) -> list[str]:
+    """What the profile and the trials say, in sentences: the bound, and the setting that helped most, only when
+    it beat one process by more than the runs themselves varied (``baseline``: one process's runs, unprofiled)."""
     wall = report["wall_seconds"] or 1e-9
-    rate = (report["samples"] or 0) / wall
     advice = []
     stages = report["stages"]
     outside = report["outside_seconds"]
@@ -188,13 +220,25 @@ def advise(report: dict[str, Any], tried: list[dict[str, Any]]) -> list[str]:
         what = (f"{100 * waiting:.0f}% of it waiting (for storage, a pipe, a lock)" if waiting >= 0.5
                 else f"{100 * (1 - waiting):.0f}% of it computing")  # fmt: skip
         advice.append(f"bound by {bound['name']}: {100 * bound['seconds'] / wall:.0f}% of the time, {what}")
-    best = max(tried, key=lambda t: t["samples_per_second"], default=None)
-    if best is not None and rate > 0 and best["samples_per_second"] >= 1.1 * rate:
-        gain = best["samples_per_second"] / rate
-        advice.append(f"use {best['setting']}: {best['samples_per_second']:,.0f} samples/s, {gain:.1f}x "
-                      f"the {rate:,.0f} of one process as profiled")  # fmt: skip
-    elif tried:
-        advice.append(f"none of the settings tried reads faster than one process as profiled ({rate:,.0f}/s)")
+    if baseline is None:
+        baseline = {"samples_per_second": (report["samples"] or 0) / wall, "rates": []}
+    rate = baseline["samples_per_second"]
+    ran = [t for t in tried if "error" not in t]
+    best = max(ran, key=lambda t: t["samples_per_second"], default=None)
+    if best is None or rate <= 0:
+        return advice + (["none of the settings tried could run"] if tried else [])
+    noise = max(_spread(baseline), _spread(best))  # how much the two compared varied from run to run
+    gain = best["samples_per_second"] / rate
+    apart = min(best.get("rates") or [best["samples_per_second"]]) > max(baseline.get("rates") or [rate])
+    if gain >= max(1.1, 1 + 2 * noise) and apart:
+        advice.append(f"use {best['setting']}: {best['samples_per_second']:,.0f} samples/s, {gain:.1f}x the "
+                      f"{rate:,.0f} of one process (runs varied by {100 * noise:.0f}%):")  # fmt: skip
+        advice.append(f"    {best['code']}")
+    elif gain > 1:
+        advice.append(f"no setting tried beats one process ({rate:,.0f}/s) by more than the runs varied "
+                      f"({100 * noise:.0f}%; best {best['setting']}, {gain:.2f}x): nothing to change")  # fmt: skip
+    else:
+        advice.append(f"none of the settings tried reads faster than one process ({rate:,.0f}/s)")
     return advice
 
 
@@ -231,30 +275,39 @@ def _escape(text: str) -> str:
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    if args.samples < 1:
-        raise SpecError(f"-n must be at least 1, got {args.samples}")
+    if args.samples < 1 or args.repeats < 1:
+        raise SpecError(f"-n and --repeats must be at least 1, got {args.samples} and {args.repeats}")
     make, from_shards = _factory(args)
     profile = _profiled(make(), args.samples)
     report = profile.report()
     tried = _trials(make, from_shards, args, report)
-    advice = advise(report, tried)
+    baseline = _trial("one process", "dataset", make, args) if tried else None  # unprofiled, as the trials run
+    advice = advise(report, tried, baseline)
     if args.svg:
         files.write_atomic(args.svg, svg(report))
+        print(f"wrote the chart of the stages' times to {os.path.abspath(args.svg)}", file=sys.stderr)
     if args.json:
-        print(json.dumps({**report, "tried": tried, "advice": advice}))
+        print(json.dumps({**report, "baseline": baseline, "tried": tried, "advice": advice}))
         return 0
     print(profile.table())
+    if baseline is not None and "error" not in baseline:
+        print(f"one process, unprofiled: {_runs(baseline)}")
     for trial in tried:
         if "error" in trial:
             print(f"tried {trial['setting']}: could not run it: {trial['error']}")
             continue
-        print(f"tried {trial['setting']}: {trial['samples_per_second']:,.0f} samples/s "
-              f"(first sample after {trial['first_sample_seconds']:.2f} s)")  # fmt: skip
+        print(f"tried {trial['setting']}: {_runs(trial)} (first sample after {trial['first_sample_seconds']:.2f} s)")
         if trial.get("workers"):
             print(f"  the {trial['workers']['processes']} workers' time: {_shares(trial['workers'])}")
     for line in advice:
         print(line)
     return 0
+
+
+def _runs(trial: dict[str, Any]) -> str:
+    rates = trial.get("rates") or [trial["samples_per_second"]]
+    spread = f" ({len(rates)} runs, {min(rates):,.0f}-{max(rates):,.0f})" if len(rates) > 1 else ""
+    return f"{trial['samples_per_second']:,.0f} samples/s{spread}"
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -265,5 +318,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--decode", default="", help="decode shards given here with this handler (rgb8, pil...)")
     parser.add_argument("--try", dest="try_", default="all",
                         help=f"settings to try: all (default), none, or some of {','.join(TRIES)}")  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="runs of one process and of each setting tried (default 2): advice only where a "
+                        "setting beats one process by more than its runs varied")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--svg", default="", help="also draw the stages' times into this SVG file")

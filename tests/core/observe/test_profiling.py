@@ -251,9 +251,18 @@ def test_wds_profile_tries_settings_and_draws_them(tmp_path):
     )  # fmt: skip
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["stage", "share", "waiting", "items", "items/s"]
-    assert any(line.startswith("tried Loader(num_workers=2):") for line in lines)
+    assert any(line.startswith("tried Loader(num_workers=2):") and "(2 runs, " in line for line in lines)
+    assert any(line.startswith("one process, unprofiled: ") for line in lines)
     assert any(line.startswith("  the 2 workers' time: ") and "decode" in line for line in lines)
     assert any(line.startswith("tried decode(..., num_threads=") for line in lines)
+    report = json.loads(subprocess.run(
+        ["wds", "profile", shards, "-n", "60", "--decode", "rgb8", "--try", "workers,threads", "--json"],
+        capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    for trial in report["tried"]:  # the code of each setting runs as printed
+        namespace = {"dataset": wds.WebDataset(shards, shardshuffle=False).decode("rgb8")}
+        exec("import wds_core\n" + trial["code"], namespace)
+        made = namespace.get("loader", namespace["dataset"])
+        assert sum(1 for _ in made) == 60, trial["code"]
     assert any(line.startswith("bound by ") or line.startswith("the pipeline keeps up") for line in lines)
     drawn = picture.read_text()
     assert drawn.startswith("<svg") and "tarfile_to_samples" in drawn and drawn.rstrip().endswith("</svg>")
@@ -305,3 +314,23 @@ def test_starvation_of_a_loader_leaves_out_the_workers_start(shards):
         for _ in fed:
             time.sleep(0.004)
     assert len(fed.epochs) == 1 and fed.report()["items"] == 80 and fed.report()["share_after_first"] < 0.3
+
+
+def test_advice_only_beyond_the_noise_and_as_code_that_runs():
+    from wds_core.cli.profile import advise
+
+    report = {"wall_seconds": 1.0, "samples": 100, "outside_seconds": 0.9, "stages": []}
+    code = "dataset = wds_core.WebDataset('a.tar', shardshuffle=False, read_ahead=wds_core.ReadAhead(in_flight=48))"
+    best = {"setting": "read_ahead=...", "code": code, "samples_per_second": 155.0, "rates": [150.0, 160.0]}
+    steady = {"samples_per_second": 101.0, "rates": [100.0, 102.0]}
+    advice = advise(report, [best], steady)
+    assert advice[-2].startswith("use read_ahead=...: 155 samples/s, 1.5x the 101 of one process")
+    assert advice[-1].strip() == code
+    compile(advice[-1].strip(), "advice", "exec")  # Python, not prose ("128 MiB")
+    noisy = {"samples_per_second": 120.0, "rates": [100.0, 140.0]}  # runs 33% apart: 1.3x is within the noise
+    assert advise(report, [best], noisy)[-1].startswith("no setting tried beats one process (120/s) by more than")
+    overlapping = {"samples_per_second": 101.0, "rates": [100.0, 152.0]}
+    assert not any(line.startswith("use ") for line in advise(report, [best], overlapping))
+    import wds_core
+
+    assert wds_core.ReadAhead(in_flight=48).in_flight == 48  # what the printed code names is importable
