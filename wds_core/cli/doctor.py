@@ -58,6 +58,7 @@ def report() -> dict[str, Any]:
     from ..io.engine import ENGINE
     from ..io.secure import secure_mode
     from ..io.storage_config import config_exists, config_path
+    from ..stages.crop import slow_path
     from ..version import __version__
 
     config = config_path()
@@ -69,6 +70,7 @@ def report() -> dict[str, Any]:
         "native": native_status(),
         "pure_python": os.environ.get("WDS_PURE_PYTHON", "") not in ("", "0"),
         "jpeg": {"decoder": jpeg_decoder(), "region_crops": region_decoding(), "pillow": _pillow()},
+        "crop_images_slow_path": slow_path(),
         "images": {name: _version(name) for name in _IMAGES},
         "storage": {name: _version(name) for name in _STORAGE},
         "frameworks": {name: _version(name) for name in _FRAMEWORKS},
@@ -93,6 +95,8 @@ def _lines(found: dict[str, Any]) -> list[str]:
     lines.append(
         f"JPEG fields: {jpeg['decoder']}; crops decode only their region: {'yes' if jpeg['region_crops'] else 'no'}"
     )
+    slow = found["crop_images_slow_path"]
+    lines.append(f"crop_images: {'slow path, without ' + ' and '.join(slow) if slow else 'fast path'}")
     simd = " (Pillow-SIMD)" if pillow.get("simd") else ""
     lines.append(f"  Pillow {shown(pillow['version'])}{simd}, libjpeg-turbo {shown(pillow.get('libjpeg_turbo'))}")
     for title, key in (("images", "images"), ("storage", "storage"), ("frameworks", "frameworks")):

@@ -58,6 +58,9 @@ from __future__ import annotations
 import functools
 import io
 import math
+import multiprocessing
+import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,13 +69,21 @@ import numpy as np
 
 from ..errors import DecodingError, SpecError, install_hint
 from ..fieldcodecs.images import image_spec
-from ..fieldcodecs.jpeg import decode_jpeg, decode_jpeg_region, jpeg_size, reduced_size, reduction, scaled_size
+from ..fieldcodecs.jpeg import (
+    decode_jpeg,
+    decode_jpeg_region,
+    jpeg_decoder,
+    jpeg_size,
+    reduced_size,
+    reduction,
+    scaled_size,
+)
 from ..fieldcodecs.limits import check_pixels, current_limits
 from ..rng import Rng, derive_seed
 from ..state import RunContext
 from .devicecrop import DEVICE_IMAGE_BYTES, Finish, PlannedCrop
 
-__all__ = ["ImageCrop", "center_crop_box", "decode_at_scale", "random_resized_crop_box"]
+__all__ = ["ImageCrop", "SlowPathWarning", "center_crop_box", "decode_at_scale", "random_resized_crop_box", "slow_path"]
 
 Box = tuple[int, int, int, int]  # top, left, height, width in the stored image's pixels
 _POLICIES = ("random-resized", "center", "shorter")
@@ -89,6 +100,39 @@ def _opencv() -> Any:
         return None
     cv2.setNumThreads(1)
     return cv2
+
+
+class SlowPathWarning(UserWarning):
+    """``crop_images`` runs without the packages that make it fast."""
+
+
+def slow_path() -> list[str]:
+    """What ``crop_images`` lacks here to run at full speed: the packages not installed (none: the fast path)."""
+    missing = []
+    if _simplejpeg_missing():
+        missing.append("simplejpeg (JPEG decoding: Pillow's is slower)")
+    if _opencv() is None:
+        missing.append("opencv-python-headless (resizing: Pillow's antialiased resize is ~7x slower)")
+    return missing
+
+
+def _simplejpeg_missing() -> bool:
+    return jpeg_decoder() == "pillow" and os.environ.get("WDS_JPEG", "auto").strip().lower() in ("", "auto")
+
+
+_warned: list[bool] = []  # the slow path said once a process
+
+
+def _warn_once_if_slow() -> None:
+    missing = slow_path()
+    if missing and not _warned and multiprocessing.parent_process() is None:
+        _warned.append(True)
+        warnings.warn(
+            f"crop_images runs on the slow path here, without {' and '.join(missing)}: "
+            f"{install_hint('simplejpeg opencv-python-headless', 'jpeg,cv')}; `wds doctor` says what is installed",
+            SlowPathWarning,
+            stacklevel=4,
+        )
 
 
 class Uniform:
@@ -237,6 +281,8 @@ class ImageCrop:
     device: str | None = None
 
     def __post_init__(self) -> None:
+        if self.interpolation == "auto":
+            _warn_once_if_slow()
         if self.interpolation not in _INTERPOLATIONS:
             raise SpecError(f"interpolation must be one of {', '.join(_INTERPOLATIONS)}, got {self.interpolation!r}")
         if self.interpolation != "pillow":

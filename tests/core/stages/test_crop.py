@@ -2,6 +2,9 @@
 
 import io
 import math
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import PIL.Image
@@ -316,3 +319,55 @@ def test_decoding_only_the_box_gives_the_pixels_of_decoding_it_all(monkeypatch, 
         cut[region] = [c.cut(d, Uniform(s)) for c in crops for d in images for s in range(8)]
     assert len(used) == len(cut[True]) and {divisor for divisor, _ in used} == {1, 2, 4, 8}
     assert all(np.array_equal(a, b) for a, b in zip(cut[True], cut[False], strict=True))
+
+
+# crop_images says when it runs on the slow path (issue 58.2): the speed the README promises needs simplejpeg and
+# OpenCV, which the framework extras now bring; without them, one warning a process says what is missing and how to
+# install it, and `wds doctor` says which path crop_images takes.
+
+WITHOUT = textwrap.dedent(
+    """
+    import sys, warnings
+    sys.modules["cv2"] = None  # not installed, as far as imports go
+    sys.modules["simplejpeg"] = None
+    import wds_core as wds
+    from wds_core.stages.crop import SlowPathWarning, slow_path
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            wds.WebDataset("a.tar").crop_images(224)
+    said = [str(w.message) for w in caught if issubclass(w.category, SlowPathWarning)]
+    assert len(said) == 1, said  # once a process
+    assert "simplejpeg" in said[0] and "opencv-python-headless" in said[0] and ".[jpeg,cv]" in said[0], said
+    assert len(slow_path()) == 2
+    from wds_core.cli.doctor import _lines, report
+    print([line for line in _lines(report()) if line.startswith("crop_images:")][0])
+    """
+)
+
+
+def test_the_slow_path_is_said_once_and_by_doctor():
+    out = subprocess.run([sys.executable, "-c", WITHOUT], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("crop_images: slow path, without simplejpeg"), out.stdout
+
+
+def test_the_fast_path_says_nothing(recwarn):
+    import wds_core as wds
+    from wds_core.stages.crop import SlowPathWarning, slow_path
+
+    if slow_path():
+        return  # this environment lacks them (the wheel's test environment): the test above covers it
+    wds.WebDataset("a.tar").crop_images(224)
+    assert not [w for w in recwarn if issubclass(w.category, SlowPathWarning)]
+
+
+@pytest.mark.repository
+def test_each_framework_extra_brings_the_fast_image_path():
+    import pathlib
+
+    import tomllib
+
+    project = tomllib.loads((pathlib.Path(__file__).parents[3] / "pyproject.toml").read_text())["project"]
+    for extra in ("torch", "jax", "tf"):
+        assert "wds[jpeg,cv]" in project["optional-dependencies"][extra], extra
