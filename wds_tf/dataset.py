@@ -23,8 +23,9 @@
   Fields whose shape varies cannot be stacked: leave ``batch_size`` out and
   use ``dataset().padded_batch()``.
 * Parallelism: ``num_workers`` runs the pipeline in that many processes
-  (:class:`wds_core.Loader`, for Python-heavy decoding; ``persistent_workers=True``
-  keeps them between epochs); ``num_parallel_calls``
+  (:class:`wds_core.Loader`, for Python-heavy decoding; they stay from one epoch to the next
+  unless ``persistent_workers=False``: starting them costs 10-20 s an epoch of re-importing TensorFlow);
+  ``num_parallel_calls``
   instead interleaves that many copies of the pipeline, each reading its share
   of the shards, in tf.data's threads (deterministic order).
 * ``state_dict()``/``load_state_dict()`` give the Python-side position: after
@@ -36,9 +37,10 @@
   ``Your input ran out of data; interrupting training`` at the end of each one
   and takes the first epoch's length for all.  Where the pipeline fixes it,
   ``dataset()`` asserts it (``dataset.cardinality()``):
-  ``with_epoch(n)`` gives ``n`` samples from each copy of the pipeline (each of
-  ``num_workers`` or ``num_parallel_calls``; with ``batch_size``, ``ceil(n /
-  batch_size)`` whole batches from each, ``floor`` with ``drop_remainder``);
+  ``with_epoch(n)`` gives ``n`` samples an epoch in all, each copy of the pipeline (each of ``num_workers`` or
+  ``num_parallel_calls``) its share, as ``tf.data`` users count an epoch (``epoch="each"``: ``n`` from each copy, as
+  webdataset gives; with ``batch_size``, each copy's share in ``ceil(share / batch_size)`` whole batches,
+  ``floor`` with ``drop_remainder``);
   ``with_length(n)`` says there are ``n`` samples in all (an epoch with
   another count is then an error that says so; with ``batch_size`` and several
   copies, whose last batches are short, the count of batches is not known).
@@ -149,11 +151,15 @@ class TFSource:
         drop_remainder: bool = False,
         num_workers: int = 0,
         num_parallel_calls: int | None = None,
-        persistent_workers: bool = False,
+        persistent_workers: bool = True,
         autotune: bool = False,
+        epoch: str = "all",
     ) -> None:
         if num_workers and num_parallel_calls:
             raise ValueError("use num_workers (processes) or num_parallel_calls (threads), not both")
+        if epoch not in ("all", "each"):
+            raise SpecError(f"epoch is 'all' (with_epoch(n): n in all) or 'each' (n from each copy), got {epoch!r}")
+        self.epoch = epoch
         self.pipeline = pipeline
         self.num_parallel_calls = num_parallel_calls
         self.autotune = autotune
@@ -161,7 +167,11 @@ class TFSource:
         self.format = sample_format(self.signature)
         self.batch_size = batch_size
         self.element_signature = self.signature
-        self._source_pipeline = pipeline
+        # with_epoch(n): n samples from all the copies together, as tf.data users count an epoch ('each': n from
+        # each copy, as webdataset does)
+        self._source_pipeline = (
+            pipeline.shared_epoch() if epoch == "all" and hasattr(pipeline, "shared_epoch") else pipeline
+        )
         if batch_size is not None:
             if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
                 raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
@@ -172,7 +182,7 @@ class TFSource:
                 )
             if not hasattr(pipeline, "batched"):
                 raise SpecError("batch_size needs a wds pipeline (it batches with .batched()); batch it yourself")
-            self._source_pipeline = pipeline.map(self.format.check).batched_epoch(
+            self._source_pipeline = self._source_pipeline.map(self.format.check).batched_epoch(
                 batch_size, collation_fn=self.format.collate, partial=not drop_remainder
             )
             rows = batch_size if drop_remainder else None
@@ -191,8 +201,13 @@ class TFSource:
 
     def _cardinality(self, pipeline: Any) -> int | None:
         """The elements of each pass when the pipeline fixes them, else ``None`` (see the module doc)."""
-        # with_epoch(n): n samples from each copy of the pipeline, which batched_epoch made its batches' count
+        # with_epoch(n): n samples in all, or from each copy ('each'), which batched_epoch made its batches' count
         per_copy = getattr(self._source_pipeline, "items_per_epoch", lambda: None)()
+        split = getattr(self._source_pipeline, "epoch_split", None)
+        if per_copy is not None and split is not None:
+            items, size, partial = split
+            shares = [items // self.copies + (1 if w < items % self.copies else 0) for w in range(self.copies)]
+            return sum(batches_of(share, size, partial) for share in shares)
         if per_copy is not None:
             return self.copies * per_copy
         length = getattr(pipeline, "size", None)  # with_length(n): n samples in all

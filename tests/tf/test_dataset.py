@@ -265,13 +265,31 @@ def test_a_with_length_that_is_wrong_says_so(spec):
 def test_cardinality_with_copies_of_the_pipeline(spec):
     resampled = wds_tf.WebDataset(spec, resampled=True, seed=1).decode().to_tuple("npy", "cls").with_epoch(10)
     for kw, expected in [
-        ({"num_workers": 2}, 20), ({"num_parallel_calls": 2}, 20), ({"num_workers": 2, "batch_size": 4}, 6),
-        ({"num_workers": 2, "batch_size": 4, "drop_remainder": True}, 4),
+        # an epoch is with_epoch's 10 samples in all, each copy its share (issue 58.5) ...
+        ({"num_workers": 2}, 10), ({"num_parallel_calls": 2}, 10), ({"num_workers": 2, "batch_size": 4}, 4),
+        ({"num_workers": 2, "batch_size": 4, "drop_remainder": True}, 2), ({"num_workers": 3}, 10),
+        # ... or, with epoch="each", 10 from each copy, as webdataset counts
+        ({"num_workers": 2, "epoch": "each"}, 20), ({"num_parallel_calls": 2, "epoch": "each"}, 20),
+        ({"num_workers": 2, "batch_size": 4, "epoch": "each"}, 6),
+        ({"num_workers": 2, "batch_size": 4, "drop_remainder": True, "epoch": "each"}, 4),
     ]:  # fmt: skip
         dataset = wds_tf.TFSource(resampled, **kw).dataset()
         assert int(dataset.cardinality()) == expected and len(list(dataset.as_numpy_iterator())) == expected, kw
     assert int(wds_tf.TFSource(make(spec).with_length(48, silent=True), batch_size=8, num_workers=2).dataset()
                .cardinality()) == tf.data.UNKNOWN_CARDINALITY  # fmt: skip
+
+
+@pytest.mark.slow
+def test_workers_stay_from_one_epoch_to_the_next_and_an_epoch_is_the_dataset_once(spec):
+    pipeline = wds_tf.WebDataset(spec, resampled=True, seed=1).decode().to_tuple("npy", "cls").with_epoch(7)
+    source = wds_tf.TFSource(pipeline, num_workers=2)
+    dataset = source.dataset()
+    first = list(dataset.as_numpy_iterator())
+    workers = [process.pid for process in source.loader._workers.procs]
+    second = list(dataset.as_numpy_iterator())
+    assert len(first) == len(second) == 7  # 4 + 3, not 7 from each worker
+    assert [process.pid for process in source.loader._workers.procs] == workers  # the same processes
+    source.loader.close()
 
 
 def test_a_resumed_first_pass_is_the_rest_of_the_epoch(spec):

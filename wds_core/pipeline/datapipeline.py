@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from ..dist import worker_info
 from ..errors import CheckpointError, SpecError
 from ..rng import fresh_seed
 from ..stages.batching import Batch, batches_of
@@ -71,6 +72,7 @@ class DataPipeline:
         self.seed_given = seed is not None
         self.repetitions = 1
         self.nsamples = -1
+        self.epoch_split: tuple[int, int, bool] | None = None  # see shared_epoch(): (items, batch size, partial)
         self.size: int | None = None
         self.epoch = 0
         self.empty_check = False
@@ -133,6 +135,7 @@ class DataPipeline:
         """
         self.repetitions = sys.maxsize
         self.nsamples = max(nsamples, nbatches)
+        self.epoch_split = None
         return self
 
     def items_per_epoch(self) -> int | None:
@@ -141,6 +144,27 @@ class DataPipeline:
         if self.repetitions == sys.maxsize and self.nsamples > 0:
             return self.nsamples
         return None
+
+    def shared_epoch(self) -> DataPipeline:
+        """A copy whose ``with_epoch(n)`` epoch is ``n`` items from all the readers of a rank together (each
+        worker ``n // workers``, the first ``n % workers`` one more), not ``n`` from each: what an epoch means to
+        ``tf.data`` users (``TFSource`` asks for it).  Without ``with_epoch``, the copy is the same pipeline."""
+        shared = self.compose()
+        n = self.items_per_epoch()
+        if n is not None:
+            shared.epoch_split = (n, 1, True)
+        return shared
+
+    def epoch_limit(self) -> int:
+        """The items this reader's ``iter()`` yields at most (``-1``: no limit): ``nsamples``, or this worker's
+        share of a shared epoch (:meth:`shared_epoch`)."""
+        split = getattr(self, "epoch_split", None)  # a subclass may not run __init__ (webdataset's protocol)
+        if split is None:
+            return self.nsamples
+        items, batch_size, partial = split
+        worker, workers = worker_info()
+        share = items // workers + (1 if worker < items % workers else 0)
+        return batches_of(share, batch_size, partial)
 
     def batched_epoch(self, batch_size: int, collation_fn: Any = default_collation_fn, partial: bool = True) -> Any:
         """``batched(...)`` for an adapter that batches what this pipeline yields (``TFSource(batch_size=)``,
@@ -155,12 +179,15 @@ class DataPipeline:
                     f"with_epoch({n}) is less than one batch of {batch_size}, and partial batches are dropped"
                 )
             batched.nsamples = batches
+            if getattr(self, "epoch_split", None) is not None:  # each worker's share, in batches
+                batched.epoch_split = (self.epoch_split[0], batch_size, partial)  # type: ignore[index]
         return batched
 
     def repeat(self, nepochs: int = -1, nbatches: int = -1) -> DataPipeline:
         """Run the stages ``nepochs`` times per ``iter()`` (forever when not positive)."""
         self.repetitions = nepochs if nepochs > 0 else sys.maxsize
         self.nsamples = nbatches
+        self.epoch_split = None
         return self
 
     def fresh_copy(self, epoch: int) -> DataPipeline:
@@ -211,9 +238,12 @@ class DataPipeline:
         if type(self).iterator is not DataPipeline.iterator or type(self).iterator1 is not DataPipeline.iterator1:
             items = self.iterator()
             if self.repetitions != 1 and self.nsamples > 0:
-                return itertools.islice(items, self.nsamples)
+                return itertools.islice(items, self.epoch_limit())
             return items
-        return self._iterate(self.repetitions, self.nsamples if self.repetitions != 1 else -1)
+        limit = self.epoch_limit() if self.repetitions != 1 else -1
+        if limit == 0:  # this worker's share of a shared epoch is nothing (fewer items, or whole batches, than workers)
+            return iter(())
+        return self._iterate(self.repetitions, limit)
 
     def iterator1(self) -> Iterator[Any]:
         """webdataset's one pass through the stages: the next epoch, without repetitions or an item limit."""
@@ -257,7 +287,11 @@ class DataPipeline:
 
     def fingerprint(self) -> str:
         """A digest of the recipe's shape: the stages and the repetition settings."""
-        text = "|".join(describe(stage) for stage in self.pipeline) + f"|{self.repetitions}|{self.nsamples}"
+        text = (
+            "|".join(describe(stage) for stage in self.pipeline)
+            + f"|{self.repetitions}|{self.nsamples}"
+            + (f"|shared {self.epoch_split}" if getattr(self, "epoch_split", None) else "")
+        )
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     def state_dict(self) -> dict[str, Any]:
