@@ -92,6 +92,18 @@ def _text(x: float, y: float, text: str, size: float = 12, fill: str = "#334", *
     return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{fill}"{extra}>{escape(text)}</text>'
 
 
+def wrapped(label: str, width: int) -> list[str]:
+    """``label`` in lines of at most ``width`` characters, broken after spaces and commas (a longer word stays
+    whole)."""
+    lines: list[str] = []
+    for word in label.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
 def svg(bars: list[Bar]) -> str:
     """A horizontal bar chart of the ratios, grouped by benchmark, with the 1× line marked."""
     if not bars:
@@ -108,10 +120,12 @@ def svg(bars: list[Bar]) -> str:
             y += 10
             rows.append(_text(12, y + 12, section, 13, "#223", font_weight="bold"))
             y += bar_h + pad
-        label = bar.label if len(bar.label) <= 58 else bar.label[:57].rstrip(" ,·") + "…"
+        lines = wrapped(bar.label, 58)  # whole, on as many lines as it needs: never cut
+        y += (len(lines) - 1) * 14
         width = bar.ratio * scale
         colour = "#3b7dd8" if bar.ratio >= 1.0 else "#d86b3b"
-        rows.append(_text(label_w - 10, y + 13, label, text_anchor="end"))
+        for number, line in enumerate(lines):
+            rows.append(_text(label_w - 10, y + 13 - 14 * (len(lines) - 1 - number), line, text_anchor="end"))
         rows.append(f'<rect x="{label_w}" y="{y}" width="{width:.1f}" height="{bar_h}" rx="2" fill="{colour}"/>')
         rows.append(_text(label_w + width + 6, y + 13, bar.text, fill="#223"))
         y += bar_h + pad

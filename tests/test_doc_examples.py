@@ -107,11 +107,13 @@ def _namespace(root: Path) -> dict:
         "my_mask_decoder": lambda data: len(data),
         "data": [(_images(i), i % 3) for i in range(30)],
         "laion_urls": str(root / "pairs.tar"),
+        "coyo_urls": str(root / "pairs.tar"),
         "mmc4_urls": str(root / "docs.tar"),
         "laion": wds_core.WebDataset(str(root / "pairs.tar")).image_text_pairs(),
         "coyo": wds_core.WebDataset(str(root / "pairs.tar")).to_tuple("jpg", "txt"),
         "opts": {},
         "sharding": None,
+        "__name__": "__main__",  # a page's `if __name__ == "__main__":` block runs, as in the script it shows
         "model": _Model(),
         "new_workers": 0,
     }

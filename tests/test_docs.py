@@ -163,3 +163,13 @@ def test_every_install_line_installs_this_repository_with_extras_it_has():
     from wds_core.errors import install_hint
 
     assert install_hint("s3fs", "s3") == 'pip install s3fs (or pip install -e ".[s3]" in your clone of wds)'
+
+
+def test_a_long_label_is_wrapped_not_cut():
+    hooks = _hooks()
+    label = "wds crop_images(224, ...), simplejpeg, opencv resize, num_threads=2 · set imagenet"
+    bars = [hooks.Bar("Decode and augment", label, 4.08, "4.08×")]
+    texts = [text.text for text in ET.fromstring(hooks.svg(bars)).iter(f"{SVG}text")]
+    assert " ".join(t for t in texts if t and ("crop_images" in t or "num_threads" in t or "imagenet" in t)) == label
+    assert not any(t and t.endswith("…") for t in texts)
+    assert hooks.wrapped(label, 58) == [label[: label.index(" num_threads")], label[label.index("num_threads") :]]

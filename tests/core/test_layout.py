@@ -39,12 +39,12 @@ SUITES = {
 #: file; nothing joins it.
 UNMIRRORED = {
     "cli/common", "cli/demo", "cli/index", "cli/inspect_shards", "cli/profile", "cli/progress", "cli/reshape",
-    "cli/shardfiles", "cli/shufflechart", "dataset", "dropin/_refuse", "dropin/autodecode",
+    "dataset", "dropin/_refuse", "dropin/autodecode",
     "dropin/cborsiterators", "dropin/compat", "dropin/extradatasets", "dropin/handlers", "dropin/mix", "dropin/multi",
     "dropin/pipeline", "dropin/pytorch", "dropin/widsdecode", "dropin/widssamplers", "dropin/widsshards",
     "dropin/writer", "fieldcodecs/limits", "indexed/samplers", "io/backends/base",
     "io/backends/fsspec", "io/backends/http", "io/backends/httpconn", "io/backends/local", "io/backends/opener",
-    "io/backends/pipe", "io/backends/ranged", "io/backends/s3", "io/backends/s3client",
+    "io/backends/pipe", "io/backends/ranged", "io/backends/s3",
     "io/shardsink", "loader/shm", "loader/worker", "observe/starvation", "pipeline/fluid",
     "pipeline/run", "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
     "sources/reading", "stages/cache", "stages/fieldkeys",

@@ -7,6 +7,7 @@ storage order give.  Plain SVG, no plotting library (as ``wds profile --svg``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -18,12 +19,22 @@ EPOCH, GLOBAL, STORAGE = "#2b6cb0", "#c05621", "#718096"
 MAX_POINTS = 1500  # points a polyline draws at most
 
 
+def nice_top(value: float) -> float:
+    """The axis's top: the first of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10 (times a power of ten) at or above ``value``,
+    so that the tick label says where the axis ends."""
+    scale = 10.0 ** math.floor(math.log10(value)) if value > 0 else 1.0
+    for step in (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
+        if step * scale >= value - 1e-12:
+            return round(step * scale, 10)
+    return 10.0 * scale
+
+
 def _panel(top: float, title: str, series: Sequence[float], lines: list[tuple[str, float, str]]) -> list[str]:
     """A panel: ``series`` by batch as a polyline, ``lines`` (label, value, dash) as horizontal references."""
     if len(series) > MAX_POINTS:  # a long epoch: the mean of each run of batches, one point each
         runs = -(-len(series) // MAX_POINTS)
         series = [sum(series[i : i + runs]) / len(series[i : i + runs]) for i in range(0, len(series), runs)]
-    peak = max([*series, *(value for _, value, _ in lines), 1.0]) * 1.1
+    peak = nice_top(max([*series, *(value for _, value, _ in lines), 1.0]) * 1.05)
     right = WIDTH - 20
     step = (right - LEFT) / max(len(series) - 1, 1)
 
@@ -33,7 +44,7 @@ def _panel(top: float, title: str, series: Sequence[float], lines: list[tuple[st
     parts = [f'<text x="{LEFT}" y="{top - 8}" font-size="13">{escape(title)}</text>',
              f'<line x1="{LEFT}" y1="{top + PANEL}" x2="{right}" y2="{top + PANEL}" stroke="black"/>',
              f'<line x1="{LEFT}" y1="{top}" x2="{LEFT}" y2="{top + PANEL}" stroke="black"/>',
-             f'<text x="{LEFT - 6}" y="{top + 4}" text-anchor="end">{peak:.0f}</text>',
+             f'<text x="{LEFT - 6}" y="{top + 4}" text-anchor="end">{peak:g}</text>',
              f'<text x="{LEFT - 6}" y="{top + PANEL}" text-anchor="end">0</text>']  # fmt: skip
     points = " ".join(f"{LEFT + i * step:.1f},{y(v):.1f}" for i, v in enumerate(series))
     parts.append(f'<polyline points="{points}" fill="none" stroke="{EPOCH}" stroke-width="1.5"/>')
