@@ -131,6 +131,7 @@ from .stages.tracing import Info, LogKeys
 from .stages.xdecode import XDecode
 from .tar.tarindex import ShardIndex as ShardIndex
 from .tar.tario import iter_members as iter_members
+from .tools.makeshards import make_shards
 from .tools.parallel import map_shards
 from .version import __version__
 from .writer import ShardWriter, TarWriter
@@ -305,6 +306,7 @@ __all__ = [
     "interleaved_sample",
     "load_descriptor",
     "load_spec",
+    "make_shards",
     "map_shards",
     "merge_states",
     "msgpacks_to_samples",

@@ -19,7 +19,7 @@ from .pipeline.datapipeline import DataPipeline
 from .pipeline.fluid import FluidInterface
 from .pipeline.mixing import Mix
 from .rng import derive_seed
-from .sources.balanced import BalancedSplit
+from .sources.balanced import BalancedSplit, SampleCounts
 from .sources.dirshards import DirectoryShardList
 from .sources.interleave import InterleaveShards
 from .sources.reading import ShardReadOptions
@@ -45,7 +45,8 @@ class WebDataset(DataPipeline, FluidInterface):
     its shards, so every rank and worker yields exactly as many samples
     (:mod:`wds_core.sources.balanced`: sample counts from each shard's offset index, or
     from ``sample_counts=``, a wids descriptor or a dict ``{url: count}``, so
-    that each reader indexes only the shards it reads).
+    that each reader indexes only the shards it reads).  ``sample_counts`` also
+    gives ``len(dataset)``: the samples of all the shards.
 
     ``storage_options`` (flat, or keyed by URL prefix) are merged over the
     options registered with :func:`register_storage` and the ``WDS_CONFIG``
@@ -185,8 +186,8 @@ class WebDataset(DataPipeline, FluidInterface):
             raise SpecError(f"mode must be None or 'resampled' (or a folder mode for a folder of shards), got {mode!r}")
         if balanced is not None and resampled:
             raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
-        if sample_counts is not None and balanced is None:
-            raise SpecError("sample_counts gives the counts a balanced epoch needs; pass balanced='pad' or 'drop'")
+        if sample_counts is not None and resampled:
+            raise SpecError("sample_counts counts the shards of a finite epoch; a resampled stream has no length")
         shards: SimpleShardList | ResampledShards
         if resampled:
             shards = ResampledShards(urls, seed=seed)
@@ -194,9 +195,25 @@ class WebDataset(DataPipeline, FluidInterface):
             return shards
         shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
         self.append(shards)
+        if sample_counts is not None:  # len(): the samples of these shards
+            self.counted = (shards.urls, SampleCounts(sample_counts, reading.storage))
         if balanced is not None:
             self.append(BalancedSplit(balanced, reading, sample_counts))
         return shards
+
+    def __len__(self) -> int:
+        """``with_length(n)``'s ``n``, else the samples of all the shards when ``sample_counts`` gives them (a
+        descriptor from :func:`make_shards`, ``ShardWriter(descriptor=)`` or ``wds index create``, a counts file, a
+        dict): every rank's and worker's together."""
+        counted = getattr(self, "counted", None)
+        if self.size is None and counted is not None:
+            return counted[1].total(counted[0])
+        if self.size is None:
+            raise TypeError(
+                "WebDataset has no length: give sample_counts= (the descriptor make_shards, ShardWriter(descriptor=) "
+                "or `wds index create` writes) or set one with .with_length(n)"
+            )
+        return self.size
 
     def empty_message(self) -> str:
         rank, world = node_info()

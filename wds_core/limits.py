@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import OverLimitError
 
-__all__ = ["GiB", "DecodeLimitError", "DecodeLimits"]
+__all__ = ["GiB", "DecodeLimitError", "DecodeLimits", "parse_size"]
 
 GiB = 1 << 30
 
@@ -87,3 +87,21 @@ class DecodeLimits:
         """A reader's refusal (:meth:`refuse`'s message) as an :class:`OverLimitError` naming ``located``
         (``url``, ``member``, ``offset``)."""
         return OverLimitError(str(self.refuse(what, size, limit, where)), **located)
+
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12}
+_UNITS.update({"tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+def parse_size(value: Any) -> int:
+    """A number of bytes as people write it: ``64MB``, ``512MiB``, ``1e9``, ``3 GB``, or a number (a ``ValueError``
+    otherwise)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    text = str(value).strip()
+    number = text.rstrip("bBiIkKmMgGtT").strip()
+    unit = text[len(text.rstrip("bBiIkKmMgGtT")) :].lower()
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (KeyError, ValueError):
+        raise ValueError(f"not a size: {value!r} (e.g. 64MB, 512MiB, 1e9)") from None

@@ -25,6 +25,7 @@ from .io import files
 from .io.locks import PatternLock
 from .io.sinks import CommitOnExit, CompressedSink, compression_of
 from .io.storage import Storage, local_path
+from .limits import parse_size
 from .sources.descriptor import write_descriptor
 from .tar.tarindex import ShardIndex
 from .tar.tarwrite import MemberPacker, end_of_archive
@@ -272,8 +273,8 @@ class ShardWriter(CommitOnExit):
 
     A new shard starts when the current one holds ``maxcount`` samples or when
     the next sample would take it past ``maxsize`` bytes (uncompressed; a single
-    larger sample gets a shard of its own).  Shards are opened on the first
-    sample they receive, so there is never an empty trailing shard.
+    larger sample gets a shard of its own; ``maxsize`` takes units: ``"64MB"``, ``"1GiB"``).  Shards are opened
+    on the first sample they receive, so there is never an empty trailing shard.
     ``post(path)`` runs after each shard is complete.  ``descriptor`` names a
     JSON file that ``close()`` writes in the wids format
     (``{"wids_version": 1, "shardlist": [{"url", "nsamples", "filesize"}]}``);
@@ -287,7 +288,7 @@ class ShardWriter(CommitOnExit):
         self,
         pattern: str,
         maxcount: int = 100000,
-        maxsize: float = 3e9,
+        maxsize: float | str = 3e9,
         post: Callable[[str], Any] | None = None,
         start_shard: int = 0,
         verbose: int | bool = False,
@@ -298,6 +299,10 @@ class ShardWriter(CommitOnExit):
     ) -> None:
         if maxcount < 1:
             raise SpecError(f"maxcount must be >= 1, got {maxcount}")
+        try:
+            maxsize = parse_size(maxsize)  # 3e9, "64MB", "1GiB"
+        except ValueError as exn:
+            raise SpecError(f"maxsize: {exn}") from None
         if maxsize <= 0:
             raise SpecError(f"maxsize must be > 0, got {maxsize}")
         try:

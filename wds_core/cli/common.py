@@ -7,6 +7,8 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..limits import parse_size
+
 if TYPE_CHECKING:
     from ..io.storage import Storage
 
@@ -33,17 +35,11 @@ def subcommand(commands: argparse._SubParsersAction, name: str, help: str, run: 
     return parser
 
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12}
-_UNITS.update({"tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
-
-
 def byte_size(text: str) -> int:
     """``"4GB"``, ``"512MiB"``, ``"1e9"`` as a number of bytes (an argparse type)."""
-    number = text.strip().rstrip("bBiIkKmMgGtT")
-    unit = text.strip()[len(number) :].lower()
     try:
-        return int(float(number) * _UNITS[unit])
-    except (KeyError, ValueError):
+        return parse_size(text)
+    except ValueError:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4GB, 512MiB)") from None
 
 

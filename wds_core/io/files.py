@@ -193,6 +193,15 @@ def remove(path: Any, missing_ok: bool = True) -> None:
                 raise
 
 
+def rmdir(path: Any) -> None:
+    """Remove the empty folder ``path`` (a missing one is no error)."""
+    with _folder_of(_name(path), "write") as (folder, name):
+        try:
+            os.rmdir(name, dir_fd=folder)
+        except FileNotFoundError:
+            pass
+
+
 def makedirs(path: Any) -> None:
     """Make the folder ``path`` and its parents (none is an error when it is there)."""
     path = _checked(path, "write")

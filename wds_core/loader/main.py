@@ -36,7 +36,7 @@ from typing import Any
 
 from ..elastic import is_merged
 from ..errors import CheckpointError, SpecError, WdsError
-from .mainguard import unguarded_start
+from .mainguard import refuse_unguarded
 from .shm import HAVE_SLOTS, SlotReader, create_slots, sweep_dead_slots
 from .worker import worker_main
 
@@ -159,19 +159,6 @@ class Loader:
         return state
 
 
-def _refuse_unguarded(method: str) -> None:
-    """An error now, before any worker starts, when each would run the line that starts them again."""
-    found = unguarded_start()
-    if found is not None:
-        script, line = found
-        raise WdsError(
-            f"Loader workers start with {method!r}: each imports your script again, and line {line} of {script} "
-            'starts the workers outside `if __name__ == "__main__":`, so each worker would start workers of its '
-            "own (multiprocessing refuses, and the worker dies). Put the code that iterates the loader under "
-            '`if __name__ == "__main__":` (or in a main() called from there)'
-        )
-
-
 class _Workers:
     """The worker processes, their queues and shared-memory slots; they run one epoch per command."""
 
@@ -179,7 +166,7 @@ class _Workers:
         n = loader.num_workers
         ctx: Any = multiprocessing.get_context(loader.start_method)
         if ctx.get_start_method() != "fork":
-            _refuse_unguarded(ctx.get_start_method())
+            refuse_unguarded("Loader workers", ctx.get_start_method())
         self.generation = 0
         self.stop = ctx.Event()
         self.commands = [ctx.SimpleQueue() for _ in range(n)]

@@ -14,7 +14,9 @@ import linecache
 import sys
 from types import FrameType
 
-__all__ = ["unguarded_start"]
+from ..errors import WdsError
+
+__all__ = ["refuse_unguarded", "unguarded_start"]
 
 
 def unguarded_start() -> tuple[str, int] | None:
@@ -55,3 +57,17 @@ def _is_main_guard(statement: ast.stmt) -> bool:
     names = {side.id for side in sides if isinstance(side, ast.Name)}
     values = {side.value for side in sides if isinstance(side, ast.Constant)}
     return names == {"__name__"} and values == {"__main__"} and isinstance(test.ops[0], ast.Eq)
+
+
+def refuse_unguarded(what: str, method: str) -> None:
+    """An error now, before any process starts, when each ``what`` started with ``method`` would run the line
+    that starts them again."""
+    found = unguarded_start()
+    if found is not None:
+        script, line = found
+        raise WdsError(
+            f"{what} start with {method!r}: each imports your script again, and line {line} of {script} starts them "
+            'outside `if __name__ == "__main__":`, so each would start processes of its own (multiprocessing '
+            'refuses, and the process dies). Put the code that starts them under `if __name__ == "__main__":` (or in '
+            "a main() called from there)"
+        )

@@ -114,6 +114,12 @@ class SampleCounts:
             )
         return [known[key] for key in keys]
 
+    def total(self, urls: list[str]) -> int:
+        """The samples of all of ``urls`` (the shard list in its spec order, for a counts file)."""
+        if self.positional:
+            return int(self.by_position(urls).counts.sum())
+        return sum(self.of(urls))
+
     def size_of(self, url: str) -> int | None:
         """The shard's size in bytes when the descriptor gives it."""
         self.counts()

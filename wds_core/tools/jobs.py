@@ -18,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ..errors import SpecError, install_hint
+from ..loader.mainguard import refuse_unguarded
 
 __all__ = ["dask_client", "run_jobs"]
 
@@ -103,6 +104,7 @@ def _run_serial(jobs: list, work: Callable, ends: _Ends, workers: Any, scheduler
 def _run_pool(jobs: list, work: Callable, ends: _Ends, workers: Any, scheduler: Any, memory_limit: Any) -> None:
     pending = list(jobs)
     context = multiprocessing.get_context("spawn")
+    refuse_unguarded("the job's worker processes", "spawn")
     initializer = functools.partial(_limit_memory, memory_limit) if memory_limit else None
     while pending:
         n = workers or os.cpu_count() or 1

@@ -758,8 +758,9 @@ def test_a_shard_replaced_by_one_of_the_same_size_mid_read_is_an_error(http_serv
     time.sleep(0.01)  # another modification time: another ETag
     swapped = data.replace(b"-txt", b"-TXT")  # every sample's text (the members' names end in .txt)
     assert len(swapped) == len(data) and swapped != data
-    with open(paths[0], "wb") as out:
+    with open(paths[0] + ".new", "wb") as out:
         out.write(swapped)
+    os.replace(paths[0] + ".new", paths[0])  # as a store swaps an object: at once, never half written
     with pytest.raises(ShardChangedError, match="replaced while it was read") as info:
         for sample in reader:
             first.append(sample)

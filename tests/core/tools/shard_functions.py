@@ -43,3 +43,22 @@ def hungry_on_shard_1(sample):
     if sample["__key__"].startswith("s1-"):
         sample["blob"] = bytearray(2_000_000_000)
     return shout(sample)
+
+
+def row_to_sample(number):
+    """make_shards: one input, one sample (some bytes, a class); multiples of 10 give two, multiples of 7 none."""
+    if number % 7 == 3:
+        return None
+    sample = {"txt": f"row {number}", "cls": number % 5, "bin": bytes(200)}
+    return [sample, {**sample, "txt": f"row {number} again"}] if number % 10 == 0 else sample
+
+
+def row_not_ready(number):
+    """make_shards: fails on input 57 until the marker file exists."""
+    if number == 57 and not os.path.exists(os.environ["WDS_TEST_MARKER"]):
+        raise ValueError("row 57 is not ready")
+    return row_to_sample(number)
+
+
+def row_as_text(number):
+    return f"row {number}"  # not a sample
