@@ -208,6 +208,9 @@ def test_block_runs(page, index, block, folder, monkeypatch):
     finally:
         for step in undo:
             step()
+        for value in list(ns.values()):  # workers a block left running (they stay between epochs) end with it
+            if type(value).__name__ in ("TFSource", "Loader", "BatchIterator") and callable(getattr(value, "close", 0)):
+                value.close()
 
 
 SPECS = _blocks("yaml")

@@ -306,6 +306,18 @@ class TFSource:
         finally:
             _local.worker = None
 
+    def close(self) -> None:
+        """End the workers (they stay from one epoch to the next until this, or until the source is collected)."""
+        loader = getattr(self, "loader", None)  # None too when __init__ refused its arguments
+        if loader is not None:
+            loader.close()
+
+    def __enter__(self) -> TFSource:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def state_dict(self) -> dict[str, Any]:
         """The Python-side position after the last element handed to TensorFlow."""
         if self.num_parallel_calls:

@@ -11,6 +11,23 @@ from tests.conftest import array_shards  # noqa: E402
 from wds_core.errors import SampleError  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def sources_closed(monkeypatch):
+    """Each source a test makes ends its workers with the test (they stay between epochs, and tf.data keeps a
+    source alive): the next test in this process starts with no child process of these."""
+    made = []
+    original = wds_tf.TFSource.__init__
+
+    def recorded(self, *args, **kw):
+        made.append(self)
+        original(self, *args, **kw)
+
+    monkeypatch.setattr(wds_tf.TFSource, "__init__", recorded)
+    yield
+    for source in made:
+        source.close()
+
+
 @pytest.fixture
 def spec(tmp_path):
     return array_shards(tmp_path, "t", 4, 12, (3,), classes=2)
