@@ -240,7 +240,7 @@ def test_s3_ranges_with_each_buckets_keys(s3, tmp_path, through):
 def test_s3_faults_mid_flight_lose_and_repeat_nothing(s3, tmp_path, monkeypatch, shaped):
     """Cut and failed responses among the ranges in flight -- from moto itself, or from moto behind an object
     store's latency with 10% of the responses 10x slower (hedged) -- and every sample once."""
-    from tests.core.io.test_remote import small_ranges
+    from tests.core.io.test_remote import outlasting, small_ranges
     from tests.servers import Shape, ShapingProxy
 
     server, options, _, expected = s3_dataset(s3, tmp_path, "faults", 3)
@@ -254,7 +254,7 @@ def test_s3_faults_mid_flight_lose_and_repeat_nothing(s3, tmp_path, monkeypatch,
         faulty.faults.cut(4, after=1000)
         faulty.faults.fail(4, status=503)
         url = "s3://team-a/faults/shard-{000..002}.tar"
-        samples = list(wds_core.WebDataset(url, shardshuffle=False, storage_options=options, retry=FAST))
+        samples = list(wds_core.WebDataset(url, shardshuffle=False, storage_options=options, retry=outlasting(8)))
         assert contents(samples) == expected and len(samples) == len(expected)
         assert faulty.faults.injected["cut"] == faulty.faults.injected["status"] == 4
     finally:
