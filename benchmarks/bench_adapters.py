@@ -88,7 +88,7 @@ def ceiling(spec):
 
     import wds_core
 
-    jpegs = [s["jpg"] for s in wds_core.WebDataset(spec, shardshuffle=False)]
+    jpegs = [s["jpg"] for s in wds_core.WebDataset(spec)]
     go, results = multiprocessing.Event(), multiprocessing.Queue()
     procs = [
         multiprocessing.Process(target=_decode_all, args=(half, go, results)) for half in (jpegs[0::2], jpegs[1::2])
@@ -114,12 +114,7 @@ def epochs(loader, n=2):
 
 
 def wds_pipeline(module, spec, partial=True):
-    return (
-        module.WebDataset(spec, shardshuffle=False)
-        .decode("rgb8")
-        .to_tuple("jpg", "cls")
-        .batched(BATCH, partial=partial)
-    )
+    return module.WebDataset(spec).decode("rgb8").to_tuple("jpg", "cls").batched(BATCH, partial=partial)
 
 
 def run_webdataset(spec):
@@ -153,7 +148,7 @@ def run_loader(spec):
 def run_jax(spec):
     import wds_jax
 
-    dataset = wds_jax.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+    dataset = wds_jax.WebDataset(spec).decode("rgb8").to_tuple("jpg", "cls")
     batches = wds_jax.BatchIterator(
         dataset, BATCH, num_workers=2, remainder="partial", prefetch=0, persistent_workers=True
     )
@@ -166,7 +161,7 @@ def run_jax(spec):
 def run_tf(spec):
     import wds_tf
 
-    pipeline = wds_tf.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+    pipeline = wds_tf.WebDataset(spec).decode("rgb8").to_tuple("jpg", "cls")
     source = wds_tf.TFSource(pipeline, batch_size=BATCH, num_workers=2, persistent_workers=True)
     try:
         return epochs(source.dataset())
@@ -178,7 +173,7 @@ def run_tf_samples(spec):
     """TFSource handing TensorFlow one sample at a time, batched by tf.data (the slow way in)."""
     import wds_tf
 
-    pipeline = wds_tf.WebDataset(spec, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+    pipeline = wds_tf.WebDataset(spec).decode("rgb8").to_tuple("jpg", "cls")
     source = wds_tf.TFSource(pipeline, num_workers=2, persistent_workers=True)
     try:
         return epochs(source.dataset().batch(BATCH))
@@ -460,7 +455,7 @@ def batching_rates(root: str, repeats: int) -> dict[str, float]:
     def rate(module):
         best = 0.0
         for _ in range(repeats):
-            dataset = module.WebDataset(spec, shardshuffle=False).shuffle(1000).to_tuple("txt", "cls")
+            dataset = module.WebDataset(spec).shuffle(1000).to_tuple("txt", "cls")
             start = time.perf_counter()
             count = sum(len(batch) for batch in dataset.batched(32, collation_fn=None))
             best = max(best, count / (time.perf_counter() - start))
@@ -488,7 +483,7 @@ def webloader_rates(spec: str, repeats: int) -> dict[str, float]:
     def rate(**kw: Any) -> float:
         best = 0.0
         for _ in range(repeats):
-            dataset = wds_torch.WebDataset(spec, shardshuffle=True, seed=0).shuffle(1000).to_tuple("jpg", "txt")
+            dataset = wds_torch.WebDataset(spec, seed=0, shuffle=True).shuffle(1000).to_tuple("jpg", "txt")
             loader = wds_torch.WebLoader(dataset.batched(64), batch_size=None, num_workers=2, **kw)
             start = time.perf_counter()
             count = sum(len(texts) for _, texts in loader)

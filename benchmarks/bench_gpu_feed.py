@@ -98,7 +98,7 @@ def dataset(system: str, shards: list[str], batch: int, device: str) -> Any:
         return pipeline.batched(batch)
     import wds_torch
 
-    pipeline = wds_torch.WebDataset(shards, resampled=True, seed=0).shuffle(1000)
+    pipeline = wds_torch.WebDataset.resampled(shards, seed=0).shuffle(1000)
     crop = {"device": device} if system.startswith("wds-gpu") else {}
     pipeline = pipeline.crop_images(224, flip=0.5, layout="chw", **crop).to_tuple("jpg", "cls")
     return pipeline.map_tuple(_identity, _label).batched(batch)

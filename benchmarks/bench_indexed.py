@@ -107,7 +107,7 @@ def indexed(args):
 
 
 def _pipeline(path):
-    return wds_core.WebDataset(path, shardshuffle=False, seed=1).shuffle(1000).decode(only="cls")
+    return wds_core.WebDataset(path, seed=1).shuffle(1000).decode(only="cls")
 
 
 def resume(args):
@@ -142,7 +142,7 @@ def resume(args):
 
 
 def balanced(path):
-    return wds_core.WebDataset(path, shardshuffle=False, seed=1, balanced="pad").shuffle(1000).decode(only="cls")
+    return wds_core.WebDataset.balanced(path, seed=1, how="pad").shuffle(1000).decode(only="cls")
 
 
 def as_reader(reader, readers):

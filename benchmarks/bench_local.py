@@ -452,7 +452,7 @@ def _webdataset_pipeline(spec, name):
 def _wds_pipeline(spec, name):
     import wds_torch
 
-    dataset = wds_torch.WebDataset(spec, shardshuffle=False, seed=1)
+    dataset = wds_torch.WebDataset(spec, seed=1)
     if name == "imagenet":
         dataset = dataset.crop_images(224, flip=0.5, layout="chw").to_tuple("jpg", "cls")
     else:

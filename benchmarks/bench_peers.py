@@ -420,10 +420,10 @@ def _profiled_pipeline(where: str, row: str):
     import wds_core as wds
 
     if row == "raw":
-        return wds.WebDataset(where, shardshuffle=False, zero_copy=True).to_tuple("jpg", "cls")
+        return wds.WebDataset(where, reading=wds.ShardReadOptions(zero_copy=True)).to_tuple("jpg", "cls")
     if row == "bytes":
-        return wds.WebDataset(where, shardshuffle=False).to_tuple("jpg", "cls")
-    return wds.WebDataset(where, shardshuffle=False).decode("rgb8").to_tuple("jpg", "cls")
+        return wds.WebDataset(where).to_tuple("jpg", "cls")
+    return wds.WebDataset(where).decode("rgb8").to_tuple("jpg", "cls")
 
 
 def _profiled_run(where: str, row: str, epochs: int, profiled: bool) -> tuple[float, float, dict | None]:

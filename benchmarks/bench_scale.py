@@ -120,7 +120,7 @@ def simulate(nshards, readers=(0, 137, 300, 511), without_up_to=2_000):
             balanced._INDEXES.clear()  # each reader is a process of its own
             store.requests.clear()
             start = time.perf_counter()
-            dataset = wds_core.WebDataset(spec, shardshuffle=True, seed=1, balanced="pad", sample_counts=counts)
+            dataset = wds_core.WebDataset.balanced(spec, seed=1, sample_counts=counts, how="pad", shuffle=True)
             next(iter(dataset))
             seconds = time.perf_counter() - start
             print(f"| {reader} | {label} | {sum(store.requests.values()):,} | {seconds:.2f} |")
@@ -142,7 +142,7 @@ def states(nshards, readers):
         os.environ.update(RANK=str(rank), WORLD_SIZE="64", WORKER=str(worker), NUM_WORKERS="8")
         balanced._INDEXES.clear()
         counts = "synth://bucket/dataset.json" if nshards <= 100_000 else "synth://bucket/dataset.counts.npz"
-        dataset = wds_core.WebDataset(spec, shardshuffle=True, seed=1, balanced="pad", sample_counts=counts)
+        dataset = wds_core.WebDataset.balanced(spec, seed=1, sample_counts=counts, how="pad", shuffle=True)
         next(iter(dataset))
         taken.append(dataset.state_dict())
     sizes = [len(json.dumps(state)) for state in taken]
@@ -481,7 +481,7 @@ def shuffle(args: argparse.Namespace) -> None:
 
     def wds_keys(interleave: int | None, buffer: int):
         def make():
-            dataset = wds.WebDataset(spec, shardshuffle=True, seed=args.seed, interleave=interleave)
+            dataset = wds.WebDataset(spec, seed=args.seed, interleave=interleave, shuffle=True)
             return (sample["__key__"] for sample in dataset.shuffle(buffer))
 
         return make
@@ -683,9 +683,9 @@ def _dataset(spec: str, cache: str, shard_bytes: int, flavour: str):
     module = wds_core
     if flavour == "torch":
         import wds_torch as module  # type: ignore[no-redef]
+    shard_cache = wds_core.ShardCache(cache, 3 * shard_bytes, cache_local=True)
     return (
-        module.WebDataset(spec, shardshuffle=True, seed=1, cache_dir=cache, cache_size=3 * shard_bytes,
-                          cache_local=True)
+        module.WebDataset(spec, seed=1, shuffle=True, storage=wds_core.Storage(cache=shard_cache))
         .decode()
         .to_tuple("npy", "cls")
     )  # fmt: skip
@@ -760,7 +760,7 @@ def soak_breaks(epochs: int = 30, flavour: str = "core", nshards: int = 16, shar
             if flavour == "torch":
                 import wds_torch as module  # type: ignore[no-redef]
             spec = f"{url}/shard-{{000..{nshards - 1:03d}}}.tar"
-            dataset = module.WebDataset(spec, shardshuffle=True, seed=1).to_tuple("bin", "cls")
+            dataset = module.WebDataset(spec, seed=1, shuffle=True).to_tuple("bin", "cls")
             if flavour == "torch":
                 import torch
 

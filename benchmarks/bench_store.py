@@ -144,7 +144,7 @@ def shaped(args):
         one = rows[0][1]
 
         def wds_with(plan):
-            return read(lambda: wds_core.WebDataset(urls, shardshuffle=False, read_ahead=plan))
+            return read(lambda: wds_core.WebDataset(urls, storage=wds_core.Storage(read_ahead=plan)))
 
         for label, plan in [
             ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20, None, 0)),
@@ -220,7 +220,7 @@ def s3(args):
     t_bare, got = _best(bare, repeats)
     assert got == total_bytes
     wds_core.register_storage("s3://bench/", **options)
-    t_wds, (n, _) = _best(lambda: count_samples(wds_core.WebDataset(s3_urls, shardshuffle=False)), repeats)
+    t_wds, (n, _) = _best(lambda: count_samples(wds_core.WebDataset(s3_urls)), repeats)
     assert n == nsamples
     results = {"bare s3fs cat_file": t_bare, "wds_core s3://": t_wds}
     try:
@@ -242,15 +242,18 @@ def s3(args):
     for _ in range(repeats):
         shutil.rmtree(cache_dir, ignore_errors=True)
         start = time.perf_counter()
-        count_samples(wds_core.WebDataset(s3_urls, shardshuffle=False, cache_dir=cache_dir))
+        count_samples(wds_core.WebDataset(s3_urls, storage=wds_core.Storage(cache=wds_core.ShardCache(cache_dir))))
         fills.append(time.perf_counter() - start)
     results["wds_core s3:// first epoch, filling cache"] = min(fills)
     t_warm, (n, _) = _best(
-        lambda: count_samples(wds_core.WebDataset(s3_urls, shardshuffle=False, cache_dir=cache_dir)), repeats
+        lambda: count_samples(
+            wds_core.WebDataset(s3_urls, storage=wds_core.Storage(cache=wds_core.ShardCache(cache_dir)))
+        ),
+        repeats,
     )
     assert n == nsamples
     results["wds_core s3:// warm cache"] = t_warm
-    t_local, _ = _best(lambda: count_samples(wds_core.WebDataset(paths, shardshuffle=False)), repeats)
+    t_local, _ = _best(lambda: count_samples(wds_core.WebDataset(paths)), repeats)
     results["wds_core local path"] = t_local
     server.stop()
 

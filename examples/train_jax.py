@@ -29,7 +29,7 @@ def float_features(image):
 def main() -> None:
     args = arguments(__doc__)
     dataset = (
-        wds_jax.WebDataset(demo_spec(args), shardshuffle=True, seed=0)
+        wds_jax.WebDataset(demo_spec(args), seed=0, shuffle=True)
         .shuffle(500)
         .decode("rgb8")
         .to_tuple("jpg", "cls")

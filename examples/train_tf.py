@@ -15,7 +15,7 @@ def main() -> None:
 
     args = arguments(__doc__)
     pipeline = (
-        wds_tf.WebDataset(demo_spec(args), shardshuffle=True, seed=0)
+        wds_tf.WebDataset(demo_spec(args), seed=0, shuffle=True)
         .shuffle(500)
         .decode("rgb8")
         .to_tuple("jpg", "cls")

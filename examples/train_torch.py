@@ -9,7 +9,7 @@ import wds_torch as wds
 def main() -> None:
     args = arguments(__doc__)
     dataset = (
-        wds.WebDataset(demo_spec(args), shardshuffle=True, seed=0)
+        wds.WebDataset(demo_spec(args), seed=0, shuffle=True)
         .shuffle(500)
         .decode("rgb8")
         .to_tuple("jpg", "cls")

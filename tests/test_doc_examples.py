@@ -144,7 +144,7 @@ def _prepare(block: str, ns: dict, root: Path) -> list:
 
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
         undo.append(dist.destroy_process_group)
-        dataset = wds_torch.WebDataset(ns["urls"], shardshuffle=True, seed=0, balanced="pad").shuffle(1000)
+        dataset = wds_torch.WebDataset.balanced(ns["urls"], seed=0, how="pad", shuffle=True).shuffle(1000)
         loader = StatefulDataLoader(dataset, num_workers=0, batch_size=None)
         it = iter(loader)
         ns["taken"] = [next(it)["__key__"] for _ in range(5)]
@@ -162,7 +162,7 @@ def _check(block: str, ns: dict, root: Path) -> None:
     if "ShardWriter" in block and "out/train" in block:
         assert json.loads((root / "out" / "train.json").read_text())["shardlist"][0]["nsamples"] == 30
     if "map_shards(fix_caption" in block:  # the guide's function dropped the samples without a caption
-        clean = wds_core.WebDataset(str(root / "clean" / "pairs-{000..003}.tar"), shardshuffle=False)
+        clean = wds_core.WebDataset(str(root / "clean" / "pairs-{000..003}.tar"))
         samples = list(clean.decode())
         assert len(samples) == 36 and all(s["json"]["clean"] and s["txt"] == s["txt"].strip() for s in samples)
     if "all_gather_object" in block:  # the merged state resumes the rest of the epoch, nothing twice
@@ -171,7 +171,7 @@ def _check(block: str, ns: dict, root: Path) -> None:
     if "install_as_webdataset" in block:
         assert sys.modules["webdataset"].__wds__ == "wds_torch"
     if "classes = sorted(os.listdir" in block:  # the class-folder tree: labels by the folder's sorted number
-        shard = wds_core.WebDataset(str(root / "train-000000.tar"), shardshuffle=False)
+        shard = wds_core.WebDataset(str(root / "train-000000.tar"))
         labels = {s["__key__"]: int(s["cls"]) for s in shard}
         assert len(labels) == 12 and labels["cat/cat0"] == 0 and labels["eel/eel3"] == 2
     _training_ready(block, ns)

@@ -13,7 +13,7 @@ asked for.  Importing ``wds_core`` loads no drop-in module and changes no import
 machinery (``install_as_webdataset()`` does, when called).
 
 >>> import wds_core as wds
->>> ds = wds.WebDataset("train-{000000..000009}.tar", shardshuffle=True, seed=7)  # doctest: +SKIP
+>>> ds = wds.WebDataset("train-{000000..000009}.tar", shuffle=True, seed=7)  # doctest: +SKIP
 >>> for sample in ds.shuffle(1000).to_tuple("jpg;png", "json").batched(16): ...  # doctest: +SKIP
 """
 
@@ -77,6 +77,7 @@ from .indexed.samplers import ChunkedSampler, DistributedChunkedSampler
 from .io.cache import ShardCache
 from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
+from .io.storage import Storage
 from .io.storage import open_shard as open_shard
 from .io.storage import register_opener as register_opener
 from .io.storage_config import (
@@ -104,6 +105,7 @@ from .pipeline.mixing import RandomMix, RoundRobin
 from .sources.descriptor import load_descriptor, write_descriptor
 from .sources.dirshards import DirectoryShardList, MultiShardSample
 from .sources.interleave import InterleaveShards
+from .sources.reading import ShardReadOptions
 from .sources.recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .sources.shardlists import (
     ResampledShards,
@@ -269,6 +271,7 @@ __all__ = [
     "ShardListDataset",
     "ShardNotFoundError",
     "ShardOpenError",
+    "ShardReadOptions",
     "ShardWriter",
     "Shuffle",
     "SimpleShardList",
@@ -277,6 +280,7 @@ __all__ = [
     "SplitByNode",
     "SplitByWorker",
     "Starvation",
+    "Storage",
     "StorageOptions",
     "TarFormatError",
     "TarWriter",

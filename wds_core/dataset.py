@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from .datasetplan import Plan, Split, reading_of, splitters_of, warn_webdataset_keywords, webdataset_plan
 from .dist import node_info, worker_info
 from .errors import SpecError
-from .handlers import Handler, reraise_exception
+from .handlers import reraise_exception
 from .io import files
-from .io.cache import ShardCache
 from .io.local import local_path
-from .io.readahead import ReadAhead
-from .io.remote import RetryPolicy
 from .io.storage import Storage
 from .pipeline.datapipeline import DataPipeline
 from .pipeline.fluid import FluidInterface
@@ -23,7 +22,7 @@ from .sources.balanced import BalancedSplit, SampleCounts
 from .sources.dirshards import DirectoryShardList
 from .sources.interleave import InterleaveShards
 from .sources.reading import ShardReadOptions
-from .sources.shardlists import ResampledShards, SimpleShardList, split_by_node, split_by_worker
+from .sources.shardlists import ResampledShards, SimpleShardList
 from .sources.specfile import Extensions, SourceShards, is_spec, load_spec
 from .sources.tarsamples import TarfileToSamples
 from .state import Recipe
@@ -34,128 +33,160 @@ __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 class WebDataset(DataPipeline, FluidInterface):
     """Samples from WebDataset shards: ``WebDataset("train-{000000..000099}.tar")``.
 
-    The stages are: the shard list (shuffled per epoch when ``shardshuffle`` is
-    true or a number, which is accepted for compatibility: the whole list is
-    permuted), the node splitter, the worker splitter (both on by default, so
-    several ranks and DataLoader workers each read their own shards), and the
-    tar reader.  ``resampled=True`` draws shards with replacement forever
-    instead (each rank and worker its own stream; no splitting).
-    ``empty_check`` makes an epoch that yields nothing an error.
-    ``balanced="pad"`` or ``"drop"`` splits the epoch's *samples* instead of
-    its shards, so every rank and worker yields exactly as many samples
-    (:mod:`wds_core.sources.balanced`: sample counts from each shard's offset index, or
-    from ``sample_counts=``, a wids descriptor or a dict ``{url: count}``, so
-    that each reader indexes only the shards it reads).  ``sample_counts`` also
-    gives ``len(dataset)``: the samples of all the shards.
+    The stages are the shard list (permuted each epoch with ``shuffle=True``, a function of ``seed`` and the
+    epoch), the node and worker splitters (``split``: on by default, so several ranks and DataLoader workers each
+    read their own shards; ``False``, or a pair of splitters) and the tar reader.  ``storage`` (storage options,
+    flat or keyed by URL prefix, or a :class:`~wds_core.io.storage.Storage` with its cache, retry policy and
+    read-ahead) says how shards are reached, over :func:`register_storage` and the ``WDS_CONFIG`` file;
+    ``reading`` (:class:`~wds_core.sources.reading.ShardReadOptions`: error handler, member selection, zero-copy)
+    how they are read.  ``empty_check`` makes an epoch that yields nothing an error; ``sample_counts`` (a
+    descriptor, a counts file, a dict ``{url: count}``) gives ``len(dataset)``; ``interleave=K`` reads ``K`` of each
+    reader's shards at once, each next sample from one of them (:mod:`~wds_core.sources.interleave`).
 
-    ``storage_options`` (flat, or keyed by URL prefix) are merged over the
-    options registered with :func:`register_storage` and the ``WDS_CONFIG``
-    file.  ``cache_dir`` keeps a copy of each remote shard (local ones too with
-    ``cache_local=True``), filled while it is streamed, at most ``cache_size``
-    bytes (negative: unlimited), named by ``url_to_name(url)`` when given.
-    ``retry`` (a :class:`RetryPolicy`) says how often a failing remote read is
-    repeated before it is an error, and ``read_ahead`` (a
-    :class:`~wds_core.io.readahead.ReadAhead`) how many byte ranges of a
-    remote shard, and how many shards ahead, are requested at once.
-    ``zero_copy=True`` gives the members of local uncompressed shards as
-    memoryviews of the mapped file, not copies
-    (:class:`~wds_core.sources.reading.ShardReadOptions` says more).
-    ``interleave=K`` reads ``K`` of each reader's shards at once and takes
-    each next sample from one of them at random
-    (:mod:`~wds_core.sources.interleave`): with ``.shuffle(B)`` after it, a
-    batch mixes about as many shards as a global shuffle of ``K`` shards
-    would, holding ``B + K`` samples.
+    ``urls`` may also name a dataset-spec file, a local folder ending in ``/``, or be a dataset of shards (a
+    ``SimpleShardList``, a ``DataPipeline``, a PyTorch ``IterableDataset`` yielding URLs), which is the shard
+    source as it is (as in webdataset 0.2).  The classmethods say which: :meth:`from_spec`, :meth:`from_folder`,
+    :meth:`resampled` (shards drawn with replacement forever) and :meth:`balanced` (every reader the same number of
+    samples).  Without ``seed``, ``WDS_SEED`` is the seed when set, as in webdataset.
 
-    ``urls`` may also name a dataset-spec file (``.yaml``/``.yml``/``.json``,
-    or its parsed dict): several sources mixed in proportions
-    (:mod:`wds_core.sources.specfile`); ``allow_pipe=True`` lets it use ``pipe:`` URLs.
-    A local folder ending in ``/`` is a :class:`~wds_core.sources.dirshards.DirectoryShardList`
-    (shards claimed as they appear; ``mode`` says what happens to them after).  A dataset of shards (a
-    ``SimpleShardList``, a ``DataPipeline`` or any PyTorch ``IterableDataset`` yielding ``{"url": ...}`` or URLs)
-    is the shard source as it is, as in webdataset 0.2: no shard shuffle, no node or worker split, which it does
-    itself if it should (webdataset 1.x refuses one with an ``AssertionError``).
-
-    Without ``seed``, the ``WDS_SEED`` environment variable is the seed when
-    set, as in webdataset.  ``detshuffle`` is accepted for webdataset: the shard
-    order is always deterministic, a function of the seed and the epoch.
+    webdataset's keywords (``shardshuffle=``, ``storage_options=``, ``cache_dir=``...) still work here with a
+    ``DeprecationWarning`` naming the new spelling; the drop-in's ``WebDataset`` takes them as webdataset does.
     """
 
     def __init__(
         self,
         urls: Any,
-        handler: Handler = reraise_exception,
-        mode: str | None = None,
-        resampled: bool = False,
-        repeat: bool = False,
-        shardshuffle: bool | int | None = None,
-        cache_size: int = -1,
-        cache_dir: str | None = None,
-        url_to_name: Callable | None = None,
-        detshuffle: bool = False,
-        nodesplitter: Callable | None = split_by_node,
-        workersplitter: Callable | None = split_by_worker,
-        select_files: Callable[[str], bool] | None = None,
-        rename_files: Callable[[str], str] | None = None,
-        empty_check: bool = True,
-        verbose: bool = False,
+        *,
+        storage: Storage | dict | None = None,
+        reading: ShardReadOptions | None = None,
+        shuffle: bool = False,
         seed: int | None = None,
-        storage_options: Storage | dict | None = None,
-        cache_local: bool = False,
-        retry: RetryPolicy | None = None,
-        balanced: str | None = None,
-        allow_pipe: bool = False,
+        split: Split = True,
         sample_counts: Any = None,
-        read_ahead: ReadAhead | None = None,
-        zero_copy: bool = False,
+        empty_check: bool = True,
         interleave: int | None = None,
+        **webdataset_keywords: Any,
     ) -> None:
+        native = {"storage": storage, "reading": reading, "shuffle": shuffle, "seed": seed, "split": split,
+                  "sample_counts": sample_counts, "empty_check": empty_check, "interleave": interleave}  # fmt: skip
+        if webdataset_keywords:
+            warn_webdataset_keywords(webdataset_keywords, stacklevel=3)
+            self._build(webdataset_plan(urls, native, webdataset_keywords))
+            return
+        self._build(Plan(urls, "list", reading_of(storage, reading), bool(shuffle), seed, splitters_of(split),
+                         sample_counts, empty_check, interleave))  # fmt: skip
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: Any,
+        *,
+        storage: Storage | dict | None = None,
+        reading: ShardReadOptions | None = None,
+        shuffle: bool = False,
+        seed: int | None = None,
+        split: Split = True,
+        empty_check: bool = True,
+        allow_pipe: bool = False,
+    ) -> Any:
+        """Sources mixed in proportions from a dataset-spec file (``.yaml``/``.yml``/``.json``, or its parsed dict;
+        :mod:`wds_core.sources.specfile`); ``allow_pipe=True`` lets it use ``pipe:`` URLs."""
+        reading = reading_of(storage, reading)
+        splitters = splitters_of(split)
+        return cls._planned(Plan(spec, "spec", reading, bool(shuffle), seed, splitters, None, empty_check,
+                                 allow_pipe=allow_pipe))  # fmt: skip
+
+    @classmethod
+    def from_folder(
+        cls, folder: str, *, mode: str = "resample", storage: Storage | dict | None = None,
+        reading: ShardReadOptions | None = None, seed: int | None = None,
+    ) -> Any:  # fmt: skip
+        """Shards claimed as they appear in a local folder (:class:`~wds_core.sources.dirshards.DirectoryShardList`;
+        ``mode`` says what becomes of them once read)."""
+        folder = folder if folder.endswith("/") else folder + "/"
+        return cls._planned(Plan(folder, "folder", reading_of(storage, reading), seed=seed, folder_mode=mode))
+
+    @classmethod
+    def resampled(
+        cls, urls: Any, *, storage: Storage | dict | None = None, reading: ShardReadOptions | None = None,
+        seed: int | None = None, interleave: int | None = None,
+    ) -> Any:  # fmt: skip
+        """Shards drawn with replacement forever: each rank and worker its own stream, no splitting."""
+        plan = Plan(urls, "resampled", reading_of(storage, reading), seed=seed, interleave=interleave)
+        return cls._planned(plan)
+
+    @classmethod
+    def balanced(
+        cls, urls: Any, how: str = "pad", *, sample_counts: Any = None, storage: Storage | dict | None = None,
+        reading: ShardReadOptions | None = None, shuffle: bool = False, seed: int | None = None,
+        empty_check: bool = True, interleave: int | None = None,
+    ) -> Any:  # fmt: skip
+        """An epoch whose *samples* are split, so that every rank and worker yields exactly as many (``how``:
+        ``"pad"`` repeats some, ``"drop"`` leaves some out; :mod:`wds_core.sources.balanced`: the counts from each
+        shard's offset index, or from ``sample_counts``, so that each reader indexes only the shards it reads)."""
+        plan = Plan(urls, "balanced", reading_of(storage, reading), bool(shuffle), seed, sample_counts=sample_counts,
+                    empty_check=empty_check, interleave=interleave, balance=how)  # fmt: skip
+        return cls._planned(plan)
+
+    @classmethod
+    def _planned(cls, plan: Plan) -> Any:
+        dataset = cls.__new__(cls)
+        dataset._build(plan)
+        return dataset
+
+    def _build(self, plan: Plan) -> None:
+        seed = plan.seed
         if seed is None and os.environ.get("WDS_SEED", "") != "":
             seed = int(os.environ["WDS_SEED"])
         super().__init__(seed=seed)
-        cache = None
-        if cache_dir is not None:
-            cache = ShardCache(cache_dir, cache_size, cache_local=cache_local, url_to_name=url_to_name, verbose=verbose)
-        storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)
-        reading = ShardReadOptions(handler, select_files, rename_files, storage, zero_copy=zero_copy, local_path=True)
-        self.empty_check = empty_check
-        if interleave is not None and (is_spec(urls) or isinstance(urls, str) and urls.endswith("/")):
+        plan = replace(plan, seed=seed)
+        self.empty_check = plan.empty_check
+        kind = _kind_of(plan.urls)  # a spec or a dataset of shards refuses the constructions that do not apply
+        kind = kind if kind in ("spec", "source") or plan.kind == "list" else plan.kind
+        if plan.interleave is not None and kind in ("spec", "folder"):
             raise SpecError("interleave= reads a list of shards; a dataset-spec file or a folder has no such list")
-        if is_spec(urls):
-            if balanced is not None or resampled or mode == "resampled":
-                raise SpecError("a dataset-spec file sets each source's sampling; balanced/resampled do not apply")
-            mix = spec_mix(urls, seed, bool(shardshuffle), reading, (nodesplitter, workersplitter), allow_pipe)
-            self.append(mix)
-            self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
-        elif _is_shard_source(urls):
-            if resampled or balanced is not None or interleave is not None or mode is not None:
-                raise SpecError(
-                    "a dataset of shards given as the source yields its own shards: resampled, balanced, interleave "
-                    "and mode do not apply to it"
-                )
-            self.append(urls)
-            self._append_reader(reading)
-            self.nshards = len(urls.urls) if isinstance(getattr(urls, "urls", None), (list, tuple)) else 0
-        elif isinstance(urls, str) and urls.endswith("/") and local_path(urls) is not None and files.isdir(urls):
-            self.append(DirectoryShardList(urls, mode=mode or "resample"))
-            self._append_reader(reading)
-            self.nshards, self.empty_check = 0, False
-            return
-        else:
-            resampled = resampled or mode == "resampled"
-            shards = self._shard_list(urls, mode, resampled, balanced, sample_counts, shardshuffle, seed, reading)
-            if not resampled and balanced is None:
-                for splitter in (nodesplitter, workersplitter):
-                    if splitter is not None:
-                        self.append(self.splitter_stage(splitter))
-            if isinstance(shards, SimpleShardList) and handler is reraise_exception:
-                shards.check_local, shards.check_local_storage = True, storage
-            self.nshards = len(shards.urls)
-            if interleave is None:
-                self._append_reader(reading)
-            else:
-                self.append(InterleaveShards(interleave, reading))
-        if repeat:
+        {"spec": self._read_spec, "source": self._read_source, "folder": self._read_folder}.get(kind, self._read_list)(
+            plan
+        )
+        if plan.repeat:
             self.repeat()
+
+    def _read_spec(self, plan: Plan) -> None:
+        if plan.balance is not None or plan.kind == "resampled":
+            raise SpecError("a dataset-spec file sets each source's sampling; balanced/resampled do not apply")
+        mix = spec_mix(plan.urls, plan.seed, plan.shuffle, plan.reading, plan.splitters, plan.allow_pipe)
+        self.append(mix)
+        self.nshards = sum(len(d.stage(0).urls) for d in mix.datasets)
+
+    def _read_source(self, plan: Plan) -> None:
+        if plan.kind != "list" or plan.interleave is not None or plan.folder_mode is not None:
+            raise SpecError(
+                "a dataset of shards given as the source yields its own shards: resampled, balanced, interleave "
+                "and mode do not apply to it"
+            )
+        self.append(plan.urls)
+        self._append_reader(plan.reading)
+        urls = getattr(plan.urls, "urls", None)
+        self.nshards = len(urls) if isinstance(urls, (list, tuple)) else 0
+
+    def _read_folder(self, plan: Plan) -> None:
+        self.append(DirectoryShardList(plan.urls, mode=plan.folder_mode or "resample"))
+        self._append_reader(plan.reading)
+        self.nshards, self.empty_check = 0, False
+
+    def _read_list(self, plan: Plan) -> None:
+        shards = self._shard_list(plan)
+        if plan.kind == "list":
+            for splitter in plan.splitters:
+                if splitter is not None:
+                    self.append(self.splitter_stage(splitter))
+        if isinstance(shards, SimpleShardList) and plan.reading.handler is reraise_exception:
+            shards.check_local, shards.check_local_storage = True, plan.reading.storage
+        self.nshards = len(shards.urls)
+        if plan.interleave is None:
+            self._append_reader(plan.reading)
+        else:
+            self.append(InterleaveShards(plan.interleave, plan.reading))
 
     def _append_reader(self, reading: ShardReadOptions) -> None:
         for stage in self.reader_stages(reading):
@@ -170,35 +201,26 @@ class WebDataset(DataPipeline, FluidInterface):
         """The stage a node or worker splitter argument becomes (itself; the drop-in's has webdataset's hooks)."""
         return splitter
 
-    def _shard_list(
-        self,
-        urls: Any,
-        mode: str | None,
-        resampled: bool,
-        balanced: str | None,
-        sample_counts: Any,
-        shardshuffle: Any,
-        seed: int | None,
-        reading: ShardReadOptions,
-    ) -> SimpleShardList | ResampledShards:
+    def _shard_list(self, plan: Plan) -> SimpleShardList | ResampledShards:
         """The shard list stage (and a balanced split after it), appended; the splitters are the caller's."""
-        if mode not in (None, "resampled"):
-            raise SpecError(f"mode must be None or 'resampled' (or a folder mode for a folder of shards), got {mode!r}")
-        if balanced is not None and resampled:
-            raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
-        if sample_counts is not None and resampled:
-            raise SpecError("sample_counts counts the shards of a finite epoch; a resampled stream has no length")
-        shards: SimpleShardList | ResampledShards
-        if resampled:
-            shards = ResampledShards(urls, seed=seed)
-            self.append(shards)
-            return shards
-        shards = SimpleShardList(urls, seed=seed, shuffle=bool(shardshuffle))
+        if plan.folder_mode is not None:
+            raise SpecError(
+                f"mode must be None or 'resampled' (or a folder mode for a folder of shards), got {plan.folder_mode!r}"
+            )
+        if plan.kind == "resampled":
+            if plan.balance is not None:
+                raise SpecError("balanced epochs split a finite epoch; they do not combine with resampled=True")
+            if plan.sample_counts is not None:
+                raise SpecError("sample_counts counts the shards of a finite epoch; a resampled stream has no length")
+            resampled = ResampledShards(plan.urls, seed=plan.seed)
+            self.append(resampled)
+            return resampled
+        shards = SimpleShardList(plan.urls, seed=plan.seed, shuffle=plan.shuffle)
         self.append(shards)
-        if sample_counts is not None:  # len(): the samples of these shards
-            self.counted = (shards.urls, SampleCounts(sample_counts, reading.storage))
-        if balanced is not None:
-            self.append(BalancedSplit(balanced, reading, sample_counts))
+        if plan.sample_counts is not None:  # len(): the samples of these shards
+            self.counted = (shards.urls, SampleCounts(plan.sample_counts, plan.reading.storage))
+        if plan.kind == "balanced":
+            self.append(BalancedSplit(plan.balance or "pad", plan.reading, plan.sample_counts))
         return shards
 
     def __len__(self) -> int:
@@ -222,6 +244,17 @@ class WebDataset(DataPipeline, FluidInterface):
         if self.nshards < world * workers:
             message += "; there are fewer shards than ranks x workers: use more shards or resampled=True"
         return message + "; pass empty_check=False to allow empty epochs"
+
+
+def _kind_of(urls: Any) -> str:
+    """What ``WebDataset(urls)`` reads: ``"spec"``, ``"source"`` (a dataset of shards), ``"folder"`` or ``"list"``."""
+    if is_spec(urls):
+        return "spec"
+    if _is_shard_source(urls):
+        return "source"
+    if isinstance(urls, str) and urls.endswith("/") and local_path(urls) is not None and files.isdir(urls):
+        return "folder"
+    return "list"
 
 
 def _is_shard_source(urls: Any) -> bool:

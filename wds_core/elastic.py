@@ -144,7 +144,7 @@ class _BalancedEpochs:
     def resume(self, chain: Any, elastic: dict[str, Any]) -> None:
         part = find_balanced(chain)
         if part is None:
-            raise CheckpointError("an elastic state resumes a balanced epoch: WebDataset(..., balanced=...)")
+            raise CheckpointError("an elastic state resumes a balanced epoch: WebDataset.balanced(...)")
         part.resume_elastic(elastic)
 
 
@@ -234,7 +234,7 @@ def merge_states(*states: Any) -> dict[str, Any]:
         if "elastic" in state and state.get("chain") is None:
             raise CheckpointError("merge_states() takes the readers' states, not an already merged state")
         if position is None:
-            raise CheckpointError("elastic resume needs a balanced epoch: WebDataset(..., balanced='pad' or 'drop')")
+            raise CheckpointError("elastic resume needs a balanced epoch: WebDataset.balanced(urls, 'pad' or 'drop')")
         if "unavailable" in position:
             raise CheckpointError(f"this pipeline's position in the epoch is unknown: {position['unavailable']}")
         reader, count = position["reader"]

@@ -3,7 +3,7 @@
 ::
 
     import wds_jax
-    dataset = wds_jax.WebDataset(urls, shardshuffle=True, seed=0).decode("rgb8").to_tuple("jpg", "cls")
+    dataset = wds_jax.WebDataset(urls, shuffle=True, seed=0).decode("rgb8").to_tuple("jpg", "cls")
     if __name__ == "__main__":  # spawned workers import the script: they must not start workers again
         batches = wds_jax.BatchIterator(dataset, batch_size=256, num_workers=2, sharding=sharding)
         for images, labels in batches:

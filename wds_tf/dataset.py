@@ -3,7 +3,7 @@
 ::
 
     import wds_tf
-    pipeline = wds_tf.WebDataset(urls, shardshuffle=True, seed=0).decode("rgb").to_tuple("jpg", "cls")
+    pipeline = wds_tf.WebDataset(urls, shuffle=True, seed=0).decode("rgb").to_tuple("jpg", "cls")
     source = wds_tf.TFSource(pipeline, batch_size=64, num_workers=2)
     model.fit(source.dataset().prefetch(2), epochs=10)
 

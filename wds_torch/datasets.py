@@ -161,6 +161,7 @@ class CompatWebDataset(WebDataset, dropin.FluidInterface):
     are used as webdataset uses them (:mod:`wds_core.dropin.hooks`).
     """
 
+    __init__ = compat.webdataset_init
     reader_stages = compat.reader_stages
     splitter_stage = compat.splitter_stage
 
@@ -280,7 +281,7 @@ def _check_workers(loader: dict[str, Any], num_workers: int) -> None:
     raise CheckpointError(
         f"this checkpoint was taken by a loader with {taken} workers, and this one has {num_workers}: each worker "
         f"reads its own part of the stream, which cannot be split or joined; resume with num_workers={taken}, or "
-        "read a balanced epoch (WebDataset(..., balanced='pad'), WebLoader(..., snapshot_every_n_steps=1)) and "
+        "read a balanced epoch (WebDataset.balanced(urls, 'pad'), WebLoader(..., snapshot_every_n_steps=1)) and "
         "load wds_torch.merge_states(states) of every rank, which any number of ranks and workers resumes"
     )
 

@@ -9,7 +9,7 @@ OpenCV's and torchvision's ``antialias=False``; a batch whose boxes shrink by mo
 output and averaged, so that it does not alias); with CUDA a thread prepares the next two batches on a side stream
 while the model runs on this one.  Every other tensor and numeric array of the batch moves to the device too::
 
-    dataset = (wds_torch.WebDataset(urls, shardshuffle=True, seed=0).shuffle(1000)
+    dataset = (wds_torch.WebDataset(urls, shuffle=True, seed=0).shuffle(1000)
                .crop_images(224, flip=0.5, layout="chw", mean=MEAN, std=STD, device="cuda")
                .to_tuple("jpg", "cls").batched(256))
     loader = wds_torch.WebLoader(dataset, batch_size=None, num_workers=4, pin_memory=True)

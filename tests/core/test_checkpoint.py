@@ -26,8 +26,8 @@ def oracle(make, step=1):
 def pipelines(spec):
     return {
         "plain": lambda: wds.WebDataset(spec),
-        "shardshuffle": lambda: wds.WebDataset(spec, shardshuffle=True, seed=3),
-        "shuffle": lambda: wds.WebDataset(spec, shardshuffle=True, seed=3).shuffle(17, initial=5),
+        "shardshuffle": lambda: wds.WebDataset(spec, seed=3, shuffle=True),
+        "shuffle": lambda: wds.WebDataset(spec, seed=3, shuffle=True).shuffle(17, initial=5),
         "shuffle-big-buffer": lambda: wds.WebDataset(spec, seed=1).shuffle(1000),
         "two-shuffles": lambda: wds.WebDataset(spec, seed=4).shuffle(10).map(lambda s: s).shuffle(7),
         "batched": lambda: wds.WebDataset(spec, seed=5).shuffle(9).to_tuple("__key__", "cls").batched(7),
@@ -43,8 +43,8 @@ def pipelines(spec):
         "unbatched": lambda: wds.WebDataset(spec, seed=6).to_tuple("__key__", "txt").batched(6).unbatched(),
         "slice": lambda: wds.WebDataset(spec).slice(3, 80, 2),
         "with_epoch": lambda: wds.WebDataset(spec, seed=8).shuffle(5).with_epoch(130),
-        "resampled": lambda: wds.WebDataset(spec, resampled=True, seed=9).with_epoch(60),
-        "repeat": lambda: wds.WebDataset(spec, shardshuffle=True, seed=2).repeat(2),
+        "resampled": lambda: wds.WebDataset.resampled(spec, seed=9).with_epoch(60),
+        "repeat": lambda: wds.WebDataset(spec, seed=2, shuffle=True).repeat(2),
         "pipeline": lambda: wds.DataPipeline(
             wds.SimpleShardList(spec, seed=11),
             wds.split_by_worker,
@@ -60,14 +60,14 @@ def pipelines(spec):
         "decode-threads": lambda: wds.WebDataset(spec, seed=13).shuffle(10).decode(only="txt", num_threads=2),
         "decode-threads-shuffle": lambda: wds.WebDataset(spec, seed=17).decode(only="txt", num_threads=2).shuffle(8),
         "random-mix": lambda: wds.RandomMix(
-            [wds.WebDataset(spec, seed=18).shuffle(5), wds.WebDataset(spec, shardshuffle=True, seed=19)],
+            [wds.WebDataset(spec, seed=18).shuffle(5), wds.WebDataset(spec, seed=19, shuffle=True)],
             probs=[2, 1],
             seed=20,
             longest=True,
         ).batched(3, collation_fn=list),
         "round-robin": lambda: wds.RoundRobin([wds.WebDataset(spec, seed=21), list(range(30))]),
-        "balanced-pad": lambda: wds.WebDataset(spec, shardshuffle=True, seed=15, balanced="pad").shuffle(6),
-        "balanced-drop-repeat": lambda: wds.WebDataset(spec, seed=16, balanced="drop").repeat(2),
+        "balanced-pad": lambda: wds.WebDataset.balanced(spec, seed=15, how="pad", shuffle=True).shuffle(6),
+        "balanced-drop-repeat": lambda: wds.WebDataset.balanced(spec, seed=16, how="drop").repeat(2),
         "decode-threads-batched": lambda: (
             wds.WebDataset(spec, seed=14).decode(only="txt", num_threads=3).to_tuple("__key__", "txt").batched(5)
         ),
@@ -83,12 +83,12 @@ def pipelines(spec):
             .extract_keys("key", "label")
         ),
         "mock": lambda: wds.MockDataset({"__key__": "same"}, 20).rsample(0.7, seed=1),
-        "interleave": lambda: wds.WebDataset(spec, shardshuffle=True, seed=24, interleave=3),
-        "interleave-shuffle": lambda: wds.WebDataset(spec, shardshuffle=True, seed=25, interleave=2).shuffle(7),
+        "interleave": lambda: wds.WebDataset(spec, seed=24, interleave=3, shuffle=True),
+        "interleave-shuffle": lambda: wds.WebDataset(spec, seed=25, interleave=2, shuffle=True).shuffle(7),
         "interleave-pipeline": lambda: wds.DataPipeline(
             wds.SimpleShardList(spec, seed=26), wds.split_by_worker, wds.InterleaveShards(8), wds.batched(5), seed=26
         ),
-        "interleave-balanced": lambda: wds.WebDataset(spec, seed=27, balanced="pad", interleave=2).repeat(2),
+        "interleave-balanced": lambda: wds.WebDataset.balanced(spec, seed=27, interleave=2, how="pad").repeat(2),
     }
 
 
@@ -102,7 +102,7 @@ def test_resume_at_every_step(name, shards):
 
 def test_seeded_runs_are_reproducible_and_epochs_differ(shards):
     spec, paths, keys = shards
-    make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=42).shuffle(30)  # noqa: E731
+    make = lambda: wds.WebDataset(spec, seed=42, shuffle=True).shuffle(30)  # noqa: E731
     a, b = make(), make()
     first = [s["__key__"] for s in a]
     assert first == [s["__key__"] for s in b]
@@ -174,11 +174,11 @@ def test_read_ahead_batching_resumes_from_any_of_its_snapshots(shards, monkeypat
 @pytest.mark.parametrize(
     "make, taken",
     [
-        (lambda spec: wds.WebDataset(spec, shardshuffle=False).shuffle(40, seed=1), 45),
-        (lambda spec: wds.WebDataset(spec, shardshuffle=False), 45),
-        (lambda spec: wds.WebDataset(spec, shardshuffle=False).batched(7), 7),
-        (lambda spec: wds.WebDataset(spec, shardshuffle=False).decode(only="txt", num_threads=2), 45),
-        (lambda spec: wds.WebDataset(spec, shardshuffle=False).batched(7).unbatched().shuffle(20, seed=2), 45),
+        (lambda spec: wds.WebDataset(spec).shuffle(40, seed=1), 45),
+        (lambda spec: wds.WebDataset(spec), 45),
+        (lambda spec: wds.WebDataset(spec).batched(7), 7),
+        (lambda spec: wds.WebDataset(spec).decode(only="txt", num_threads=2), 45),
+        (lambda spec: wds.WebDataset(spec).batched(7).unbatched().shuffle(20, seed=2), 45),
     ],
     ids=["shuffle", "reader", "batched", "decode-threads", "unbatched"],
 )

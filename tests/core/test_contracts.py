@@ -72,7 +72,7 @@ class _DeclaredStage(Recipe):
 
 
 def _stopped_states(spec, stage):
-    ds = wds_core.WebDataset(spec, shardshuffle=True, seed=2, balanced="pad").compose(stage)
+    ds = wds_core.WebDataset.balanced(spec, seed=2, how="pad", shuffle=True).compose(stage)
     it = iter(ds)
     for _ in range(5):
         next(it)
@@ -91,7 +91,7 @@ def test_a_stage_declaring_passes_order_carries_the_position(tmp_path):
     spec, _ = counted_shards(tmp_path, [6, 4])
     state = _stopped_states(spec, _DeclaredStage())
     merged = merge_states([state])
-    rest = wds_core.WebDataset(spec, shardshuffle=True, seed=2, balanced="pad").compose(_DeclaredStage())
+    rest = wds_core.WebDataset.balanced(spec, seed=2, how="pad", shuffle=True).compose(_DeclaredStage())
     rest.load_state_dict(merged)
     assert len(list(rest)) == 10 - 5
 

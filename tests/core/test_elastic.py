@@ -56,31 +56,31 @@ def run_layout(monkeypatch, make, layout, takes=None, state=None):
 
 
 PIPELINES = {
-    "pad": lambda spec: wds.WebDataset(spec, shardshuffle=True, seed=3, balanced="pad"),
-    "drop": lambda spec: wds.WebDataset(spec, shardshuffle=True, seed=4, balanced="drop"),
-    "shuffle": lambda spec: wds.WebDataset(spec, shardshuffle=True, seed=5, balanced="pad").shuffle(7, initial=3),
-    "decode-threads": lambda spec: wds.WebDataset(spec, seed=6, balanced="pad").decode(only="txt", num_threads=2),
+    "pad": lambda spec: wds.WebDataset.balanced(spec, seed=3, how="pad", shuffle=True),
+    "drop": lambda spec: wds.WebDataset.balanced(spec, seed=4, how="drop", shuffle=True),
+    "shuffle": lambda spec: wds.WebDataset.balanced(spec, seed=5, how="pad", shuffle=True).shuffle(7, initial=3),
+    "decode-threads": lambda spec: wds.WebDataset.balanced(spec, seed=6, how="pad").decode(only="txt", num_threads=2),
     "select-map-batched-drop": lambda spec: (
-        wds.WebDataset(spec, seed=7, balanced="drop")
+        wds.WebDataset.balanced(spec, seed=7, how="drop")
         .select(lambda s: not s["__key__"].endswith("4"))
         .map(lambda s: s)
         .to_tuple("__key__", "cls")
         .batched(3)
     ),
     "select-read-ahead-batched-drop": lambda spec: (
-        wds.WebDataset(spec, seed=9, balanced="drop")
+        wds.WebDataset.balanced(spec, seed=9, how="drop")
         .select(lambda s: not s["__key__"].endswith("4"))
         .to_tuple("__key__", "cls")
         .compose(wds.stages.batching.ReadAheadBatch(3))
     ),
     "shuffle-read-ahead-batched-pad": lambda spec: (
-        wds.WebDataset(spec, seed=10, balanced="pad")
+        wds.WebDataset.balanced(spec, seed=10, how="pad")
         .shuffle(5)
         .to_tuple("__key__", "cls")
         .compose(wds.stages.batching.ReadAheadBatch(4))
     ),
     "threads-shuffle-batched": lambda spec: (
-        wds.WebDataset(spec, seed=8, balanced="pad")
+        wds.WebDataset.balanced(spec, seed=8, how="pad")
         .decode(only="txt", num_threads=3)
         .shuffle(9)
         .to_tuple("__key__", "txt")
@@ -127,7 +127,7 @@ def test_the_rest_of_the_epoch_on_another_layout(uneven, monkeypatch, name, old,
 def test_exact_when_the_rest_divides_evenly(uneven, monkeypatch):
     """4 readers took 3, 5, 2 and 6 samples (16 of 40): 24 left split exactly in 2 (or 3, or 4)."""
     spec, keys = uneven
-    make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=9, balanced="pad").shuffle(5)  # noqa: E731
+    make = lambda: wds.WebDataset.balanced(spec, seed=9, how="pad", shuffle=True).shuffle(5)  # noqa: E731
     before = run_layout(monkeypatch, make, (4, 1), [3, 5, 2, 6])
     merged = merge_states([state for _, state in before])
     seen = [k for got, _ in before for k in got]
@@ -141,7 +141,7 @@ def test_exact_when_the_rest_divides_evenly(uneven, monkeypatch):
 def test_twice_elastic_then_ordinary_resume(uneven, monkeypatch):
     """4 readers → 2 → 3, then one of the 3 stops and resumes on the same layout (the ordinary oracle)."""
     spec, keys = uneven
-    make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=10, balanced="pad").shuffle(4)  # noqa: E731
+    make = lambda: wds.WebDataset.balanced(spec, seed=10, how="pad", shuffle=True).shuffle(4)  # noqa: E731
     first = run_layout(monkeypatch, make, (4, 1), [1, 2, 3, 2])  # 8 taken, 32 left
     merged = merge_states([s for _, s in first])
     second = run_layout(monkeypatch, make, (2, 1), [6, 8], state=merged)  # 14 more, 18 left
@@ -168,7 +168,7 @@ def test_twice_elastic_then_ordinary_resume(uneven, monkeypatch):
 
 def test_later_epochs_run_on_the_new_layout(uneven, monkeypatch):
     spec, _ = uneven
-    make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=11, balanced="drop")  # noqa: E731
+    make = lambda: wds.WebDataset.balanced(spec, seed=11, how="drop", shuffle=True)  # noqa: E731
     merged = merge_states([s for _, s in run_layout(monkeypatch, make, (4, 1), [2, 2, 2, 2])])
     as_reader(monkeypatch, 0, 2, 0, 1)
     resumed = make()
@@ -181,7 +181,7 @@ def test_later_epochs_run_on_the_new_layout(uneven, monkeypatch):
 
 def test_loader_states_merge_and_resume_on_other_worker_counts(uneven):
     spec, keys = uneven
-    make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=12, balanced="pad").shuffle(3)  # noqa: E731
+    make = lambda: wds.WebDataset.balanced(spec, seed=12, how="pad", shuffle=True).shuffle(3)  # noqa: E731
     states, seen = [], []
     for rank in range(2):
         loader = wds.Loader(make(), num_workers=2, rank=rank, world_size=2, start_method="fork")
@@ -201,7 +201,7 @@ def test_loader_states_merge_and_resume_on_other_worker_counts(uneven):
 
 def test_merging_refuses_what_it_cannot_make_exact(uneven, monkeypatch):
     spec, _ = uneven
-    make = lambda: wds.WebDataset(spec, seed=13, balanced="pad")  # noqa: E731
+    make = lambda: wds.WebDataset.balanced(spec, seed=13, how="pad")  # noqa: E731
     states = [s for _, s in run_layout(monkeypatch, make, (3, 1), [1, 1, 1])]
     with pytest.raises(CheckpointError, match=r"readers \[2\] of 3 are missing"):
         merge_states(states[:2])
@@ -230,7 +230,7 @@ def test_merging_refuses_what_it_cannot_make_exact(uneven, monkeypatch):
 
 def test_changed_shards_are_detected(uneven, monkeypatch, tmp_path):
     spec, _ = uneven
-    make = lambda: wds.WebDataset(spec, seed=14, balanced="pad")  # noqa: E731
+    make = lambda: wds.WebDataset.balanced(spec, seed=14, how="pad")  # noqa: E731
     merged = merge_states([s for _, s in run_layout(monkeypatch, make, (2, 1), [1, 1])])
     merged["elastic"]["total"] += 1
     ds = make()

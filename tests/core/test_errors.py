@@ -116,15 +116,15 @@ def test_a_missing_local_shard_is_found_before_any_is_read(tmp_path):
     spec = str(tmp_path / "p-{0..4}.tar")
     got = []
     with pytest.raises(ShardNotFoundError, match=r"1 of the 5 shards of this epoch do not exist .*p-4\.tar"):
-        for sample in wds.WebDataset(spec, shardshuffle=False):
+        for sample in wds.WebDataset(spec):
             got.append(sample)
     assert got == []
     with pytest.warns(UserWarning):
-        kept = list(wds.WebDataset(spec, shardshuffle=False, handler=wds.warn_and_continue))
+        kept = list(wds.WebDataset(spec, reading=wds.ShardReadOptions(handler=wds.warn_and_continue)))
     assert len(kept) == 20
     # the check is the reader's: the shard list alone (webdataset's test_shuffle_seed cuts the pipeline there)
     # names shards that need not exist
-    listed = wds.WebDataset(str(tmp_path / "none-{0..3}.tar"), shardshuffle=True, seed=0)
+    listed = wds.WebDataset(str(tmp_path / "none-{0..3}.tar"), seed=0, shuffle=True)
     del listed.pipeline[1:]
     assert len(list(listed)) == 4
 

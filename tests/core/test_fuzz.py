@@ -142,7 +142,7 @@ def test_the_tar_reader_on_mutated_shards_gives_typed_errors(tmp_path, compress)
     def check(data):
         path.write_bytes(data)
         try:
-            for _ in wds.WebDataset(str(path), shardshuffle=False, empty_check=False):
+            for _ in wds.WebDataset(str(path), empty_check=False):
                 pass
         except (WdsError, tarfile.ReadError):
             pass

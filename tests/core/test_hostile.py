@@ -89,9 +89,9 @@ def write(path, *parts: bytes) -> str:
 
 
 READERS = {
-    "WebDataset": "result = [s['__key__'] for s in wds.WebDataset(sys.argv[1], shardshuffle=False)]",
+    "WebDataset": "result = [s['__key__'] for s in wds.WebDataset(sys.argv[1])]",
     "WebDataset zero_copy": (
-        "result = [s['__key__'] for s in wds.WebDataset(sys.argv[1], shardshuffle=False, zero_copy=True)]"
+        "result = [s['__key__'] for s in wds.WebDataset(sys.argv[1], reading=wds.ShardReadOptions(zero_copy=True))]"
     ),
     "ShardListDataset": "result = len(wds.ShardListDataset([sys.argv[1]]))",
     "wds ls": "from wds_core.cli.main import main\nresult = {'exit': main(['ls', sys.argv[1]])}",
@@ -275,7 +275,7 @@ import wds_core as wds
 limits = json.loads(sys.argv[2])
 errors = []
 keep = lambda e: errors.append(str(e)) or True
-ds = wds.WebDataset(sys.argv[1], shardshuffle=False).decode(limits=limits, handler=keep)
+ds = wds.WebDataset(sys.argv[1]).decode(limits=limits, handler=keep)
 result = {"keys": [s["__key__"] for s in ds], "errors": errors}
 """
 
@@ -393,7 +393,7 @@ def test_crop_images_checks_the_size_it_decodes(tmp_path):
     code = """
     errors = []
     keep = lambda e: errors.append(str(e)) or True
-    ds = wds.WebDataset(sys.argv[1], shardshuffle=False).crop_images(224, handler=keep)
+    ds = wds.WebDataset(sys.argv[1]).crop_images(224, handler=keep)
     result = {"keys": [s["__key__"] for s in ds], "errors": errors}
     """
     outcome = run_child(code, shard, env={"WDS_CONFIG": str(config)})

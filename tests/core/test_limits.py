@@ -42,7 +42,7 @@ import wds_core as wds
 url, limits = sys.argv[1], json.loads(sys.argv[2])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
-    for sample in wds.WebDataset(url, shardshuffle=False).decode(limits=limits):
+    for sample in wds.WebDataset(url).decode(limits=limits):
         pass
     error = None
 except wds.DecodingError as exn:
@@ -74,7 +74,7 @@ def test_the_bomb_skipped_by_a_handler_and_the_stream_goes_on(tmp_path):
     url = shard_of(tmp_path / "bomb.tar", {"x.json.gz": bomb(20 * MB)})
     warned = []
     keep_going = lambda exn: warned.append(exn) or True  # noqa: E731 - webdataset's handler protocol
-    dataset = wds.WebDataset(url, shardshuffle=False).decode(limits={"field_bytes": MB}, handler=keep_going)
+    dataset = wds.WebDataset(url).decode(limits={"field_bytes": MB}, handler=keep_going)
     assert [s["txt"] for s in dataset] == ["fine", "after"] and "field_bytes" in str(warned[0])
 
 

@@ -118,9 +118,9 @@ def test_the_config_file_bounds_webdataset_readers(tmp_path, monkeypatch):
     config.write_text("decode_limits:\n  field_bytes: 1048576\n")
     monkeypatch.setenv("WDS_CONFIG", str(config))
     with pytest.raises(SampleError, match="k1.bin.*field_bytes=1,048,576"):
-        list(wds.WebDataset(url, shardshuffle=False))
+        list(wds.WebDataset(url))
     monkeypatch.delenv("WDS_CONFIG")
-    assert len(list(wds.WebDataset(url, shardshuffle=False))) == 2
+    assert len(list(wds.WebDataset(url))) == 2
 
 
 def record_bomb(path, head, size):

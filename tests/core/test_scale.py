@@ -37,7 +37,7 @@ def first_sample(monkeypatch, rank, worker, **kw):
     monkeypatch.setenv("NUM_WORKERS", str(WORKERS))
     balanced._INDEXES.clear()  # each reader is a process of its own
     synthstore.SynthStore.requests.clear()
-    dataset = wds.WebDataset(SPEC, shardshuffle=True, seed=1, balanced="pad", **kw)
+    dataset = wds.WebDataset.balanced(SPEC, seed=1, **kw, how="pad", shuffle=True)
     return next(iter(dataset)), dict(synthstore.SynthStore.requests)
 
 
@@ -82,8 +82,8 @@ def test_every_sample_once_across_readers_with_counts(store, monkeypatch):
         monkeypatch.setenv("WORLD_SIZE", str(RANKS))
         monkeypatch.setenv("WORKER", str(worker))
         monkeypatch.setenv("NUM_WORKERS", str(WORKERS))
-        dataset = wds.WebDataset(
-            SPEC, shardshuffle=True, seed=1, balanced="pad", sample_counts="synth://bucket/dataset.json"
+        dataset = wds.WebDataset.balanced(
+            SPEC, seed=1, sample_counts="synth://bucket/dataset.json", how="pad", shuffle=True
         )
         keys += [s["__key__"] for s in dataset]
     assert sorted(keys) == sorted(f"s{s:06d}-{i}" for s in range(NSHARDS) for i in range(synthstore.SAMPLES))
@@ -105,7 +105,7 @@ def test_a_counts_file_gives_the_same_epoch_with_three_requests(monkeypatch):
         monkeypatch.setenv("RANK", "1")
         keys = {}
         for counts in ("synth://bucket/dataset.json", "synth://bucket/dataset.counts.npz"):
-            dataset = wds.WebDataset(SPEC, shardshuffle=True, seed=3, balanced="drop", sample_counts=counts)
+            dataset = wds.WebDataset.balanced(SPEC, seed=3, sample_counts=counts, how="drop", shuffle=True)
             keys[counts] = [s["__key__"] for s in dataset]
         assert keys["synth://bucket/dataset.json"] == keys["synth://bucket/dataset.counts.npz"]
 
@@ -118,6 +118,6 @@ def test_a_counts_file_refuses_another_spec(store, monkeypatch):
     reordered = f"synth://bucket/shard-{{{NSHARDS - 1:06d}..000000}}.tar"
     for spec, message in ((shorter, f"counts {NSHARDS} shards; this dataset names {NSHARDS - 1}"),
                           (reordered, "has shard 0 as synth://bucket/shard-000000.tar")):  # fmt: skip
-        dataset = wds.WebDataset(spec, balanced="pad", sample_counts="synth://bucket/dataset.counts.npz")
+        dataset = wds.WebDataset.balanced(spec, sample_counts="synth://bucket/dataset.counts.npz", how="pad")
         with pytest.raises(SpecError, match=re.escape(message)):
             next(iter(dataset))

@@ -40,8 +40,8 @@ def as_bytes(sample):
 
 def test_members_are_views_with_the_same_bytes_and_keys(big):
     spec, _ = big
-    copied = list(wds.WebDataset(spec, shardshuffle=False))
-    viewed = list(wds.WebDataset(spec, shardshuffle=False, zero_copy=True))
+    copied = list(wds.WebDataset(spec))
+    viewed = list(wds.WebDataset(spec, reading=wds.ShardReadOptions(zero_copy=True)))
     assert [as_bytes(s) for s in viewed] == copied and len(copied) == 24
     # members of MAPPED_COPY bytes and more are read-only views; smaller ones bytes, cheaper than a view's page fault
     assert all(type(s["bin"]) is memoryview and s["bin"].readonly for s in viewed if len(s["bin"]) >= MAPPED_COPY)
@@ -55,8 +55,8 @@ def test_members_are_views_with_the_same_bytes_and_keys(big):
 
 def test_decoding_takes_views_as_it_takes_bytes(big):
     spec, _ = big
-    copied = list(wds.WebDataset(spec, shardshuffle=False).decode())
-    viewed = list(wds.WebDataset(spec, shardshuffle=False, zero_copy=True).decode())
+    copied = list(wds.WebDataset(spec).decode())
+    viewed = list(wds.WebDataset(spec, reading=wds.ShardReadOptions(zero_copy=True)).decode())
     assert viewed == copied and viewed[3]["json"] == {"i": 3} and viewed[3]["txt"] == "text 3"
 
 
@@ -66,13 +66,15 @@ def test_compressed_and_piped_shards_are_read_as_before(big, tmp_path):
         data = f.read()
     (tmp_path / "z.tar.gz").write_bytes(gzip.compress(data))
     for url in (str(tmp_path / "z.tar.gz"), f"pipe:cat {paths[0]}"):
-        samples = list(wds.WebDataset(url, shardshuffle=False, zero_copy=True, allow_pipe=True))
+        samples = list(wds.WebDataset(url, reading=wds.ShardReadOptions(zero_copy=True)))
         assert len(samples) == 12 and all(type(s["bin"]) is bytes for s in samples)
 
 
 def test_a_zero_copy_pipeline_resumes_exactly(big):
     spec, _ = big
-    check_resume(lambda: wds.WebDataset(spec, shardshuffle=True, seed=3, zero_copy=True), step=5)
+    check_resume(
+        lambda: wds.WebDataset(spec, seed=3, shuffle=True, reading=wds.ShardReadOptions(zero_copy=True)), step=5
+    )
 
 
 def test_truncated_and_hostile_shards_report_as_before(tmp_path):
@@ -85,7 +87,9 @@ def test_truncated_and_hostile_shards_report_as_before(tmp_path):
         for zero_copy in (False, True):
             got = []
             with pytest.raises(wds.TruncatedShardError) as info:
-                for sample in wds.WebDataset(str(tmp_path / "cut.tar"), shardshuffle=False, zero_copy=zero_copy):
+                for sample in wds.WebDataset(
+                    str(tmp_path / "cut.tar"), reading=wds.ShardReadOptions(zero_copy=zero_copy)
+                ):
                     got.append(as_bytes(sample))
             outcomes.append((got, str(info.value)))
         assert outcomes[0] == outcomes[1]
@@ -105,8 +109,8 @@ def test_views_travel_to_other_processes_as_bytes():
 @pytest.mark.parametrize("shm_slots", [None, 0])
 def test_a_loader_hands_over_views_as_bytes(big, shm_slots):
     spec, _ = big
-    want = [s for s in wds.WebDataset(spec, shardshuffle=False)]
-    dataset = wds.WebDataset(spec, shardshuffle=False, zero_copy=True)
+    want = [s for s in wds.WebDataset(spec)]
+    dataset = wds.WebDataset(spec, reading=wds.ShardReadOptions(zero_copy=True))
     loader = wds.Loader(dataset, num_workers=2, start_method="fork", shm_slots=shm_slots)
     try:
         got = list(loader)
@@ -124,6 +128,6 @@ def test_a_member_whose_data_runs_past_the_window_loses_nothing(tmp_path, first,
     samples = [{"__key__": "first", "bin": bytes(range(256)) * (first // 256) + b"x" * (first % 256)}]
     samples += [{"__key__": f"k{i:05d}", "txt": b""} for i in range(2500)]
     spec = [write_shard(tmp_path / f"w{s}.tar", samples, ("bin", "txt")) for s in range(2 if interleave else 1)]
-    want = list(wds.WebDataset(spec, shardshuffle=False, interleave=interleave, seed=5))
-    got = list(wds.WebDataset(spec, shardshuffle=False, zero_copy=True, interleave=interleave, seed=5))
+    want = list(wds.WebDataset(spec, interleave=interleave, seed=5))
+    got = list(wds.WebDataset(spec, interleave=interleave, seed=5, reading=wds.ShardReadOptions(zero_copy=True)))
     assert len(got) == len(want) == 2501 * len(spec) and [as_bytes(s) for s in got] == want

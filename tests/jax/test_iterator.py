@@ -20,7 +20,7 @@ def spec(tmp_path):
 
 
 def make(spec):
-    return wds_jax.WebDataset(spec, shardshuffle=True, seed=2).shuffle(9).decode().to_tuple("npy", "cls")
+    return wds_jax.WebDataset(spec, seed=2, shuffle=True).shuffle(9).decode().to_tuple("npy", "cls")
 
 
 def ids(batches):
@@ -87,7 +87,7 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import jax, numpy as np, wds_jax
 mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
 sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
-ds = wds_jax.WebDataset({spec!r}, shardshuffle=False).decode().to_tuple("npy", "cls")
+ds = wds_jax.WebDataset({spec!r}).decode().to_tuple("npy", "cls")
 images, labels = next(iter(wds_jax.BatchIterator(ds, 4, sharding=sharding)))
 print(len(jax.devices()), [s.data.shape for s in images.addressable_shards])
 """
@@ -111,7 +111,7 @@ def test_elastic_resume_on_another_number_of_hosts_and_workers(spec):
     """2 hosts x 2 workers take 3 batches of 4 each (24 of 102); 1 host with 2 workers reads the other 78."""
 
     def balanced():
-        return wds_jax.WebDataset(spec, shardshuffle=True, seed=5, balanced="pad").decode().to_tuple("npy", "cls")
+        return wds_jax.WebDataset.balanced(spec, seed=5, how="pad", shuffle=True).decode().to_tuple("npy", "cls")
 
     states, head = [], []
     for host in range(2):
@@ -138,7 +138,7 @@ def test_starvation_of_the_batch_iterator(spec):
 @pytest.mark.slow
 def test_with_epoch_counts_samples_with_or_without_workers(spec):
     """with_epoch(n) counts the pipeline's samples; batched in the workers, it counted each worker's batches."""
-    resampled = wds_jax.WebDataset(spec, resampled=True, seed=2).decode().to_tuple("npy", "cls").with_epoch(20)
+    resampled = wds_jax.WebDataset.resampled(spec, seed=2).decode().to_tuple("npy", "cls").with_epoch(20)
     assert [len(b[1]) for b in wds_jax.BatchIterator(resampled, 8, remainder="partial")] == [8, 8, 4]
     in_workers = [len(b[1]) for b in wds_jax.BatchIterator(resampled, 8, remainder="drop", num_workers=2)]
     assert in_workers == [8] * 4  # 20 samples from each worker: 2 whole batches each (10 batches each before)

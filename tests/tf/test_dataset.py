@@ -6,6 +6,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+import wds_core  # noqa: E402
 import wds_tf  # noqa: E402
 from tests.conftest import array_shards  # noqa: E402
 from wds_core.errors import SampleError  # noqa: E402
@@ -34,7 +35,7 @@ def spec(tmp_path):
 
 
 def make(spec):
-    return wds_tf.WebDataset(spec, shardshuffle=True, seed=1).shuffle(5).decode().to_tuple("npy", "cls")
+    return wds_tf.WebDataset(spec, seed=1, shuffle=True).shuffle(5).decode().to_tuple("npy", "cls")
 
 
 def values(dataset):
@@ -117,7 +118,7 @@ def test_state_after_the_last_element_handed_over(spec):
 
 
 def dict_pipeline(spec):
-    return wds_tf.WebDataset(spec, shardshuffle=False).decode().rename(x="npy", y="cls")
+    return wds_tf.WebDataset(spec).decode().rename(x="npy", y="cls")
 
 
 def rows(elements):
@@ -191,7 +192,7 @@ def test_batches_from_shared_memory_stay_valid_while_held(tmp_path):
     """Batches from the Loader's shared-memory slots reach TensorFlow without a copy (tf.data wraps an aligned
     array); a tensor held past the epoch must keep its slot from being reused."""
     spec = array_shards(tmp_path, "big", 2, 16, (64, 128), classes=3)
-    pipeline = wds_tf.WebDataset(spec, shardshuffle=False).decode().to_tuple("npy", "cls")
+    pipeline = wds_tf.WebDataset(spec).decode().to_tuple("npy", "cls")
     source = wds_tf.TFSource(pipeline, batch_size=4, num_workers=2)
     held = list(source.dataset())  # every batch of the epoch at once: more than the workers have slots
     firsts = sorted(int(v) for x, _ in held for v in x.numpy()[:, 0, 0])
@@ -203,7 +204,7 @@ def test_batches_from_shared_memory_stay_valid_while_held(tmp_path):
 @pytest.mark.parametrize("batch_size", [None, 4])
 def test_zero_copy_fields_are_handed_over_as_strings(spec, batch_size):
     def pipeline(zero_copy):
-        return wds_tf.WebDataset(spec, shardshuffle=False, zero_copy=zero_copy).to_tuple("npy", "cls")
+        return wds_tf.WebDataset(spec, reading=wds_core.ShardReadOptions(zero_copy=zero_copy)).to_tuple("npy", "cls")
 
     source = wds_tf.TFSource(pipeline(True), batch_size=batch_size)
     assert source.signature == (tf.TensorSpec((), tf.string), tf.TensorSpec((), tf.string))
@@ -257,7 +258,7 @@ def test_keras_knows_the_epoch_where_the_pipeline_fixes_it(spec):
     """Issue 45.10: Keras warned ``Your input ran out of data; interrupting training`` on every TFSource (its
     cardinality unknown).  with_epoch(n) and with_length(n) now give the dataset its cardinality; without
     either, steps_per_epoch does (the documented way)."""
-    resampled = wds_tf.WebDataset(spec, resampled=True, seed=1).decode().to_tuple("npy", "cls")
+    resampled = wds_tf.WebDataset.resampled(spec, seed=1).decode().to_tuple("npy", "cls")
     by_epoch = wds_tf.TFSource(resampled.with_epoch(20), batch_size=8)
     assert int(by_epoch.dataset().cardinality()) == 3  # 20 samples: ceil(20 / 8) whole batches
     assert _fit(by_epoch.dataset()) == (9, [])
@@ -280,7 +281,7 @@ def test_a_with_length_that_is_wrong_says_so(spec):
 
 @pytest.mark.slow
 def test_cardinality_with_copies_of_the_pipeline(spec):
-    resampled = wds_tf.WebDataset(spec, resampled=True, seed=1).decode().to_tuple("npy", "cls").with_epoch(10)
+    resampled = wds_tf.WebDataset.resampled(spec, seed=1).decode().to_tuple("npy", "cls").with_epoch(10)
     for kw, expected in [
         # an epoch is with_epoch's 10 samples in all, each copy its share (issue 58.5) ...
         ({"num_workers": 2}, 10), ({"num_parallel_calls": 2}, 10), ({"num_workers": 2, "batch_size": 4}, 4),
@@ -298,7 +299,7 @@ def test_cardinality_with_copies_of_the_pipeline(spec):
 
 @pytest.mark.slow
 def test_workers_stay_from_one_epoch_to_the_next_and_an_epoch_is_the_dataset_once(spec):
-    pipeline = wds_tf.WebDataset(spec, resampled=True, seed=1).decode().to_tuple("npy", "cls").with_epoch(7)
+    pipeline = wds_tf.WebDataset.resampled(spec, seed=1).decode().to_tuple("npy", "cls").with_epoch(7)
     source = wds_tf.TFSource(pipeline, num_workers=2)
     dataset = source.dataset()
     first = list(dataset.as_numpy_iterator())

@@ -55,7 +55,7 @@ def test_a_mix_in_dataloader_workers(dataset_dir):
 
 def test_the_seed_rebatching_pattern(dataset_dir):
     spec, keys = dataset_dir
-    dataset = wds.WebDataset(spec, shardshuffle=True, seed=3).shuffle(50).decode().to_tuple("npy", "cls").batched(16)
+    dataset = wds.WebDataset(spec, seed=3, shuffle=True).shuffle(50).decode().to_tuple("npy", "cls").batched(16)
     loader = wds.WebLoader(dataset, num_workers=2, batch_size=None)
     loader = loader.unbatched().shuffle(100).batched(12)
     batches = list(loader)
@@ -76,7 +76,7 @@ def test_interleaved_reading_in_dataloader_workers(tmp_path):
     for number, keys in enumerate(stored):
         write_shard(tmp_path / f"o{number:03d}.tar", [{"__key__": k, "cls": b"%d" % number} for k in keys], ("cls",))
     spec, storage = str(tmp_path / "o{000..119}.tar"), storage_order(stored)
-    dataset = wds.WebDataset(spec, shardshuffle=True, seed=0, interleave=60).shuffle(150).to_tuple("__key__")
+    dataset = wds.WebDataset(spec, seed=0, interleave=60, shuffle=True).shuffle(150).to_tuple("__key__")
     loader = wds.WebLoader(dataset.batched(16), batch_size=None, num_workers=2)
     order = [key for batch in loader.unbatched().shuffle(500).batched(256) for key in batch[0]]
     assert sorted(order) == sorted(storage)
@@ -103,7 +103,7 @@ def test_webloader_gives_each_epoch_its_own_order_with_fresh_workers(dataset_dir
     spec, keys = dataset_dir
 
     def make():
-        dataset = wds.WebDataset(spec, shardshuffle=True, seed=11).shuffle(20).to_tuple("__key__")
+        dataset = wds.WebDataset(spec, seed=11, shuffle=True).shuffle(20).to_tuple("__key__")
         return wds.WebLoader(dataset, num_workers=2, batch_size=None)
 
     orders = _epoch_orders(make(), 3)
@@ -132,7 +132,7 @@ def test_spawned_workers_over_five_epochs_leak_nothing(dataset_dir, persistent):
     import multiprocessing
 
     spec, keys = dataset_dir
-    dataset = wds.WebDataset(spec, shardshuffle=True, seed=5).to_tuple("__key__")
+    dataset = wds.WebDataset(spec, seed=5, shuffle=True).to_tuple("__key__")
     loader = wds.WebLoader(
         dataset, num_workers=2, batch_size=None, multiprocessing_context="spawn", persistent_workers=persistent
     )
@@ -161,7 +161,7 @@ def test_stateful_dataloader_resumes_mid_epoch(dataset_dir):
     spec, keys = dataset_dir
 
     def make():
-        dataset = wds.WebDataset(spec, shardshuffle=True, seed=9).shuffle(30).to_tuple("__key__")
+        dataset = wds.WebDataset(spec, seed=9, shuffle=True).shuffle(30).to_tuple("__key__")
         return stateful.StatefulDataLoader(dataset, num_workers=2, batch_size=None)
 
     reference = [key for (key,) in make()]
@@ -216,7 +216,7 @@ def test_a_shard_cut_in_a_forked_worker_is_reported_not_a_bus_error(tmp_path, re
     with wds.TarWriter(path) as sink:
         for i in range(60):
             sink.write({"__key__": f"k{i:03d}", "bin": bytes([i]) * 39_936})  # 40,960 bytes a sample
-    assert sum(1 for _ in wds.WebDataset(path, shardshuffle=False)) == 60  # read in the main process first
+    assert sum(1 for _ in wds.WebDataset(path)) == 60  # read in the main process first
     assert len(wds.ShardListDataset([path])[59]["bin"]) == 39_936
 
     def cut(sample):
@@ -225,7 +225,7 @@ def test_a_shard_cut_in_a_forked_worker_is_reported_not_a_bus_error(tmp_path, re
         return len(sample["bin"])
 
     if reader == "stream":
-        dataset = wds.WebDataset(path, shardshuffle=False).map(cut)
+        dataset = wds.WebDataset(path).map(cut)
     else:
         dataset = _CutAfterFirst(path)
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=1, multiprocessing_context="fork")
@@ -292,7 +292,7 @@ def test_webdatasets_batching_reads_one_item_ahead_through_a_persistent_worker(d
 
 
 def _webloader(spec, workers, persistent=False, rebatch=True):
-    dataset = wds.WebDataset(spec, shardshuffle=True, seed=1).shuffle(10).to_tuple("__key__").batched(4)
+    dataset = wds.WebDataset(spec, seed=1, shuffle=True).shuffle(10).to_tuple("__key__").batched(4)
     loader = wds.WebLoader(dataset, num_workers=workers, batch_size=None, persistent_workers=persistent)
     return loader.unbatched().shuffle(20, seed=3).batched(5) if rebatch else loader
 
@@ -332,7 +332,7 @@ def test_a_webloader_with_workers_checkpoints_and_resumes_exactly(dataset_dir, w
 
 def test_a_plain_dataloader_in_a_pipeline_says_what_checkpoints(dataset_dir):
     spec, _ = dataset_dir
-    loader = torch.utils.data.DataLoader(wds.WebDataset(spec, shardshuffle=False), num_workers=1, batch_size=None)
+    loader = torch.utils.data.DataLoader(wds.WebDataset(spec), num_workers=1, batch_size=None)
     pipeline = wds.DataPipeline(lambda: iter(loader), wds.shuffle(5))
     items = iter(pipeline)
     next(items)
@@ -348,7 +348,7 @@ def test_a_webloader_over_a_plain_generator_stage_iterates_and_says_why_it_canno
     """StatefulDataLoader asks each worker for its pipeline's state at every step: a pipeline with a plain
     generator among its stages still runs, and only asking for a checkpoint raises, naming the stage."""
     spec, keys = dataset_dir
-    dataset = wds.WebDataset(spec, shardshuffle=False).compose(_passing).to_tuple("__key__")
+    dataset = wds.WebDataset(spec).compose(_passing).to_tuple("__key__")
     loader = wds.WebLoader(dataset, num_workers=2, batch_size=None)
     assert sorted(key for (key,) in loader) == sorted(keys)
     running = iter(loader)
@@ -371,7 +371,7 @@ def collect(sample):  # a collection in the worker, where the last epoch's loade
 spec, source = sys.argv[1], sys.argv[2]
 if source == "dataloader-without-torchdata":
     wds_torch.datasets._Stateful = None  # WebLoader on a plain DataLoader, as without torchdata
-dataset = wds.WebDataset(spec, resampled=True, shardshuffle=True).map(collect).to_tuple("__key__").batched(4)
+dataset = wds.WebDataset.resampled(spec).map(collect).to_tuple("__key__").batched(4)
 if source == "plain-dataloader":
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
     loader = wds.DataPipeline(loader, wds.unbatched(), wds.batched(8)).with_epoch(6)
@@ -405,7 +405,7 @@ def test_epochs_cut_by_with_epoch_leave_no_loader_iterator_for_a_worker_to_colle
 
 def test_a_run_cut_by_with_epoch_stops_its_loader_workers(dataset_dir):
     spec, _ = dataset_dir
-    dataset = wds.WebDataset(spec, resampled=True, shardshuffle=True).to_tuple("__key__").batched(4)
+    dataset = wds.WebDataset.resampled(spec).to_tuple("__key__").batched(4)
     loader = wds.WebLoader(dataset, batch_size=None, num_workers=1).unbatched().batched(8).with_epoch(3)
     assert len(list(loader)) == 3
     iterator = loader.loader._iterator
@@ -449,7 +449,7 @@ def test_a_loader_state_edited_to_name_a_command_runs_nothing_in_the_workers(dat
     marker = tmp_path / "ran"
 
     def make():
-        return wds.WebLoader(wds.WebDataset(spec, shardshuffle=False), num_workers=2, batch_size=None,
+        return wds.WebLoader(wds.WebDataset(spec), num_workers=2, batch_size=None,
                              snapshot_every_n_steps=1)  # fmt: skip
 
     loader = make()
@@ -475,7 +475,10 @@ def test_a_loader_restored_with_another_worker_count_says_how_to_resume(dataset_
     spec, keys = dataset_dir
 
     def make(workers, balanced=None):
-        dataset = wds.WebDataset(spec, shardshuffle=True, seed=5, balanced=balanced).to_tuple("__key__")
+        if balanced is None:
+            dataset = wds.WebDataset(spec, seed=5, shuffle=True).to_tuple("__key__")
+        else:
+            dataset = wds.WebDataset.balanced(spec, balanced, seed=5, shuffle=True).to_tuple("__key__")
         return wds.WebLoader(dataset, num_workers=workers, batch_size=None, snapshot_every_n_steps=1)
 
     loader = make(2)

@@ -25,7 +25,7 @@ def shards(tmp_path_factory):
 
 def test_through_a_dataloader_the_same_samples_order_labels_and_crops(shards):
     def dataset(**device):
-        return (wds_torch.WebDataset(shards, shardshuffle=True, seed=3).shuffle(20)
+        return (wds_torch.WebDataset(shards, seed=3, shuffle=True).shuffle(20)
                 .crop_images(96, flip=0.5, layout="chw", interpolation="opencv", **device)
                 .to_tuple("__key__", "jpg", "cls").batched(8))  # fmt: skip
 
@@ -43,7 +43,7 @@ def test_through_a_dataloader_the_same_samples_order_labels_and_crops(shards):
 
 def test_the_state_given_is_the_loader_s_after_the_last_batch_given_out(shards):
     """With the next batch prepared ahead (as on CUDA), the state is still that of the batches given out."""
-    dataset = (wds_torch.WebDataset(shards, shardshuffle=True, seed=1).crop_images(32, flip=0.5, layout="chw",
+    dataset = (wds_torch.WebDataset(shards, seed=1, shuffle=True).crop_images(32, flip=0.5, layout="chw",
                device="cpu").to_tuple("__key__", "jpg").batched(4))  # fmt: skip
     pytest.importorskip("torchdata")
     full = [list(keys) for keys, _ in wds_torch.WebLoader(dataset, batch_size=None, num_workers=2).to_device()]

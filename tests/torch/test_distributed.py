@@ -20,7 +20,7 @@ def _rank_main(rank, world, port, spec, out_dir, context):
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        dataset = wds.WebDataset(spec, shardshuffle=True, seed=3).to_tuple("__key__")
+        dataset = wds.WebDataset(spec, seed=3, shuffle=True).to_tuple("__key__")
         loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None, multiprocessing_context=context)
         keys = [key for (key,) in loader]
         with open(os.path.join(out_dir, f"rank-{rank}.json"), "w") as stream:
@@ -56,7 +56,7 @@ def _balanced_rank(rank, world, port, spec, out_dir):
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
     )
     try:
-        dataset = wds.WebDataset(spec, shardshuffle=True, seed=7, balanced="drop").to_tuple("__key__").batched(3)
+        dataset = wds.WebDataset.balanced(spec, seed=7, how="drop", shuffle=True).to_tuple("__key__").batched(3)
         loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None)
         keys, steps = [], 0
         for epoch in range(2):
@@ -103,7 +103,7 @@ def _resume_rank(rank, world, port, spec, out_dir, stop_after):
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
     )
     try:
-        dataset = wds.WebDataset(spec, shardshuffle=True, seed=2, balanced="pad").shuffle(5).to_tuple("__key__")
+        dataset = wds.WebDataset.balanced(spec, seed=2, how="pad", shuffle=True).shuffle(5).to_tuple("__key__")
         loader = StatefulDataLoader(dataset.batched(2), num_workers=2, batch_size=None)
         saved = os.path.join(out_dir, f"state-{rank}.json")
         if stop_after is None and os.path.exists(saved):  # the restarted job
@@ -148,7 +148,7 @@ def _elastic_rank(rank, world, port, spec, out_dir, stop_after):
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
     )
     try:
-        dataset = wds.WebDataset(spec, shardshuffle=True, seed=4, balanced="pad").shuffle(5).to_tuple("__key__")
+        dataset = wds.WebDataset.balanced(spec, seed=4, how="pad", shuffle=True).shuffle(5).to_tuple("__key__")
         dataset = dataset.batched(2)
         checkpoint = os.path.join(out_dir, "elastic-checkpoint.json")
         if stop_after is None:  # the job restarted on fewer ranks: every old rank's state, merged

@@ -92,12 +92,7 @@ def test_pipeline_interface_and_resampling(url):
     images, metas = next(iter(dataset))
     assert images.shape == torch.Size([4, 3, 300, 320]) and len(metas) == 4
     resampled = (
-        wds.WebDataset(url, resampled=True)
-        .shuffle(1000)
-        .decode("rgb")
-        .to_tuple("png", "json")
-        .map(preprocess)
-        .with_epoch(30)
+        wds.WebDataset.resampled(url).shuffle(1000).decode("rgb").to_tuple("png", "json").map(preprocess).with_epoch(30)
     )
     assert len(list(resampled)) == 30
     sample = next(iter(resampled))

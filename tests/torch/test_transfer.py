@@ -89,7 +89,7 @@ def test_tuple_batches_arrive_intact_while_every_batch_is_held(big_dir):
 
 def test_dict_batches_and_spawned_persistent_workers_over_epochs(big_dir):
     before = _shm_names()
-    dataset = wds.WebDataset(big_dir, shardshuffle=True, seed=1).decode().batched(4)
+    dataset = wds.WebDataset(big_dir, seed=1, shuffle=True).decode().batched(4)
     loader = wds.WebLoader(
         dataset, num_workers=2, batch_size=None, multiprocessing_context="spawn", persistent_workers=True
     )
@@ -242,7 +242,7 @@ def test_zero_copy_views_reach_the_main_process_as_bytes(tmp_path, payload):
     samples = [{"__key__": f"k{i:03d}", "bin": bytes([i % 251]) * payload, "cls": b"%d" % i} for i in range(40)]
     write_shard(tmp_path / "z-0.tar", samples[:20], ("bin", "cls"))
     write_shard(tmp_path / "z-1.tar", samples[20:], ("bin", "cls"))
-    dataset = wds.WebDataset(str(tmp_path / "z-{0..1}.tar"), shardshuffle=False, zero_copy=True)
+    dataset = wds.WebDataset(str(tmp_path / "z-{0..1}.tar"), reading=wds.ShardReadOptions(zero_copy=True))
     dataset = dataset.to_tuple("bin", "cls").batched(8, collation_fn=list)
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
     got = sorted((pair for batch in loader for pair in batch), key=lambda pair: int(pair[1]))

@@ -31,7 +31,7 @@ def spec(tmp_path):
 
 
 def arrays(spec):
-    return wds.WebDataset(spec, shardshuffle=False).decode().to_tuple("npy", "cls")
+    return wds.WebDataset(spec).decode().to_tuple("npy", "cls")
 
 
 def test_a_dataset_that_batches_is_passed_on_as_it_batches(spec):

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         write_time = time.perf_counter() - start
         total_bytes = sum(files.getsize(p) for p in paths)
         spec = os.path.join(directory, f"demo-{{{0:06d}..{len(paths) - 1:06d}}}.tar")
-        ds = WebDataset(spec, shardshuffle=True, seed=args.seed).shuffle(1000)
+        ds = WebDataset(spec, shuffle=True, seed=args.seed).shuffle(1000)
         ds = ds.decode("rgb8", num_threads=args.threads).to_tuple("__key__", "jpg", "cls").batched(args.batch_size)
         expected_shape = (args.image_size, args.image_size, 3)
         start = time.perf_counter()

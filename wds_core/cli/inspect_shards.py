@@ -183,12 +183,12 @@ def _shuffle_report(
     from ..observe.shufflestats import label_mixing, shuffle_quality, storage_order
 
     lanes = args.interleave
-    dataset = WebDataset(urls, shardshuffle=True, seed=args.seed, interleave=lanes).shuffle(args.buffer)
+    dataset = WebDataset(urls, shuffle=True, seed=args.seed, interleave=lanes).shuffle(args.buffer)
     order = [(sample["__url__"], sample["__key__"]) for sample in dataset]
     quality = shuffle_quality(order, storage_order(stored), batch_size=args.batch_size)
     reading = "" if lanes is None else f", interleave={lanes}"
     report = {
-        "pipeline": f"WebDataset(..., shardshuffle=True{reading}).shuffle({args.buffer})",
+        "pipeline": f"WebDataset(..., shuffle=True{reading}).shuffle({args.buffer})",
         "samples_held": args.buffer + (lanes or 0),
         **quality.as_dict(),
     }
@@ -386,7 +386,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     stats = command("stats", "count samples and fields, with size distributions per field", run_stats)
     stats.add_argument("--json", action="store_true", help="machine-readable output")
     stats.add_argument("--shuffle", action="store_true",
-                       help="also measure how well an epoch of WebDataset(..., shardshuffle=True).shuffle(BUFFER) "
+                       help="also measure how well an epoch of WebDataset(..., shuffle=True).shuffle(BUFFER) "
                        "mixes the storage order: distinct shards a batch and displacement, against a global "
                        "shuffle's")  # fmt: skip
     stats.add_argument("--buffer", type=int, default=1000, help="the sample shuffle's buffer (default 1000)")

@@ -4,7 +4,7 @@
     wds profile "s3://bucket/shard-{000..099}.tar" --svg profile.svg
     wds profile mypackage.data:make_dataset --json
 
-The first argument is shards (URLs, brace specs: read with ``WebDataset(..., shardshuffle=False)``, decoded
+The first argument is shards (URLs, brace specs: read with ``WebDataset(...)``, decoded
 with ``--decode``) or ``MODULE:FUNCTION``, a function taking no arguments that returns a wds pipeline
 (``WebDataset``, ``DataPipeline``).  It runs ``-n`` samples in this process under
 :class:`~wds_core.observe.profiling.Profile` and prints each stage's share of the time (its own, not its upstream's),
@@ -78,9 +78,10 @@ def _factory(args: argparse.Namespace) -> tuple[Callable[..., Any], bool]:
         return made, False
     from ..dataset import WebDataset
     from ..io.readahead import ReadAhead
+    from ..io.storage import Storage
 
     def from_shards(threads: int = 0, read_ahead: ReadAhead | None = None) -> Any:
-        dataset = WebDataset(target, shardshuffle=False, read_ahead=read_ahead)
+        dataset = WebDataset(target, storage=Storage(read_ahead=read_ahead) if read_ahead else None)
         if args.decode:
             dataset = dataset.decode(args.decode, num_threads=threads)
         return dataset
@@ -151,7 +152,9 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
         from ..io.readahead import ReadAhead
 
         more = dataclasses.replace(ReadAhead(), shards_ahead=8, in_flight=48, budget=128 << 20)
-        setting = "read_ahead=wds_core.ReadAhead(shards_ahead=8, in_flight=48, budget=128 * 2**20)"
+        setting = (
+            "storage=wds_core.Storage(read_ahead=wds_core.ReadAhead(shards_ahead=8, in_flight=48, budget=128 * 2**20))"
+        )
         code = f"dataset = {_dataset_code(args, '', setting)}"
         tried.append(_trial(setting, code, lambda: make(read_ahead=more), args))
     return tried
@@ -159,7 +162,7 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
 
 def _dataset_code(args: argparse.Namespace, decode_option: str, option: str = "") -> str:
     """``wds_core.WebDataset(...)`` as this command reads the shards, with ``option`` and a decode option added."""
-    made = f"wds_core.WebDataset({args.target!r}, shardshuffle=False{', ' + option if option else ''})"
+    made = f"wds_core.WebDataset({args.target!r}{', ' + option if option else ''})"
     if args.decode:
         made += f".decode({args.decode!r}{', ' + decode_option if decode_option else ''})"
     return made

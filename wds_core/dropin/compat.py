@@ -11,13 +11,16 @@ pipeline in worker processes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .. import dataset as fluid
+from ..datasetplan import NATIVE_KEYWORDS, webdataset_plan
 from ..errors import EmptyDatasetError
+from ..handlers import Handler, reraise_exception
 from ..pipeline import fluid as chaining
 from ..sources.reading import ShardReadOptions
+from ..sources.shardlists import split_by_node, split_by_worker
 from ..stages.batching import ReadAheadBatch
 from . import cache, filters, hooks
 from ._refuse import refused_class
@@ -69,9 +72,46 @@ def splitter_stage(self: Any, splitter: Any) -> Any:
     return SPLITTERS.get(id(splitter), splitter)
 
 
+def webdataset_init(
+    self: Any,
+    urls: Any,
+    handler: Handler = reraise_exception,
+    mode: str | None = None,
+    resampled: bool = False,
+    repeat: bool = False,
+    shardshuffle: bool | int | None = None,
+    cache_size: int = -1,
+    cache_dir: str | None = None,
+    url_to_name: Callable | None = None,
+    detshuffle: bool = False,
+    nodesplitter: Callable | None = split_by_node,
+    workersplitter: Callable | None = split_by_worker,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+    empty_check: bool = True,
+    verbose: bool = False,
+    seed: int | None = None,
+    **more: Any,
+) -> None:
+    """webdataset's ``WebDataset`` signature (and the keywords wds added to it: ``storage_options``, ``retry``,
+    ``read_ahead``, ``cache_local``, ``balanced``, ``allow_pipe``, ``sample_counts``, ``zero_copy``, ``interleave``;
+    wds's native ``storage`` and ``reading`` too), translated into a plan (:mod:`wds_core.datasetplan`)."""
+    keywords = {
+        "handler": handler, "mode": mode, "resampled": resampled, "repeat": repeat, "shardshuffle": shardshuffle,
+        "cache_size": cache_size, "cache_dir": cache_dir, "url_to_name": url_to_name, "nodesplitter": nodesplitter,
+        "workersplitter": workersplitter, "select_files": select_files, "rename_files": rename_files,
+        "verbose": verbose,
+    }  # fmt: skip
+    native = {"seed": seed, "empty_check": empty_check}
+    for name, value in more.items():
+        (native if name in NATIVE_KEYWORDS else keywords)[name] = value
+    self._build(webdataset_plan(urls, native, keywords))
+
+
 class WebDataset(fluid.WebDataset, FluidInterface):
     __doc__ = fluid.WebDataset.__doc__
 
+    __init__ = webdataset_init
     reader_stages = reader_stages
     splitter_stage = splitter_stage
 

@@ -12,7 +12,7 @@ measures, each given against what a global shuffle (a uniform random permutation
   about 1/3, reading in storage order 0.
 
     quality = shuffle_quality(order, storage, batch_size=256)
-    quality.diversity_ratio, quality.displacement  # 0.25, 0.02 for shardshuffle + shuffle(1000) on 100-sample shards
+    quality.diversity_ratio, quality.displacement  # 0.25, 0.02 for shuffle=True + .shuffle(1000) on 100-sample shards
 
 Shards that were already shuffled as a whole (``wds reshard --shuffle``) each hold a fair mix of the data, and
 then a batch from few shards costs nothing: what a user cares about is the mix of a label.  **Label mixing**

@@ -149,7 +149,8 @@ class FluidInterface:
     def lmdb_cached(self, *args: Any, **kw: Any) -> Any:
         raise NotImplementedError(
             "webdataset's lmdb_cached() is not provided by wds: it pickles every sample into an LMDB database; "
-            "cache shards with WebDataset(..., cache_dir=...) or samples in memory with mcached()"
+            "cache shards with WebDataset(..., storage=Storage(cache=ShardCache(folder))) or samples in memory with "
+            "mcached()"
         )
 
     def image_text_pairs(self, **kw: Any) -> Any:

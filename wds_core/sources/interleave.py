@@ -1,7 +1,7 @@
 """Reading many shards at once, each next sample from one of them at random: ``WebDataset(..., interleave=K)``.
 
 A streaming shuffle mixes only what its buffer holds.  With shards stored in order (a class, a source, a crawl
-date per shard) and 100 samples a shard, ``shardshuffle=True`` and ``shuffle(1000)`` give a batch of 256 a
+date per shard) and 100 samples a shard, ``shuffle=True`` and ``.shuffle(1000)`` give a batch of 256 a
 quarter of the distinct shards a global shuffle gives (``wds stats --shuffle``): the buffer holds about ten
 shards.  Here the reader keeps ``K`` shards open (its *lanes*) and takes each next sample from a lane drawn
 uniformly at random; a lane whose shard ends takes the next shard of the list.  A batch of ``b`` then comes

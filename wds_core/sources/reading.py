@@ -52,7 +52,8 @@ class ShardReadOptions:
 
     ``local_path=True`` gives each sample ``"__local_path__"``, where its shard's bytes are on this machine (a
     local shard's path, or its copy in the shard cache), as webdataset's ``WebDataset`` does; its
-    ``tarfile_to_samples()`` stage gives no such field, and neither does this one by default.
+    ``tarfile_to_samples()`` stage gives no such field.  ``None`` (the default): as the reader does by default
+    (``WebDataset`` gives the field, ``tarfile_to_samples()`` does not).
     """
 
     handler: Handler = reraise_exception
@@ -61,7 +62,7 @@ class ShardReadOptions:
     storage: Storage = field(default_factory=Storage)
     limits: Any = None
     zero_copy: bool = False
-    local_path: bool = False
+    local_path: bool | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.storage, Storage):

@@ -69,7 +69,7 @@ class TarfileToSamples(ShardReading):
         """The stage reading shards as ``options`` say."""
         return cls(
             options.handler, options.select_files, options.rename_files, options.storage, limits=options.limits,
-            zero_copy=options.zero_copy, local_path=options.local_path,
+            zero_copy=options.zero_copy, local_path=bool(options.local_path),
         )  # fmt: skip
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:

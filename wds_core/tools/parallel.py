@@ -105,9 +105,7 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage: Storage) 
     counts = [0, 0]
 
     def samples() -> Iterable[dict[str, Any]]:
-        for sample in WebDataset(
-            [src], nodesplitter=None, workersplitter=None, empty_check=False, storage_options=storage
-        ):
+        for sample in WebDataset([src], split=False, empty_check=False, storage=storage):
             counts[0] += 1
             yield sample
 

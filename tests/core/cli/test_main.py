@@ -292,7 +292,7 @@ def test_index_create_writes_a_counts_file_that_balanced_readers_take(data, tmp_
         monkeypatch.setenv("RANK", str(rank))
         read = {}
         for counts in ("d.json", "d.counts.npz"):
-            dataset = wds.WebDataset(spec, shardshuffle=True, seed=1, balanced="pad", sample_counts=tmp_path / counts)
+            dataset = wds.WebDataset.balanced(spec, seed=1, sample_counts=tmp_path / counts, how="pad", shuffle=True)
             read[counts] = [s["__key__"] for s in dataset]
         assert read["d.json"] == read["d.counts.npz"] and len(read["d.json"]) == 11
     wds_cli("index", "create", spec, "-o", tmp_path / "e.json", "--no-counts")
@@ -374,7 +374,7 @@ def test_create_labels_from_class_folders(tmp_path):
     assert b"3 classes" in made.stderr
     classes = json.loads((tmp_path / "out" / "classes.json").read_text())
     assert classes == ["ant", "mole", "zebra"]
-    samples = list(wds.WebDataset(str(tmp_path / "out" / "t-000.tar"), shardshuffle=False).decode())
+    samples = list(wds.WebDataset(str(tmp_path / "out" / "t-000.tar")).decode())
     assert len(samples) == 9
     assert all(classes[s["cls"]] == s["__key__"].split("/")[0] for s in samples)
     (tmp_path / "train" / "stray.jpg").write_bytes(b"x")

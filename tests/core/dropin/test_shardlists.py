@@ -111,4 +111,4 @@ def test_directory_shard_list_claims_and_recycles(tmp_path):
     with pytest.raises(wds_core.SpecError):
         wds_core.DirectoryShardList(str(tmp_path / "missing") + "/")
     with pytest.raises(wds_core.SpecError, match="mode"):
-        wds_core.WebDataset(str(tmp_path / "x-{0..1}.tar"), mode="sometimes")
+        wds_core.dropin.WebDataset(str(tmp_path / "x-{0..1}.tar"), mode="sometimes")

@@ -171,7 +171,7 @@ def test_a_cut_stream_under_ignore_and_stop_delivers_the_members_read_whole(tgz)
     """webdataset's test_dataset_eof_handler and test_dataset_missing_totuple_raises: the sample at the cut comes
     with what was read of it, and the stage that needs a missing field says so."""
     cut = f"pipe:dd if={tgz} bs=1024 count=10 2>/dev/null"
-    got = list(wds.WebDataset(cut, handler=wds.ignore_and_stop, shardshuffle=False))
+    got = list(wds.WebDataset(cut, reading=wds.ShardReadOptions(handler=wds.ignore_and_stop)))
     assert 0 < len(got) < 47 and "cls" in got[-1]
     with pytest.raises(ValueError):
         list(wds.DataPipeline(

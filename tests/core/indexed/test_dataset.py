@@ -20,7 +20,7 @@ EXTRA = ("__index__", "__shard__", "__shardindex__")
 
 
 def streamed(urls):
-    return list(wds.WebDataset(urls, shardshuffle=False))
+    return list(wds.WebDataset(urls))
 
 
 def plain(sample):

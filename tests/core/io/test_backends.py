@@ -117,7 +117,7 @@ def test_a_registered_backend_serves_writers_streaming_and_random_access(tmp_pat
             for i in range(7):
                 sink.write({"__key__": f"k{i}", "npy": np.full(3, i, np.uint8)})
         assert sorted(store.objects) == [f"dict://bucket/shard-{i:02d}.tar" for i in range(3)]
-        keys = [s["__key__"] for s in wds_core.WebDataset("dict://bucket/shard-{00..02}.tar", shardshuffle=False)]
+        keys = [s["__key__"] for s in wds_core.WebDataset("dict://bucket/shard-{00..02}.tar")]
         assert keys == [f"k{i}" for i in range(7)]
         dataset = wds_core.ShardListDataset([f"dict://bucket/shard-{i:02d}.tar" for i in range(3)])
         assert len(dataset) == 7 and dataset[4]["__key__"] == "k4"
@@ -188,12 +188,12 @@ def test_a_pickled_pipeline_carries_its_storage_context(tmp_path):
             sink.write({"__key__": f"k{i}", "txt": str(i)})
     wds_core.register_rewrite("mirror://", str(tmp_path) + "/")
     try:
-        data = pickle.dumps(wds_core.WebDataset("mirror://a.tar", shardshuffle=False))
+        data = pickle.dumps(wds_core.WebDataset("mirror://a.tar"))
     finally:
         wds_core.unregister_rewrite()
     assert [s["__key__"] for s in pickle.loads(data)] == [f"k{i}" for i in range(4)]
     with pytest.raises(ShardOpenError, match="mirror"):  # this process has no such rewrite
-        list(wds_core.WebDataset("mirror://a.tar", shardshuffle=False))
+        list(wds_core.WebDataset("mirror://a.tar"))
 
 
 # ---------------------------------------------------------------- pipe:, once

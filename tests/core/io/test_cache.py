@@ -56,7 +56,7 @@ def test_stream_fills_the_cache_and_the_second_epoch_reads_it(http_server, tmp_p
     small_ranges(monkeypatch)
     cache_dir = tmp_path / "cache"
     url = http_server.url + "/shard-{000..002}.tar"
-    dataset = wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache_dir))
+    dataset = wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache_dir))))
     assert contents(dataset) == expected
     cached = files_under(cache_dir)
     assert cached == [f"http/127.0.0.1%3A{http_server.port}/shard-{i:03d}.tar" for i in range(3)]
@@ -70,7 +70,12 @@ def test_stream_fills_the_cache_and_the_second_epoch_reads_it(http_server, tmp_p
 def test_stopping_early_leaves_no_file(http_server, tmp_path):
     local_dataset(http_server.root, nshards=1, size=100_000)  # 4 MB: the reader stops after its first 1 MiB
     cache_dir = tmp_path / "cache"
-    stream = iter(wds_core.WebDataset(http_server.url + "/shard-000.tar", cache_dir=str(cache_dir)))
+    stream = iter(
+        wds_core.WebDataset(
+            http_server.url + "/shard-000.tar",
+            storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache_dir))),
+        )
+    )
     next(stream)
     del stream
     gc.collect()
@@ -83,7 +88,10 @@ def test_a_failed_download_is_never_cached(http_server, tmp_path, monkeypatch):
     cache_dir = tmp_path / "cache"
     http_server.faults.fail(100)  # more than the attempts of all the ranges in flight
     http_server.faults.pass_next(10)  # 40 KiB arrive and go to the cache's temporary file first
-    dataset = wds_core.WebDataset(http_server.url + "/shard-000.tar", cache_dir=str(cache_dir), retry=FAST)
+    dataset = wds_core.WebDataset(
+        http_server.url + "/shard-000.tar",
+        storage=wds_core.Storage(retry=FAST, cache=wds_core.ShardCache(str(cache_dir))),
+    )
     with pytest.raises(ShardOpenError):
         list(dataset)
     assert files_under(cache_dir) == []
@@ -93,12 +101,12 @@ def test_restoring_inside_a_shard_does_not_cache_half_of_it(http_server, tmp_pat
     local_dataset(http_server.root, nshards=1)
     cache_dir = tmp_path / "cache"
     url = http_server.url + "/shard-000.tar"
-    dataset = wds_core.WebDataset(url, shardshuffle=False)
+    dataset = wds_core.WebDataset(url)
     stream = iter(dataset)
     for _ in range(10):
         next(stream)
     state = dataset.state_dict()
-    fresh = wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache_dir))
+    fresh = wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache_dir))))
     fresh.load_state_dict(state)
     assert len(list(fresh)) == 30
     assert files_under(cache_dir) == []
@@ -115,7 +123,17 @@ def test_tar_padding_after_the_end_is_cached_too(http_server, tmp_path):
             tar.addfile(info, __import__("io").BytesIO(b"abc"))
     assert os.path.getsize(path) == 10240  # record padding after the end-of-archive blocks
     cache_dir = tmp_path / "cache"
-    assert len(list(wds_core.WebDataset(http_server.url + "/padded.tar", cache_dir=str(cache_dir)))) == 1
+    assert (
+        len(
+            list(
+                wds_core.WebDataset(
+                    http_server.url + "/padded.tar",
+                    storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache_dir))),
+                )
+            )
+        )
+        == 1
+    )
     cached = cache_dir / "http" / f"127.0.0.1%3A{http_server.port}" / "padded.tar"
     assert cached.read_bytes() == open(path, "rb").read()
 
@@ -145,9 +163,14 @@ def test_least_recently_used_files_are_evicted(http_server, tmp_path):
 def test_local_shards_opt_in(tmp_path, shards):
     cache_dir = tmp_path / "cache"
     spec, paths, keys = shards
-    assert [s["__key__"] for s in wds_core.WebDataset(spec, shardshuffle=False, cache_dir=str(cache_dir))] == keys
+    assert [
+        s["__key__"]
+        for s in wds_core.WebDataset(spec, storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache_dir))))
+    ] == keys
     assert files_under(cache_dir) == []
-    dataset = wds_core.WebDataset(spec, shardshuffle=False, cache_dir=str(cache_dir), cache_local=True)
+    dataset = wds_core.WebDataset(
+        spec, storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache_dir), cache_local=True))
+    )
     assert [s["__key__"] for s in dataset] == keys
     assert len(files_under(cache_dir)) == 4
     assert all(name.startswith("file" + os.sep) for name in files_under(cache_dir))
@@ -155,7 +178,10 @@ def test_local_shards_opt_in(tmp_path, shards):
 
 def _read_all(args):
     url, cache_dir = args
-    return [(s["__key__"], s["bin"]) for s in wds_core.WebDataset(url, shardshuffle=False, cache_dir=cache_dir)]
+    return [
+        (s["__key__"], s["bin"])
+        for s in wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(cache_dir)))
+    ]
 
 
 @pytest.mark.slow
@@ -175,7 +201,12 @@ def test_unwritable_cache_still_reads(http_server, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.warns(UserWarning, match="not writable"):
-        samples = list(wds_core.WebDataset(http_server.url + "/shard-000.tar", cache_dir=str(blocker / "cache")))
+        samples = list(
+            wds_core.WebDataset(
+                http_server.url + "/shard-000.tar",
+                storage=wds_core.Storage(cache=wds_core.ShardCache(str(blocker / "cache"))),
+            )
+        )
     assert len(samples) == 40
 
 
@@ -183,7 +214,9 @@ def test_cached_samples_keep_their_remote_url(http_server, tmp_path):
     write_shard(os.path.join(http_server.root, "one.tar"), make_samples("k", 3))
     url = http_server.url + "/one.tar"
     for _ in range(2):
-        samples = list(wds_core.WebDataset(url, cache_dir=str(tmp_path / "c")))
+        samples = list(
+            wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(str(tmp_path / "c"))))
+        )
         assert [s["__url__"] for s in samples] == [url] * 3
 
 
@@ -198,7 +231,7 @@ def test_pipe_shards_are_cached_under_their_command(tmp_path, shards, capsys, mo
 
     monkeypatch.setenv("WDS_VERBOSE_CACHE", "1")
     urls = [f"pipe:cat {p}" for p in paths]
-    dataset = wds_core.WebDataset(urls, shardshuffle=False, cache_dir=str(tmp_path / "cache"))
+    dataset = wds_core.WebDataset(urls, storage=wds_core.Storage(cache=wds_core.ShardCache(str(tmp_path / "cache"))))
     assert [s["__key__"] for s in dataset] == keys
     assert len(files_under(tmp_path / "cache")) == 4
     assert capsys.readouterr().out.count("[wds cache] cached") == 4
@@ -212,5 +245,5 @@ def test_a_failing_pipe_is_not_cached(tmp_path, shards):
     spec, paths, keys = shards
     url = f"pipe:cat {paths[0]}; exit 3"
     with pytest.raises(wds_core.PipeError):
-        list(wds_core.WebDataset(url, cache_dir=str(tmp_path / "cache")))
+        list(wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(str(tmp_path / "cache")))))
     assert files_under(tmp_path / "cache") == []

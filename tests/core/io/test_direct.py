@@ -80,7 +80,7 @@ def test_redirects_are_followed_and_the_location_kept(http_server, tmp_path):
     threading.Thread(target=front.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{front.server_port}/shard-{{000..001}}.tar?sig=1"
-        assert contents(wds_core.WebDataset(url, shardshuffle=False)) == expected
+        assert contents(wds_core.WebDataset(url)) == expected
         source = HttpSource(f"http://127.0.0.1:{front.server_port}/shard-000.tar")
         source.get(0, 10, None)
         assert source.location == http_server.url + "/shard-000.tar"
@@ -111,7 +111,7 @@ def test_http_errors_are_named_and_only_transient_ones_retried(http_server):
     local_dataset(http_server.root, nshards=1)
     http_server.faults.fail(10, status=500)
     with pytest.raises(ShardOpenError, match="HTTP 500") as failure:
-        list(wds_core.WebDataset(http_server.url + "/shard-000.tar?token=SECRET", retry=FAST))
+        list(wds_core.WebDataset(http_server.url + "/shard-000.tar?token=SECRET", storage=wds_core.Storage(retry=FAST)))
     assert "SECRET" not in str(failure.value) and "after 4 attempts" in str(failure.value)
     assert RequestError("x", 503).status == 503
 
@@ -119,7 +119,7 @@ def test_http_errors_are_named_and_only_transient_ones_retried(http_server):
 def test_cut_responses_are_short_reads_retried_not_data(http_server):
     _, expected = local_dataset(http_server.root, nshards=1, nsamples=60, size=20_000)
     http_server.faults.cut(3, after=5000)
-    samples = list(wds_core.WebDataset(http_server.url + "/shard-000.tar", retry=FAST))
+    samples = list(wds_core.WebDataset(http_server.url + "/shard-000.tar", storage=wds_core.Storage(retry=FAST)))
     assert contents(samples) == expected and http_server.faults.injected["cut"] == 3
 
 
@@ -164,7 +164,7 @@ def test_credentials_stay_with_their_host_through_a_proxy_and_with_any_options(h
     try:
         front.redirect_to = f"http://localhost:{http_server.port}"
         url = front.url + "/moved/shard-000.tar"
-        got = wds_core.WebDataset(url, storage_options={**options, "headers": CREDENTIALS}, retry=FAST)
+        got = wds_core.WebDataset(url, storage=wds_core.Storage({**options, "headers": CREDENTIALS}, retry=FAST))
         assert contents(got) == expected
         assert front.headers[0]["X-Api-Key"] == "TOPSECRET"  # the URL's own host: all of them
         reads = [seen for seen in http_server.headers if "Range" in seen]
@@ -225,7 +225,7 @@ def test_s3_ranges_with_each_buckets_keys(s3, tmp_path, through):
     assert source.get(len(data), len(data) + 10, None)[0] == b""
     assert source.info(None)["size"] == len(data)
     url = "s3://team-a/direct/shard-{000..001}.tar"
-    assert contents(wds_core.WebDataset(url, shardshuffle=False, storage_options=options)) == expected
+    assert contents(wds_core.WebDataset(url, storage=options)) == expected
     with pytest.raises(FileNotFoundError):
         direct_source("s3://team-a/direct/nope.tar", options, RetryPolicy()).get(0, 10, None)
     wrong = {**options, "key": "AKIDTEAMB"}
@@ -254,7 +254,7 @@ def test_s3_faults_mid_flight_lose_and_repeat_nothing(s3, tmp_path, monkeypatch,
         faulty.faults.cut(4, after=1000)
         faulty.faults.fail(4, status=503)
         url = "s3://team-a/faults/shard-{000..002}.tar"
-        samples = list(wds_core.WebDataset(url, shardshuffle=False, storage_options=options, retry=outlasting(8)))
+        samples = list(wds_core.WebDataset(url, storage=wds_core.Storage(options, retry=outlasting(8))))
         assert contents(samples) == expected and len(samples) == len(expected)
         assert faulty.faults.injected["cut"] == faulty.faults.injected["status"] == 4
     finally:
@@ -344,7 +344,7 @@ def test_an_s3_server_trickling_a_range_is_cut_off(s3, tmp_path, through):
     server.faults.drip(4, 0.2)
     started = time.monotonic()
     with pytest.raises(ShardOpenError, match=said) as info:
-        list(wds_core.WebDataset("s3://team-a/trickle/shard-000.tar", storage_options=options, retry=policy))
+        list(wds_core.WebDataset("s3://team-a/trickle/shard-000.tar", storage=wds_core.Storage(options, retry=policy)))
     assert time.monotonic() - started < 20 and info.value.offset == 0
 
 
@@ -368,7 +368,7 @@ def test_credentials_follow_a_redirect_only_to_the_same_host(http_server, tmp_pa
             front.redirect_to, server = front.url, front
         options = {"headers": {**CREDENTIALS, "User-Agent": "wds-test"}}
         url = front.url + "/moved/shard-000.tar"
-        assert contents(wds_core.WebDataset(url, storage_options=options)) == expected
+        assert contents(wds_core.WebDataset(url, storage=options)) == expected
         assert front.headers[0]["Authorization"] == "Bearer TOPSECRET"  # the URL's own host: all of them
         reads = [seen for seen in server.headers if "Range" in seen and seen is not front.headers[0]]
         assert reads and all(seen["User-Agent"] == "wds-test" for seen in reads)
@@ -414,7 +414,9 @@ def test_an_s3_object_replaced_mid_read_is_an_error(s3, tmp_path, monkeypatch, t
     if through == "botocore":
         options["config_kwargs"] = {"connect_timeout": 5}
     small_ranges(monkeypatch)
-    reader = iter(wds_core.WebDataset("s3://team-a/swapped/shard-000.tar", storage_options=options, retry=FAST))
+    reader = iter(
+        wds_core.WebDataset("s3://team-a/swapped/shard-000.tar", storage=wds_core.Storage(options, retry=FAST))
+    )
     got = [next(reader) for _ in range(3)]
     data = open(paths[0], "rb").read()
     fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3["team-a"].client_options("team-a"))

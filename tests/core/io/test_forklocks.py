@@ -68,7 +68,7 @@ def test_children_forked_while_four_threads_stream_read_remote_shards(http_serve
 
     def stream(n):
         while not stop.is_set():
-            for _ in wds_core.WebDataset(spec, shardshuffle=True, seed=n):
+            for _ in wds_core.WebDataset(spec, seed=n, shuffle=True):
                 read[n] += 1
                 if stop.is_set():
                     return

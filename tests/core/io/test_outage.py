@@ -35,7 +35,7 @@ def test_down_for_five_seconds_and_back_every_sample_once(dataset):
     patient = RetryPolicy(attempts=20, initial_delay=0.2, max_delay=1.0)
     samples = []
     back = None
-    for i, sample in enumerate(wds_core.WebDataset(URL, shardshuffle=False, storage_options=options, retry=patient)):
+    for i, sample in enumerate(wds_core.WebDataset(URL, storage=wds_core.Storage(options, retry=patient))):
         samples.append(sample)
         if i == 30:
             back = server.outage(5.0)
@@ -47,7 +47,7 @@ def test_down_for_five_seconds_and_back_every_sample_once(dataset):
 def test_down_for_good_a_clear_error_within_the_budget_then_the_checkpoint_resumes(dataset):
     server, options, expected = dataset
     short = RetryPolicy(attempts=100, initial_delay=0.1, max_delay=0.5, budget=2.0)
-    first = wds_core.WebDataset(URL, shardshuffle=False, storage_options=options, retry=short)
+    first = wds_core.WebDataset(URL, storage=wds_core.Storage(options, retry=short))
     stream = iter(first)
     before = [next(stream) for _ in range(50)]
     checkpoint = first.state_dict()
@@ -59,7 +59,7 @@ def test_down_for_good_a_clear_error_within_the_budget_then_the_checkpoint_resum
     assert time.monotonic() - started < 30, "given up for the budget, not after 100 attempts"
     assert "outage/shard-00" in str(failure.value) and "secret-of" not in str(failure.value)
     server.come_back()
-    again = wds_core.WebDataset(URL, shardshuffle=False, storage_options=options, retry=short)
+    again = wds_core.WebDataset(URL, storage=wds_core.Storage(options, retry=short))
     again.load_state_dict(checkpoint)
     rest = list(again)
     assert contents(before + rest) == expected and len(before) + len(rest) == 120

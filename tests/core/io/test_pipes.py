@@ -93,7 +93,7 @@ def hostile(tmp_path, monkeypatch):
 
 
 def _keys(wds_core, source, **kw):
-    return [s["__key__"] for s in wds_core.WebDataset(source, shardshuffle=False, **kw)]
+    return [s["__key__"] for s in wds_core.WebDataset(source, **kw)]
 
 
 def _spec(path, body):
@@ -161,12 +161,12 @@ def test_the_part_of_a_url_a_rewrite_substitutes_into_a_command_is_quoted(hostil
 
 def test_a_state_naming_a_command_is_refused(hostile):
     wds_core, data, marker, touch = hostile
-    ds = wds_core.WebDataset(str(data / "a.tar"), shardshuffle=False)
+    ds = wds_core.WebDataset(str(data / "a.tar"))
     it = iter(ds)
     next(it)
     state = ds.state_dict()
     state["chain"]["url"] = f"pipe:{touch}; cat {data}/a.tar"
-    again = wds_core.WebDataset(str(data / "a.tar"), shardshuffle=False)
+    again = wds_core.WebDataset(str(data / "a.tar"))
     with pytest.raises(wds_core.CheckpointError):
         again.load_state_dict(state)
         list(again)

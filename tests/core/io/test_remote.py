@@ -66,7 +66,7 @@ def small_ranges(monkeypatch, size=4096):
 def test_http_shards_read_like_local_ones(http_server):
     paths, expected = local_dataset(http_server.root)
     url = http_server.url + "/shard-{000..002}.tar"
-    samples = list(wds_core.WebDataset(url, shardshuffle=False))
+    samples = list(wds_core.WebDataset(url))
     assert contents(samples) == expected
     assert samples[0]["__url__"] == http_server.url + "/shard-000.tar"
 
@@ -90,7 +90,7 @@ def test_http_faults_lose_and_repeat_nothing(http_server, monkeypatch, nshards, 
         http_server.faults.fail(count, status=status)
     url = http_server.url + f"/shard-{{000..{nshards - 1:03d}}}.tar"
     injected = {"cut": sum(t for t, _ in cuts), "status": sum(c for c, _ in fails)}
-    dataset = wds_core.WebDataset(url, shardshuffle=False, retry=outlasting(sum(injected.values())))
+    dataset = wds_core.WebDataset(url, storage=wds_core.Storage(retry=outlasting(sum(injected.values()))))
     got = list(dataset)
     assert contents(got) == expected and len(got) == len(expected)
     assert http_server.faults.injected == injected
@@ -141,11 +141,13 @@ def test_retries_are_logged_counted_and_held_to_the_budget(http_server, monkeypa
     http_server.faults.fail(3, status=503)
     url = http_server.url + "/shard-000.tar?token=TOPSECRET"
     with caplog.at_level(logging.WARNING, logger="wds_core.io"):
-        samples = list(wds_core.WebDataset(url, retry=FAST))
+        samples = list(wds_core.WebDataset(url, storage=wds_core.Storage(retry=FAST)))
     assert contents(samples) == expected and len(samples) == 40
     after = retries.retry_stats()
     assert after["retries"] - before["retries"] == 3 and after["recovered"] - before["recovered"] == 1
-    dataset = wds_core.WebDataset(url, retry=FAST)  # the same counts on the reading stage, for this dataset only
+    dataset = wds_core.WebDataset(
+        url, storage=wds_core.Storage(retry=FAST)
+    )  # the same counts on the reading stage, for this dataset only
     http_server.faults.fail(2, status=503)
     assert len(list(dataset)) == 40 and dataset.stats == {"retries": 2, "recovered": 1}
     assert pickle.loads(pickle.dumps(dataset)).stats == {}  # a worker's copy counts its own
@@ -156,7 +158,14 @@ def test_retries_are_logged_counted_and_held_to_the_budget(http_server, monkeypa
     http_server.faults.fail(10_000, status=503)  # down for good: the budget, not 50 attempts, ends it
     started = time.monotonic()
     with pytest.raises(ShardOpenError, match=r"the retry budget is 0.5 s"):
-        list(wds_core.WebDataset(url, retry=RetryPolicy(attempts=50, initial_delay=0.05, max_delay=0.1, budget=0.5)))
+        list(
+            wds_core.WebDataset(
+                url,
+                storage=wds_core.Storage(
+                    None, retry=RetryPolicy(attempts=50, initial_delay=0.05, max_delay=0.1, budget=0.5)
+                ),
+            )
+        )
     # ended by the budget (the message says so), long before 50 attempts' 4.9 s of back-off
     assert time.monotonic() - started < 30 and retries.retry_stats()["gave_up"] > before["gave_up"]
 
@@ -174,13 +183,13 @@ def test_http_checkpoint_resumes_inside_the_shard(http_server, monkeypatch):
     local_dataset(http_server.root, nshards=2)
     small_ranges(monkeypatch)
     url = http_server.url + "/shard-{000..001}.tar"
-    reference = [s["__key__"] for s in wds_core.WebDataset(url, shardshuffle=False)]
-    dataset = wds_core.WebDataset(url, shardshuffle=False)
+    reference = [s["__key__"] for s in wds_core.WebDataset(url)]
+    dataset = wds_core.WebDataset(url)
     stream = iter(dataset)
     head = [next(stream)["__key__"] for _ in range(57)]
     state = dataset.state_dict()
     assert state["chain"] is not None
-    fresh = wds_core.WebDataset(url, shardshuffle=False)
+    fresh = wds_core.WebDataset(url)
     fresh.load_state_dict(state)
     assert head + [s["__key__"] for s in fresh] == reference
 
@@ -209,7 +218,7 @@ def test_s3_two_endpoints_two_keys_explicit_options(s3, s3_data):
     options = {f"s3://{b}/": s3[b].client_options(b) for b in ("team-a", "team-b")}
     urls = ["s3://team-a/data/shard-{000..002}.tar", "s3://team-b/data/shard-{003..004}.tar"]
     before = {b: dict(s3[b].requests) for b in s3}
-    samples = list(wds_core.WebDataset(urls, shardshuffle=False, storage_options=options))
+    samples = list(wds_core.WebDataset(urls, storage=options))
     assert contents(samples) == contents_of(s3_data)
     for bucket, key in (("team-a", "AKIDTEAMA"), ("team-b", "AKIDTEAMB")):
         used = {k for k, n in s3[bucket].requests.items() if n > before[bucket].get(k, 0)}
@@ -217,14 +226,14 @@ def test_s3_two_endpoints_two_keys_explicit_options(s3, s3_data):
 
 
 def contents_of(paths):
-    return contents(wds_core.WebDataset(paths, shardshuffle=False))
+    return contents(wds_core.WebDataset(paths))
 
 
 def test_s3_options_registered_in_code(s3, s3_data):
     for bucket in ("team-a", "team-b"):
         wds_core.register_storage(f"s3://{bucket}/", **s3[bucket].client_options(bucket))
     urls = "s3://team-a/data/shard-{000..002}.tar::s3://team-b/data/shard-{003..004}.tar"
-    assert contents(wds_core.WebDataset(urls, shardshuffle=False)) == contents_of(s3_data)
+    assert contents(wds_core.WebDataset(urls)) == contents_of(s3_data)
 
 
 def test_s3_options_from_config_file(s3, s3_data, tmp_path, monkeypatch):
@@ -234,7 +243,7 @@ def test_s3_options_from_config_file(s3, s3_data, tmp_path, monkeypatch):
     config.write_text(json.dumps({"storage": entries}))  # JSON is YAML
     monkeypatch.setenv("WDS_CONFIG", str(config))
     urls = ["s3://team-b/data/shard-003.tar", "s3://team-a/data/shard-001.tar"]
-    assert contents(wds_core.WebDataset(urls, shardshuffle=False)) == contents_of([s3_data[3], s3_data[1]])
+    assert contents(wds_core.WebDataset(urls)) == contents_of([s3_data[3], s3_data[1]])
 
 
 def test_s3_wrong_key_is_a_clear_error_without_the_secret(s3, s3_data):
@@ -242,7 +251,7 @@ def test_s3_wrong_key_is_a_clear_error_without_the_secret(s3, s3_data):
     options["client_kwargs"] = dict(options["client_kwargs"], endpoint_url=s3["team-a"].endpoint)
     options["secret"] = "VERY-SECRET-VALUE"
     with pytest.raises(ShardOpenError) as info:
-        list(wds_core.WebDataset("s3://team-a/data/shard-000.tar", storage_options=options, retry=FAST))
+        list(wds_core.WebDataset("s3://team-a/data/shard-000.tar", storage=wds_core.Storage(options, retry=FAST)))
     assert "VERY-SECRET-VALUE" not in str(info.value) and "AKIDTEAMB" not in repr(info.value.__dict__)
     assert "s3://team-a/data/shard-000.tar" in str(info.value)
 
@@ -256,7 +265,9 @@ def test_s3_faults_beyond_s3fs_own_retries_lose_nothing(s3, s3_data, monkeypatch
     faults.cut(3, after=5000)
     faults.fail(8, status=503)  # more than s3fs retries on its own
     faults.cut(2, after=10)
-    dataset = wds_core.WebDataset("s3://team-a/data/shard-{000..002}.tar", shardshuffle=False, retry=outlasting(13))
+    dataset = wds_core.WebDataset(
+        "s3://team-a/data/shard-{000..002}.tar", storage=wds_core.Storage(retry=outlasting(13))
+    )
     assert contents(dataset) == contents_of(s3_data[:3])
     assert faults.injected["cut"] == 5 and faults.injected["status"] == 8
 
@@ -269,7 +280,11 @@ def test_s3_backend_retries_are_off_the_policy_is_the_only_loop(s3, s3_data):
     try:
         before = len(server.reads)
         with pytest.raises(ShardOpenError, match="after 3 attempts"):
-            list(wds_core.WebDataset(url, storage_options=options, retry=RetryPolicy(attempts=3, initial_delay=0.01)))
+            list(
+                wds_core.WebDataset(
+                    url, storage=wds_core.Storage(options, retry=RetryPolicy(attempts=3, initial_delay=0.01))
+                )
+            )
         assert len(server.reads) - before == 3  # one GET an attempt (botocore and s3fs would make 5 each)
     finally:
         server.faults.clear()
@@ -319,7 +334,7 @@ def test_the_budget_cuts_off_an_attempt_that_hangs(silent_server, scheme):
         url, options = "s3://b/x.tar", {"key": "k", "secret": "s", "endpoint_url": f"http://{silent_server}"}
     else:
         url, options = f"{scheme}://{silent_server}/x.tar", {}
-    dataset = wds_core.WebDataset(url, storage_options=options, retry=RetryPolicy(attempts=5, budget=1.5))
+    dataset = wds_core.WebDataset(url, storage=wds_core.Storage(options, retry=RetryPolicy(attempts=5, budget=1.5)))
     started = time.monotonic()
     with pytest.raises(ShardOpenError, match=r"after 1 attempt in .*the retry budget is 1.5 s.*cut off") as info:
         list(dataset)
@@ -330,7 +345,7 @@ def test_the_budget_cuts_off_an_attempt_that_hangs(silent_server, scheme):
 
 def test_s3_pipeline_pickles_for_spawned_workers_without_losing_options(s3, s3_data):
     wds_core.register_storage("s3://team-a/", **s3["team-a"].client_options("team-a"))
-    dataset = wds_core.WebDataset("s3://team-a/data/shard-000.tar", shardshuffle=False)
+    dataset = wds_core.WebDataset("s3://team-a/data/shard-000.tar")
     data = pickle.dumps(dataset)
     wds_core.unregister_storage()
     assert contents(pickle.loads(data)) == contents_of(s3_data[:1])
@@ -346,7 +361,7 @@ def test_gcs_through_the_emulator(gcs_server, tmp_path):
     fs = gcsfs.GCSFileSystem(skip_instance_cache=True, **gcs_server.client_options())
     upload(fs, paths, "gbucket/set")
     wds_core.register_storage("gs://gbucket/", **gcs_server.client_options())
-    assert contents(wds_core.WebDataset("gs://gbucket/set/shard-{000..001}.tar", shardshuffle=False)) == expected
+    assert contents(wds_core.WebDataset("gs://gbucket/set/shard-{000..001}.tar")) == expected
 
 
 # ---------------------------------------------------------------- units
@@ -495,7 +510,7 @@ def test_s3_restore_inside_a_large_shard_makes_one_ranged_request_at_the_offset(
     url = "s3://team-a/restore/big.tar"
 
     def dataset():
-        return wds_core.WebDataset(url, shardshuffle=False, storage_options=options)
+        return wds_core.WebDataset(url, storage=options)
 
     first = dataset()
     stream = iter(first)
@@ -604,7 +619,7 @@ def test_the_next_shard_is_requested_while_one_is_read_and_nothing_outlives_a_br
     try:
         _, expected = local_dataset(str(tmp_path), nshards=3)
         url = server.url + "/shard-{000..002}.tar"
-        dataset = wds_core.WebDataset(url, shardshuffle=False)
+        dataset = wds_core.WebDataset(url)
         stream = iter(dataset)
         next(stream), next(stream)  # the shards ahead are opened with the second sample
         deadline = time.monotonic() + 5
@@ -616,7 +631,7 @@ def test_the_next_shard_is_requested_while_one_is_read_and_nothing_outlives_a_br
         asked = len(server.ranges)
         time.sleep(0.3)
         assert len(server.ranges) == asked
-        assert contents(wds_core.WebDataset(url, shardshuffle=False)) == expected
+        assert contents(wds_core.WebDataset(url)) == expected
     finally:
         server.stop()
 
@@ -625,7 +640,7 @@ def test_sizes_come_with_the_first_ranges_and_the_first_sample_before_the_shards
     """The first range's Content-Range says each shard's size: no HEAD, for the shard read or those ahead; and
     the first sample is handed over before the shards ahead are asked for (their bytes would compete with it)."""
     _, expected = local_dataset(http_server.root, nshards=3)
-    dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar", shardshuffle=False)
+    dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar")
     stream = iter(dataset)
     next(stream)
     assert http_server.gets == 1
@@ -646,8 +661,8 @@ def test_a_reader_left_open_at_exit_prints_nothing(tmp_path):
         code = (
             "import wds_core\n"
             "from wds_core.io.readahead import ReadAhead\n"
-            f"stream = iter(wds_core.WebDataset({server.url + '/shard-{000..002}.tar'!r}, shardshuffle=False,\n"
-            "    read_ahead=ReadAhead(first_range=1024, range_bytes=1024, in_flight=4, budget=8192)))\n"
+            f"stream = iter(wds_core.WebDataset({server.url + '/shard-{000..002}.tar'!r}, storage=wds_core.Storage(\n"
+            "    read_ahead=ReadAhead(first_range=1024, range_bytes=1024, in_flight=4, budget=8192))))\n"
             "next(stream), next(stream)\n"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -666,7 +681,7 @@ def test_with_a_cache_the_next_shards_are_requested_ahead_too_and_only_whole_one
     try:
         _, expected = local_dataset(str(root), nshards=3)
         url = server.url + "/shard-{000..002}.tar"
-        dataset = wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache))
+        dataset = wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache))))
         stream = iter(dataset)
         next(stream), next(stream)
         deadline = time.monotonic() + 5
@@ -675,11 +690,14 @@ def test_with_a_cache_the_next_shards_are_requested_ahead_too_and_only_whole_one
         assert server.gets >= 3  # the shards after the first were asked for while the first is read
         dataset.close()  # the shards opened ahead are dropped: no partial file stays
         assert not [p.name for p in cache.rglob("*") if p.name.endswith(".partial")]
-        got = list(wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache)))
+        got = list(wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache)))))
         assert contents(got) == expected
         assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == [f"shard-00{i}.tar" for i in range(3)]
         gets = server.gets
-        assert contents(wds_core.WebDataset(url, shardshuffle=False, cache_dir=str(cache))) == expected
+        assert (
+            contents(wds_core.WebDataset(url, storage=wds_core.Storage(cache=wds_core.ShardCache(str(cache)))))
+            == expected
+        )
         assert server.gets == gets  # read from the cache
     finally:
         server.stop()
@@ -693,7 +711,7 @@ def test_stragglers_are_asked_for_again_and_the_first_answer_wins(tmp_path, monk
     try:
         _, expected = local_dataset(str(tmp_path), nshards=2)
         read_with(monkeypatch, ReadAhead(4096, 8192, 4, 1 << 20, hedge_after=0.1))
-        dataset = wds_core.WebDataset(server.url + "/shard-{000..001}.tar", shardshuffle=False)
+        dataset = wds_core.WebDataset(server.url + "/shard-{000..001}.tar")
         started = time.monotonic()
         got = list(dataset)
         assert contents(got) == expected and len(got) == len(expected)  # each range used once
@@ -722,7 +740,7 @@ def test_a_server_trickling_its_answer_is_cut_off(http_server, drip, policy, sai
     http_server.faults.drip(10, 0.2, head=drip == "head")
     started = time.monotonic()
     with pytest.raises(ShardOpenError, match=said) as info:
-        list(wds_core.WebDataset(http_server.url + "/shard-000.tar", retry=policy))
+        list(wds_core.WebDataset(http_server.url + "/shard-000.tar", storage=wds_core.Storage(retry=policy)))
     assert time.monotonic() - started < 20  # bounded (4.2 s at most here); a hang would be the test's timeout
     assert info.value.offset == 0 and "shard-000.tar" in str(info.value)
 
@@ -759,7 +777,7 @@ def test_a_shard_replaced_by_one_of_the_same_size_mid_read_is_an_error(http_serv
     http_server.conditional = conditional
     paths, _ = local_dataset(http_server.root, nshards=1)
     small_ranges(monkeypatch)
-    reader = iter(wds_core.WebDataset(http_server.url + "/shard-000.tar", retry=FAST))
+    reader = iter(wds_core.WebDataset(http_server.url + "/shard-000.tar", storage=wds_core.Storage(retry=FAST)))
     first = [next(reader) for _ in range(3)]
     data = open(paths[0], "rb").read()
     time.sleep(0.01)  # another modification time: another ETag
@@ -798,7 +816,7 @@ def test_a_run_dropped_mid_epoch_closes_its_remote_shards_at_once(http_server, m
     monkeypatch.setattr(remote.RangeStream, "__init__", counted)
     gc.disable()  # what the cycle collector would free, some time later, does not count
     try:
-        dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar", shardshuffle=False)
+        dataset = wds_core.WebDataset(http_server.url + "/shard-{000..002}.tar")
         items = iter(dataset)
         for _ in range(5):
             next(items)

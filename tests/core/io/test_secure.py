@@ -26,7 +26,7 @@ def allowed(tmp_path, monkeypatch):
 
 
 def keys(url):
-    return [s["__key__"] for s in wds.WebDataset(url, shardshuffle=False)]
+    return [s["__key__"] for s in wds.WebDataset(url)]
 
 
 def test_local_paths_inside_the_roots_only(allowed):
@@ -341,9 +341,11 @@ def test_the_shard_cache_is_held_to_the_roots(allowed, tmp_path, http_server):
     write_shard(os.path.join(http_server.root, "c.tar"), make_samples("c-", 3))
     url = http_server.url + "/c.tar"
     with pytest.raises(SpecError, match="refusing to read the local path .*cache"):
-        list(wds.WebDataset(url, cache_dir=str(outside / "cache")))
+        list(wds.WebDataset(url, storage=wds.Storage(cache=wds.ShardCache(str(outside / "cache")))))
     assert not (outside / "cache").exists()
-    got = [s["__key__"] for s in wds.WebDataset(url, cache_dir=str(root / "cache"))]
+    got = [s["__key__"] for s in wds.WebDataset(url, storage=wds.Storage(cache=wds.ShardCache(str(root / "cache"))))]
     assert got == ["c-00000", "c-00001", "c-00002"] and any((root / "cache").rglob("c.tar"))
-    again = [s["__key__"] for s in wds.WebDataset(url, cache_dir=str(root / "cache"))]  # read back from the cache
+    again = [
+        s["__key__"] for s in wds.WebDataset(url, storage=wds.Storage(cache=wds.ShardCache(str(root / "cache"))))
+    ]  # read back from the cache
     assert again == got

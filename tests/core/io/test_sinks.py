@@ -49,7 +49,7 @@ def _samples(n, size):
 def _read_back(url, **kw):
     import wds_core
 
-    return [(s["__key__"], s["bin"], s["txt"]) for s in wds_core.WebDataset(url, shardshuffle=False, **kw)]
+    return [(s["__key__"], s["bin"], s["txt"]) for s in wds_core.WebDataset(url, **kw)]
 
 
 def test_shard_writer_to_s3_with_post_hooks(s3):
@@ -89,7 +89,7 @@ def test_s3_object_appears_only_when_complete(s3):
             sink.write(sample)
     fs.invalidate_cache()
     assert fs.size(url) > 12 << 20
-    assert len(_read_back(url, storage_options=options)) == 12
+    assert len(_read_back(url, storage=options)) == 12
 
 
 def test_other_fsspec_targets_are_written_then_moved(tmp_path):
@@ -160,7 +160,7 @@ def test_a_full_disk_fails_the_write_cleanly_and_a_retry_writes_exactly_once(tmp
     report = json.loads(done.stdout)
     assert report["failed"] and report["wds"] and report["errno"] == 27  # EFBIG, as ENOSPC would be 28
     assert "cannot write shard" in report["error"] and "out.tar" in report["error"]
-    keys = [s["__key__"] for s in wds.WebDataset(str(tmp_path / "out.tar"), shardshuffle=False)]
+    keys = [s["__key__"] for s in wds.WebDataset(str(tmp_path / "out.tar"))]
     assert keys == report["written"] and len(keys) == len(set(keys)) > 10  # every sample once, none lost
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".partial")]
 

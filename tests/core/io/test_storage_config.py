@@ -136,7 +136,7 @@ def test_rewrites_to_shell_commands_need_permission(tmp_path, monkeypatch):
 def test_rewrite_applies_when_reading(tmp_path, shards, monkeypatch):
     mirror, name = shards[1][0].rsplit("/", 1)
     monkeypatch.setenv("WDS_REWRITE", f"gs://nowhere/={mirror}/")
-    samples = list(wds_core.WebDataset(f"gs://nowhere/{name}", shardshuffle=False))
+    samples = list(wds_core.WebDataset(f"gs://nowhere/{name}"))
     assert len(samples) == 25 and samples[0]["__url__"] == f"gs://nowhere/{name}"
 
 

@@ -18,7 +18,7 @@ def spec(shards):
 
 
 def keyed(spec, **kw):
-    return wds.WebDataset(spec, shardshuffle=True, seed=4, **kw).shuffle(7).to_tuple("__key__")
+    return wds.WebDataset(spec, seed=4, **kw, shuffle=True).shuffle(7).to_tuple("__key__")
 
 
 def no_children():

@@ -12,7 +12,7 @@ from tests.conftest import make_samples, write_shard
 
 PIPELINE = """
 import wds_core as wds
-dataset = wds.WebDataset({spec!r}, shardshuffle=False).to_tuple("txt")
+dataset = wds.WebDataset({spec!r}).to_tuple("txt")
 """
 
 

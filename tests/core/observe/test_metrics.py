@@ -28,7 +28,7 @@ def test_every_worker_writes_its_profile_and_they_add_up(shards, tmp_path, monke
     path = tmp_path / "profile.jsonl"
     monkeypatch.setenv("WDS_PROFILE", str(path))
     monkeypatch.setenv("WDS_PROFILE_EVERY", "0.02")
-    dataset = wds.WebDataset(shards, shardshuffle=False).map(slow)
+    dataset = wds.WebDataset(shards).map(slow)
     assert sum(1 for _ in wds.Loader(dataset, num_workers=2)) == 60
     lines = metrics.read_reports(str(path))
     finals = [line for line in lines if line["final"]]
@@ -44,7 +44,7 @@ def test_every_worker_writes_its_profile_and_they_add_up(shards, tmp_path, monke
 
 def test_no_profile_without_the_environment(shards, monkeypatch):
     monkeypatch.delenv("WDS_PROFILE", raising=False)
-    dataset = wds.WebDataset(shards, shardshuffle=False)
+    dataset = wds.WebDataset(shards)
     items = iter(dataset)
     assert not hasattr(items, "gi_code") or items.gi_code.co_name != "_profiled"
     assert sum(1 for _ in items) == 60
@@ -52,7 +52,7 @@ def test_no_profile_without_the_environment(shards, monkeypatch):
 
 def test_a_profile_reports_while_it_runs(shards):
     seen = []
-    dataset = wds.WebDataset(shards, shardshuffle=False).map(slow)
+    dataset = wds.WebDataset(shards).map(slow)
     with wds.Profile(dataset, interval=0.002, on_report=seen.append, every=0.02):
         assert sum(1 for _ in dataset) == 60
     assert len(seen) >= 2 and all("stages" in report for report in seen)
@@ -60,7 +60,7 @@ def test_a_profile_reports_while_it_runs(shards):
 
 
 def test_prometheus_text_and_the_metrics_endpoint(shards, tmp_path):
-    dataset = wds.WebDataset(shards, shardshuffle=False).map(slow)
+    dataset = wds.WebDataset(shards).map(slow)
     with wds.Profile(dataset, interval=0.002) as profile:
         list(dataset)
     line = metrics.write_report(str(tmp_path / "p.jsonl"), profile.report(), run="r1", final=True)

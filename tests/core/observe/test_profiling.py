@@ -41,7 +41,7 @@ def shards(tmp_path):
 
 
 def test_each_stage_gets_its_own_time_and_whether_it_waited(shards):
-    dataset = wds.WebDataset(shards, shardshuffle=False).map(burn).map(nap).to_tuple("txt", "cls")
+    dataset = wds.WebDataset(shards).map(burn).map(nap).to_tuple("txt", "cls")
     with Profile(dataset, interval=0.002) as profile:
         delivered = sum(1 for _ in dataset)
     report = profile.report()
@@ -60,7 +60,7 @@ def test_each_stage_gets_its_own_time_and_whether_it_waited(shards):
 
 
 def test_the_reader_reports_the_bytes_it_read(shards, tmp_path):
-    dataset = wds.WebDataset(shards, shardshuffle=False)
+    dataset = wds.WebDataset(shards)
     with Profile(dataset):
         list(dataset)
     reader = next(stage for _, stage in dataset.running_stages() if "bytes" in stage.report())
@@ -69,14 +69,14 @@ def test_the_reader_reports_the_bytes_it_read(shards, tmp_path):
 
 
 def test_items_are_counted_only_while_profiling(shards):
-    dataset = wds.WebDataset(shards, shardshuffle=False)
+    dataset = wds.WebDataset(shards)
     list(dataset)
     stages = dataset.running_stages()
     assert stages and all(stage.report()["items"] is None for _, stage in stages if isinstance(stage, StageIterator))
 
 
 def test_the_consumer_time_is_outside_the_pipeline(shards):
-    dataset = wds.WebDataset(shards, shardshuffle=False)
+    dataset = wds.WebDataset(shards)
     with Profile(dataset, interval=0.002) as profile:
         for _ in dataset:
             time.sleep(0.003)
@@ -90,7 +90,7 @@ def test_a_user_alarm_handler_is_left_alone_and_another_thread_is_sampled(shards
     handled = []
     previous = signal.signal(signal.SIGALRM, lambda *_: handled.append(1))
     try:
-        dataset = wds.WebDataset(shards, shardshuffle=False).map(burn)
+        dataset = wds.WebDataset(shards).map(burn)
         with Profile(dataset, interval=0.002) as profile:
             assert sum(1 for _ in dataset) == 80
         assert profile.report()["sampler"] == "thread" and profile.report()["ticks"] > 0
@@ -98,7 +98,7 @@ def test_a_user_alarm_handler_is_left_alone_and_another_thread_is_sampled(shards
     finally:
         signal.signal(signal.SIGALRM, previous)
     # a pipeline iterated in a thread of its own is profiled from a sampling thread
-    dataset = wds.WebDataset(shards, shardshuffle=False).map(burn)
+    dataset = wds.WebDataset(shards).map(burn)
     done = []
     worker = threading.Thread(target=lambda: done.append(sum(1 for _ in dataset)))
     profile = Profile(dataset, interval=0.002, thread=worker)
@@ -124,7 +124,7 @@ STOPPED_WITH_A_SIGNAL_PENDING = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGALRM)
 
     profiling.signal.setitimer = cancel_then_signal
-    dataset = wds.WebDataset({shard!r}, shardshuffle=False)
+    dataset = wds.WebDataset({shard!r})
     with profiling.Profile(dataset, interval=0.002):
         for _ in dataset:
             pass
@@ -159,13 +159,14 @@ PIPELINES = textwrap.dedent(
         return sample
 
     def reading():  # a producer that trickles the shard out: the reader waits for it
-        return wds.WebDataset([f"pipe:{{sys.executable}} slow_cat.py < {{SHARDS}}"], shardshuffle=False)
+        return wds.WebDataset([f"pipe:{{sys.executable}} slow_cat.py < {{SHARDS}}"])
 
     def decoding():
-        return wds.WebDataset(PNGS, shardshuffle=False).decode("rgb8")
+        return wds.WebDataset(PNGS).decode("rgb8")
 
     def mapping():
-        return wds.WebDataset(PNGS, shardshuffle=False, select_files=lambda name: not name.endswith(".png")).map(burn)
+        reading = wds.ShardReadOptions(select_files=lambda name: not name.endswith(".png"))
+        return wds.WebDataset(PNGS, reading=reading).map(burn)
     """
 )
 
@@ -259,7 +260,7 @@ def test_wds_profile_tries_settings_and_draws_them(tmp_path):
         ["wds", "profile", shards, "-n", "60", "--decode", "rgb8", "--try", "workers,threads", "--json"],
         capture_output=True, text=True, check=True).stdout)  # fmt: skip
     for trial in report["tried"]:  # the code of each setting runs as printed
-        namespace = {"dataset": wds.WebDataset(shards, shardshuffle=False).decode("rgb8")}
+        namespace = {"dataset": wds.WebDataset(shards).decode("rgb8")}
         exec("import wds_core\n" + trial["code"], namespace)
         made = namespace.get("loader", namespace["dataset"])
         assert sum(1 for _ in made) == 60, trial["code"]
@@ -290,10 +291,10 @@ def _starved(items, consumer_sleep):
 
 
 def test_starvation_is_the_share_of_time_waiting_for_the_next_item(shards):
-    slow = wds.WebDataset(shards, shardshuffle=False).map(nap)  # 4 ms a sample to make
+    slow = wds.WebDataset(shards).map(nap)  # 4 ms a sample to make
     starved = _starved(slow, 0.0).report()
     assert starved["items"] == 80 and starved["share"] > 0.8
-    fed = _starved(wds.WebDataset(shards, shardshuffle=False), 0.004)  # the loop is the slow part
+    fed = _starved(wds.WebDataset(shards), 0.004)  # the loop is the slow part
     assert fed.report()["share"] < 0.3 and fed.report()["items"] == 80
     assert abs(fed.report()["wall_seconds"] - 80 * 0.004) < 0.5
     # each iter() is an epoch: the finished ones are kept
@@ -304,12 +305,12 @@ def test_starvation_is_the_share_of_time_waiting_for_the_next_item(shards):
 
 @pytest.mark.slow
 def test_starvation_of_a_loader_leaves_out_the_workers_start(shards):
-    loader = wds.Loader(wds.WebDataset(shards, shardshuffle=False).map(nap), num_workers=2)
+    loader = wds.Loader(wds.WebDataset(shards).map(nap), num_workers=2)
     report = _starved(loader, 0.0).report()
     assert report["items"] == 80 and report["first_wait_seconds"] > 0
     assert report["share_after_first"] > 0.5  # two workers making 4 ms samples for a loop that waits on them
     # a loop slower than its workers: measured in the second epoch, once the (persistent) workers have started
-    fed = wds.Starvation(wds.Loader(wds.WebDataset(shards, shardshuffle=False), num_workers=2, persistent_workers=True))
+    fed = wds.Starvation(wds.Loader(wds.WebDataset(shards), num_workers=2, persistent_workers=True))
     for _ in range(2):
         for _ in fed:
             time.sleep(0.004)
@@ -320,7 +321,9 @@ def test_advice_only_beyond_the_noise_and_as_code_that_runs():
     from wds_core.cli.profile import advise
 
     report = {"wall_seconds": 1.0, "samples": 100, "outside_seconds": 0.9, "stages": []}
-    code = "dataset = wds_core.WebDataset('a.tar', shardshuffle=False, read_ahead=wds_core.ReadAhead(in_flight=48))"
+    code = (
+        "dataset = wds_core.WebDataset('a.tar', storage=wds_core.Storage(read_ahead=wds_core.ReadAhead(in_flight=48)))"
+    )
     best = {"setting": "read_ahead=...", "code": code, "samples_per_second": 155.0, "rates": [150.0, 160.0]}
     steady = {"samples_per_second": 101.0, "rates": [100.0, 102.0]}
     advice = advise(report, [best], steady)

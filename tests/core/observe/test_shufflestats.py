@@ -63,7 +63,7 @@ def test_the_common_streaming_shuffle_mixes_a_quarter_as_well_as_a_global_one(or
     assert 0.15 < report["diversity_ratio"] < 0.4  # 0.25 with seed 0
     assert main(["stats", ordered, "--shuffle", "--buffer", "20000"]) == 0
     line, hint = capsys.readouterr().out.splitlines()[-2:]
-    assert line.startswith("an epoch of WebDataset(..., shardshuffle=True).shuffle(20000), batches of 256:")
+    assert line.startswith("an epoch of WebDataset(..., shuffle=True).shuffle(20000), batches of 256:")
     assert "--interleave 200 --buffer 19800 (WebDataset(..., interleave=200)).  This counts shards, not" in hint
     assert "shards already shuffled as a whole (wds reshard --shuffle) need no more mixing" in hint
     # a buffer that holds the whole epoch mixes better, but not as a global shuffle: as in webdataset, it starts
@@ -80,7 +80,7 @@ def test_reading_every_shard_at_once_mixes_as_a_global_shuffle_with_as_many_samp
 
     assert main(["stats", ordered, "--shuffle", "--interleave", "200", "--buffer", "800", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["shuffle"]
-    assert report["pipeline"] == "WebDataset(..., shardshuffle=True, interleave=200).shuffle(800)"
+    assert report["pipeline"] == "WebDataset(..., shuffle=True, interleave=200).shuffle(800)"
     assert report["samples"] == 20000 and report["samples_held"] == 1000
     assert report["diversity_ratio"] >= 0.9 and abs(report["displacement"] - report["global_displacement"]) < 0.03
 

@@ -32,9 +32,9 @@ def test_seed_pipeline_example_runs_unchanged(shards):
 
 def test_fluid_example_and_with_epoch(shards):
     spec, paths, keys = shards
-    ds = wds.WebDataset(spec, shardshuffle=100, seed=7).shuffle(1000).to_tuple("txt", "cls").batched(16)
+    ds = wds.WebDataset(spec, seed=7, shuffle=True).shuffle(1000).to_tuple("txt", "cls").batched(16)
     assert sum(len(b[0]) for b in ds) == len(keys)
-    resampled = wds.WebDataset(spec, resampled=True).shuffle(10).to_tuple("txt").with_epoch(250)
+    resampled = wds.WebDataset.resampled(spec).shuffle(10).to_tuple("txt").with_epoch(250)
     assert len(list(resampled)) == 250 and len(list(resampled)) == 250
     assert len(list(wds.WebDataset(spec).with_epoch(30))) == 30
     assert len(list(wds.WebDataset(spec).repeat(3))) == 3 * len(keys)
@@ -62,10 +62,10 @@ def test_with_length_is_picklable_and_len_without_it_is_a_type_error(shards):
 
 def test_state_before_iteration_starts_the_epoch(shards):
     spec, paths, keys = shards
-    ds = wds.WebDataset(spec, shardshuffle=True, seed=1)
+    ds = wds.WebDataset(spec, seed=1, shuffle=True)
     ds.set_epoch(4)
     state = ds.state_dict()
-    other = wds.WebDataset(spec, shardshuffle=True, seed=1)
+    other = wds.WebDataset(spec, seed=1, shuffle=True)
     other.load_state_dict(state)
     ds.set_epoch(4)
     assert [s["__key__"] for s in other] == [s["__key__"] for s in ds]

@@ -24,7 +24,7 @@ def parts(spec, policy, world, workers, epoch=0, monkeypatch=None):
             monkeypatch.setenv("WORLD_SIZE", str(world))
             monkeypatch.setenv("WORKER", str(worker))
             monkeypatch.setenv("NUM_WORKERS", str(workers))
-            ds = wds.WebDataset(spec, shardshuffle=True, seed=3, balanced=policy)
+            ds = wds.WebDataset.balanced(spec, seed=3, how=policy, shuffle=True)
             ds.set_epoch(epoch)
             got.append([s["__key__"] for s in ds])
     return got
@@ -68,17 +68,17 @@ def test_balanced_with_dataloader_workers(uneven):
     import wds_torch
 
     spec, keys = uneven
-    dataset = wds_torch.WebDataset(spec, shardshuffle=True, seed=5, balanced="pad").to_tuple("__key__")
+    dataset = wds_torch.WebDataset.balanced(spec, seed=5, how="pad", shuffle=True).to_tuple("__key__")
     loader = torch.utils.data.DataLoader(dataset, num_workers=2, batch_size=None)
     got = [key for (key,) in loader]
     assert len(got) == 2 * 19 and set(got) == set(keys)
 
 
 def test_balanced_refuses_resampling(uneven):
-    with pytest.raises(wds.SpecError):
+    with pytest.raises(wds.SpecError), pytest.warns(DeprecationWarning, match="resampled= ->"):
         wds.WebDataset(uneven[0], resampled=True, balanced="pad")
     with pytest.raises(wds.SpecError):
-        wds.WebDataset(uneven[0], balanced="even")
+        wds.WebDataset.balanced(uneven[0], how="even")
     assert os.environ.get("RANK") is None
 
 
@@ -144,14 +144,14 @@ def test_counts_from_a_manifest_index_only_the_readers_own_shards(tmp_path, monk
             indexed.clear()
             monkeypatch.setenv("RANK", str(rank))
             monkeypatch.setenv("WORKER", str(worker))
-            ds = wds.WebDataset(spec, shardshuffle=True, seed=3, balanced="pad", sample_counts=path)
+            ds = wds.WebDataset.balanced(spec, seed=3, sample_counts=path, how="pad", shuffle=True)
             got.append([s["__key__"] for s in ds])
             split = ds.pipeline[1]
             mine = {task["url"] for task in split.build(ds.pipeline[0](None), wds.state.RunContext())._planned()[1]}
             assert set(indexed) == mine and len(mine) < 5  # its own shards, not all five
     assert got == expected
-    with_dict = wds.WebDataset(
-        spec, shardshuffle=True, seed=3, balanced="pad", sample_counts=dict(zip(wds.SimpleShardList(spec).urls, COUNTS))
+    with_dict = wds.WebDataset.balanced(
+        spec, seed=3, sample_counts=dict(zip(wds.SimpleShardList(spec).urls, COUNTS)), how="pad", shuffle=True
     )
     assert [s["__key__"] for s in with_dict] == expected[-1]
 
@@ -164,13 +164,14 @@ def test_manifest_errors_name_the_shard(tmp_path, monkeypatch):
     monkeypatch.setenv("NUM_WORKERS", "1")
     missing = manifest(tmp_path, COUNTS, overrides={3: -1})
     with pytest.raises(wds.SpecError, match=r"no sample count for 1 of the 5 shards, e\.g\. .*u-3\.tar"):
-        list(wds.WebDataset(spec, balanced="pad", sample_counts=missing))
+        list(wds.WebDataset.balanced(spec, sample_counts=missing, how="pad"))
     wrong = manifest(tmp_path, COUNTS, overrides={0: 8})
     with pytest.raises(wds.SpecError, match=r"u-0\.tar holds 7 samples; .*dataset\.json says 8"):
-        list(wds.WebDataset(spec, balanced="pad", sample_counts=wrong))
+        list(wds.WebDataset.balanced(spec, sample_counts=wrong, how="pad"))
     assert len(wds.WebDataset(spec, sample_counts=wrong)) == sum(COUNTS) + 1  # without balanced: len() (the 8)
     with pytest.raises(wds.SpecError, match="a resampled stream has no length"):
-        wds.WebDataset(spec, resampled=True, sample_counts=wrong)
+        with pytest.warns(DeprecationWarning, match="resampled= ->"):
+            wds.WebDataset(spec, resampled=True, sample_counts=wrong)
 
 
 def test_a_task_cut_short_by_its_shard_is_an_error(tmp_path):

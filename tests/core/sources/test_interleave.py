@@ -68,7 +68,7 @@ def test_every_sample_once_per_epoch_on_every_rank_and_worker(uneven, layout, wo
         for rank in range(world):
             for worker in range(workers):
                 layout(rank, world, worker, workers)
-                dataset = wds.WebDataset(spec, shardshuffle=True, seed=5, interleave=4, empty_check=False)
+                dataset = wds.WebDataset(spec, seed=5, interleave=4, empty_check=False, shuffle=True)
                 dataset.set_epoch(epoch)
                 seen += [s["__key__"] for s in dataset.shuffle(10)]
         assert sorted(seen) == sorted(keys)
@@ -81,8 +81,8 @@ def test_a_batch_mixes_as_many_shards_as_a_global_shuffle(ordered):
     shards of a global shuffle; the common shardshuffle + shuffle(1000) holds a quarter."""
     spec, stored = ordered
     storage = storage_order(stored)
-    mixed = [s["__key__"] for s in wds.WebDataset(spec, shardshuffle=True, seed=0, interleave=200).shuffle(800)]
-    common = [s["__key__"] for s in wds.WebDataset(spec, shardshuffle=True, seed=0).shuffle(1000)]
+    mixed = [s["__key__"] for s in wds.WebDataset(spec, seed=0, interleave=200, shuffle=True).shuffle(800)]
+    common = [s["__key__"] for s in wds.WebDataset(spec, seed=0, shuffle=True).shuffle(1000)]
     assert sorted(mixed) == sorted(common) == sorted(storage)
     assert shuffle_quality(mixed, storage, 256).diversity_ratio >= 0.9
     assert shuffle_quality(common, storage, 256).diversity_ratio <= 0.3
@@ -104,7 +104,7 @@ def test_a_lane_holds_one_sample_ahead(tmp_path):
         finally:
             tracemalloc.stop()
 
-    lanes = peak(wds.WebDataset(spec, shardshuffle=True, seed=1, interleave=40))
+    lanes = peak(wds.WebDataset(spec, seed=1, interleave=40, shuffle=True))
     assert lanes < 40 * (2 * 20_000 + 16_000)
     assert peak(wds.WebDataset(spec, seed=1)) > 40 * 20_000  # one shard at a time reads far ahead
 
@@ -119,12 +119,18 @@ def test_the_handler_decides_about_a_bad_shard(tmp_path):
     with pytest.raises(TruncatedShardError) as caught:
         list(wds.WebDataset(spec, seed=2, interleave=4))
     assert caught.value.url == str(bad) and caught.value.offset is not None
-    skipped = [s["__key__"] for s in wds.WebDataset(spec, seed=2, interleave=4, handler=warn_and_continue)]
+    skipped = [
+        s["__key__"]
+        for s in wds.WebDataset(spec, seed=2, interleave=4, reading=wds.ShardReadOptions(handler=warn_and_continue))
+    ]
     assert sorted(k for k in skipped if not k.startswith("h2")) == sorted(
         f"h{s}_{i:02d}" for s in (0, 1, 3) for i in range(20)
     )
     assert {k for k in skipped if k.startswith("h2")} == {f"h2_{i:02d}" for i in range(4)}  # those before the cut
-    stopped = [s["__key__"] for s in wds.WebDataset(spec, seed=2, interleave=4, handler=lambda exn: False)]
+    stopped = [
+        s["__key__"]
+        for s in wds.WebDataset(spec, seed=2, interleave=4, reading=wds.ShardReadOptions(handler=lambda exn: False))
+    ]
     assert len(stopped) < 60 and {f"h2_{i:02d}" for i in range(4)} <= set(stopped)  # False ends the whole stream
 
 
@@ -139,11 +145,12 @@ def test_remote_lanes_read_every_sample_once_in_the_local_order_and_resume(http_
     spec = base + "/r{0..5}.tar"
     # a budget of two ranges a lane: the lanes' streams are still requesting when the run is closed
     plan = ReadAhead(first_range=4096, range_bytes=8192, shards_ahead=2, budget=48 << 10)
-    make = lambda: wds.WebDataset(spec, shardshuffle=True, seed=3, interleave=3, read_ahead=plan).shuffle(5)  # noqa: E731
+    storage = wds.Storage(read_ahead=plan)
+    make = lambda: wds.WebDataset(spec, seed=3, interleave=3, shuffle=True, storage=storage).shuffle(5)  # noqa: E731
     remote = check_resume(make, step=5)
     assert sorted(remote) == sorted(keys)
     # the draws do not depend on where the shards are: the same epoch as from the local files
-    local = wds.WebDataset(os.path.join(root, "r{0..5}.tar"), shardshuffle=True, seed=3, interleave=3).shuffle(5)
+    local = wds.WebDataset(os.path.join(root, "r{0..5}.tar"), seed=3, interleave=3, shuffle=True).shuffle(5)
     assert [s["__key__"] for s in local] == remote
     # a run ended early (DataPipeline.close) closes every lane's stream and those opened ahead: nothing stays
     # requested
@@ -175,7 +182,7 @@ def test_remote_lanes_share_the_budget_and_each_keeps_within_its_window():
 def test_elastic_resume_is_refused_through_it(uneven, layout):
     spec, _ = uneven
     layout(0, 1, 0, 1)
-    dataset = wds.WebDataset(spec, seed=4, balanced="pad", interleave=3)
+    dataset = wds.WebDataset.balanced(spec, seed=4, interleave=3, how="pad")
     items = iter(dataset)
     next(items)
     with pytest.raises(CheckpointError, match="does not keep track"):
@@ -216,5 +223,8 @@ def _stages(pipeline):
 
 def test_zero_copy_lanes(uneven):
     spec, keys = uneven
-    got = {s["__key__"]: bytes(s["cls"]) for s in wds.WebDataset(spec, interleave=4, zero_copy=True)}
+    got = {
+        s["__key__"]: bytes(s["cls"])
+        for s in wds.WebDataset(spec, interleave=4, reading=wds.ShardReadOptions(zero_copy=True))
+    }
     assert sorted(got) == sorted(keys)

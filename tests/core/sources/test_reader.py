@@ -23,7 +23,7 @@ def data(tmp_path):
 
 
 def pipeline(data, shuffle=False):
-    return wds.WebDataset(str(data / "s-{0..3}.tar"), shardshuffle=shuffle, seed=3)
+    return wds.WebDataset(str(data / "s-{0..3}.tar"), seed=3, shuffle=shuffle)
 
 
 def state_after(data, n, shuffle=False):
@@ -93,7 +93,7 @@ def test_an_edited_state_is_refused_before_anything_is_opened(data, edit, monkey
 
 def test_a_state_restored_after_the_list_changed_is_refused(data):
     state = state_after(data, 13)
-    other = wds.WebDataset([str(data / f"s-{s}.tar") for s in (0, 2, 1, 3)], shardshuffle=False, seed=3)
+    other = wds.WebDataset([str(data / f"s-{s}.tar") for s in (0, 2, 1, 3)], seed=3)
     other.load_state_dict(state)
     with pytest.raises(CheckpointError, match="digest differs"):
         rest(other)

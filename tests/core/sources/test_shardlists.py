@@ -21,14 +21,14 @@ def test_ranks_and_workers_partition_the_shards(shards, monkeypatch, shardshuffl
     seen = []
     for rank in range(2):
         for worker in range(2):
-            seen += keys_for(spec, rank, 2, worker, 2, monkeypatch, shardshuffle=shardshuffle)
+            seen += keys_for(spec, rank, 2, worker, 2, monkeypatch, shuffle=shardshuffle)
     assert sorted(seen) == sorted(keys)
 
 
 def test_unseeded_shard_shuffle_still_agrees_across_ranks(shards, monkeypatch):
     spec, paths, keys = shards
-    seen = keys_for(spec, 0, 2, 0, 1, monkeypatch, shardshuffle=True)
-    seen += keys_for(spec, 1, 2, 0, 1, monkeypatch, shardshuffle=True)
+    seen = keys_for(spec, 0, 2, 0, 1, monkeypatch, shuffle=True)
+    seen += keys_for(spec, 1, 2, 0, 1, monkeypatch, shuffle=True)
     assert sorted(seen) == sorted(keys)
 
 
@@ -53,7 +53,7 @@ def test_resampled_depends_on_seed_rank_and_worker(shards, monkeypatch):
     def draw(rank):
         monkeypatch.setenv("RANK", str(rank))
         monkeypatch.setenv("WORLD_SIZE", "2")
-        return [s["__key__"] for s in wds.WebDataset(spec, resampled=True, seed=1).with_epoch(40)]
+        return [s["__key__"] for s in wds.WebDataset.resampled(spec, seed=1).with_epoch(40)]
 
     assert draw(0) == draw(0)
     assert draw(0) != draw(1)
@@ -86,7 +86,7 @@ def test_a_large_brace_range_is_shuffled_by_position_in_the_same_order(monkeypat
 def test_ten_million_shards_build_and_pickle_small():
     import pickle
 
-    dataset = wds.WebDataset("s3://bucket/train-{0000000..9999999}.tar", shardshuffle=True, seed=1)
+    dataset = wds.WebDataset("s3://bucket/train-{0000000..9999999}.tar", seed=1, shuffle=True)
     assert len(dataset.pipeline[0]) == 10_000_000 and len(pickle.dumps(dataset)) < 10_000
 
 
@@ -185,12 +185,12 @@ def test_a_split_restored_as_another_share_is_refused(tmp_path, monkeypatch):
         write_shard(tmp_path / f"s{s}.tar", make_samples(f"s{s}-", 5))
     spec = str(tmp_path / "s{0..3}.tar")
     monkeypatch.setattr(wds_core.sources.shardlists, "worker_info", lambda: (0, 2))
-    ds = wds_core.WebDataset(spec, shardshuffle=False)
+    ds = wds_core.WebDataset(spec)
     it = iter(ds)
     next(it)
     state = ds.state_dict()
     monkeypatch.setattr(wds_core.sources.shardlists, "worker_info", lambda: (0, 3))
-    again = wds_core.WebDataset(spec, shardshuffle=False)
+    again = wds_core.WebDataset(spec)
     with pytest.raises(wds_core.CheckpointError, match="reader 0 of 2.*reader 0 of 3"):
         again.load_state_dict(state)
         list(again)

@@ -74,7 +74,7 @@ def test_json_dict_and_list_forms(three):
     expected = sorted(keys["a"] + keys["b"][:10])
     assert sorted(s["__key__"] for s in wds.WebDataset(str(root / "mix.json"))) == expected
     assert sorted(s["__key__"] for s in wds.WebDataset(spec)) == expected
-    repeated = itertools.islice(wds.WebDataset(spec, repeat=True), 2 * len(expected))
+    repeated = itertools.islice(wds.WebDataset(spec).repeat(), 2 * len(expected))
     assert sorted(s["__key__"] for s in repeated) == sorted(expected * 2)
     assert sorted(s["__key__"] for s in wds.WebDataset(spec["datasets"][:1] and {"dataset": spec["datasets"]})) == (
         expected
@@ -123,7 +123,10 @@ def test_extension_mapping_renames_and_missing_fields_are_data_errors(three):
     with pytest.raises(SampleError, match=r"none of the fields \['png'\].*a0-00000"):
         list(wds.WebDataset(bad))
     with pytest.warns(UserWarning, match="none of the fields"):
-        assert list(wds.WebDataset(bad, handler=wds.warn_and_continue, empty_check=False)) == []
+        assert (
+            list(wds.WebDataset(bad, empty_check=False, reading=wds.ShardReadOptions(handler=wds.warn_and_continue)))
+            == []
+        )
 
 
 def test_pipe_urls_need_permission(three, tmp_path):
@@ -131,7 +134,7 @@ def test_pipe_urls_need_permission(three, tmp_path):
     spec = {"dataset": [{"shards": f"pipe:cat {root}/b/b-0.tar"}]}
     with pytest.raises(SpecError, match="allow_pipe=True"):
         wds.WebDataset(spec)
-    assert sorted(s["__key__"] for s in wds.WebDataset(spec, allow_pipe=True)) == keys["b"][:10]
+    assert sorted(s["__key__"] for s in wds.WebDataset.from_spec(spec, allow_pipe=True)) == keys["b"][:10]
 
 
 def test_bad_specs_say_what_is_wrong(tmp_path):
@@ -151,7 +154,7 @@ def test_bad_specs_say_what_is_wrong(tmp_path):
     with pytest.raises(SpecError, match="not valid YAML"):
         wds.WebDataset(str(tmp_path / "broken.yaml"))
     with pytest.raises(SpecError, match="balanced"):
-        wds.WebDataset({"dataset": [{"shards": "x.tar"}]}, balanced="pad")
+        wds.WebDataset.balanced({"dataset": [{"shards": "x.tar"}]}, how="pad")
 
 
 def test_checkpoints_of_a_spec_mix(three):
@@ -159,7 +162,7 @@ def test_checkpoints_of_a_spec_mix(three):
     spec = write_yaml(root / "mix.yaml", SEED_STYLE)
 
     def make():
-        return wds.WebDataset(spec, seed=5, shardshuffle=True).shuffle(6).to_tuple("__key__")
+        return wds.WebDataset(spec, seed=5, shuffle=True).shuffle(6).to_tuple("__key__")
 
     oracle(make, step=7)
 
@@ -181,6 +184,6 @@ def test_a_spec_with_a_source_on_s3(s3, three):
         ]
     }
     fs.pipe_file("team-a/mix/spec.json", json.dumps(spec).encode())
-    ds = wds.WebDataset("s3://team-a/mix/spec.json", storage_options={"s3://team-a/": options}, seed=3)
+    ds = wds.WebDataset("s3://team-a/mix/spec.json", seed=3, storage={"s3://team-a/": options})
     got = sorted(s["__key__"] for s in ds)
     assert got == sorted(keys["a"] + keys["b"] + keys["c"])

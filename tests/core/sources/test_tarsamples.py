@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 
+import wds_core
 from tests.conftest import make_samples, tar_bytes, write_shard
 from wds_core import (
     DataPipeline,
@@ -79,18 +80,23 @@ def test_truncated_shard_with_skipping_handler_keeps_what_was_read_whole(tmp_pat
         list(WebDataset([str(cut), after]))
     assert str(cut) in str(info.value) and info.value.offset is not None
     with pytest.warns(UserWarning, match="TruncatedShardError"):
-        got = list(WebDataset([str(cut), after], handler=warn_and_continue))
+        got = list(WebDataset([str(cut), after], reading=wds_core.ShardReadOptions(handler=warn_and_continue)))
     assert [s["__key__"] for s in got] == [f"t{i:05d}" for i in range(7)] + ["u00000", "u00001", "u00002"]
     assert got[6]["txt"] == b"t-6-txt" and "cls" not in got[6]  # as webdataset: the members before the cut
     cut.write_bytes(raw[: 6 * 2048 + 512 + 3])  # inside that member's data: nothing of sample 6 is whole
     with pytest.warns(UserWarning, match="TruncatedShardError"):
-        got = list(WebDataset([str(cut)], handler=warn_and_continue))
+        got = list(WebDataset([str(cut)], reading=wds_core.ShardReadOptions(handler=warn_and_continue)))
     assert [s["__key__"] for s in got] == [f"t{i:05d}" for i in range(6)]
 
 
 def test_missing_shard_with_skipping_handler_moves_on(tmp_path, shards):
     spec, paths, keys = shards
-    got = [s["__key__"] for s in WebDataset([str(tmp_path / "missing.tar"), paths[0]], handler=ignore_and_continue)]
+    got = [
+        s["__key__"]
+        for s in WebDataset(
+            [str(tmp_path / "missing.tar"), paths[0]], reading=wds_core.ShardReadOptions(handler=ignore_and_continue)
+        )
+    ]
     assert got == keys[:25]
 
 

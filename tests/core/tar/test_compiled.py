@@ -78,7 +78,7 @@ def test_a_shard_cut_while_it_is_read_is_reported_not_a_crash(tmp_path, monkeypa
     monkeypatch.setattr(compiled, "MAP_FILES", map_files)
     members = [(f"k{i:03d}.bin", bytes([i % 251]) * 40_000) for i in range(60)]
     path = _shard(tmp_path, members)
-    reader = iter(wds.WebDataset(str(path), shardshuffle=False))
+    reader = iter(wds.WebDataset(str(path)))
     got = [next(reader)]
     assert got[0]["bin"] == members[0][1]
     os.truncate(path, 30 * 41_472 + 1000)  # cut inside the 31st member, while the shard is open
@@ -96,7 +96,7 @@ SIGBUS_ELSEWHERE = """
 import mmap, os, sys
 import wds_core as wds
 path = sys.argv[1]
-assert sum(1 for _ in wds.WebDataset(path, shardshuffle=False)) == 60  # the guard is installed by now
+assert sum(1 for _ in wds.WebDataset(path)) == 60  # the guard is installed by now
 with open(path, "rb") as handle:
     view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
 os.truncate(path, 4096)
@@ -130,7 +130,7 @@ path, reader, elsewhere = sys.argv[1:]
 
 def read():
     if reader == "stream":
-        return (sample["bin"] for sample in wds.WebDataset(path, shardshuffle=False))
+        return (sample["bin"] for sample in wds.WebDataset(path))
     dataset = wds.ShardListDataset([path])
     return (dataset[i]["bin"] for i in range(60))
 
@@ -180,7 +180,7 @@ def test_the_guard_is_there_only_while_a_helper_copies(tmp_path):
     from wds_core._native import sigbus_guard
 
     path = _shard(tmp_path, [(f"k{i:03d}.bin", bytes([i]) * 40_448) for i in range(60)])
-    reader = iter(wds.WebDataset(str(path), shardshuffle=False))
+    reader = iter(wds.WebDataset(str(path)))
     next(reader)
     assert sigbus_guard.status() == {"copying": 0, "installed": False}
     assert sum(1 for _ in reader) == 59

@@ -35,7 +35,7 @@ def test_inputs_become_numbered_shards_in_input_order_with_a_descriptor(tmp_path
     names = sorted(os.listdir(tmp_path / "out"))
     assert names == [f"train-{i:03d}.tar" for i in range(len(summary.shards))] + ["train.json"]  # staging gone
     spec = str(tmp_path / "out" / f"train-{{000..{len(summary.shards) - 1:03d}}}.tar")
-    dataset = wds.WebDataset(spec, shardshuffle=False, sample_counts=summary.descriptor)
+    dataset = wds.WebDataset(spec, sample_counts=summary.descriptor)
     samples = list(dataset.decode())
     assert [s["txt"] for s in samples] == texts  # in input order, across jobs
     assert samples[0]["__key__"] == "0000000000_0000" and samples[2]["__key__"] == "0000000001"
@@ -99,7 +99,7 @@ def test_remote_outputs_go_up_from_a_local_work_dir(tmp_path, s3):
     assert summary.ok and summary.descriptor == "s3://team-a/made/train.json"
     assert not (tmp_path / "work").exists()
     spec = f"s3://team-a/made/train-{{00..{len(summary.shards) - 1:02d}}}.tar"
-    dataset = wds.WebDataset(spec, shardshuffle=False, storage_options=options, sample_counts=summary.descriptor)
+    dataset = wds.WebDataset(spec, sample_counts=summary.descriptor, storage=options)
     assert len(dataset) == summary.samples == len(list(dataset)) == len(expected_texts(range(30)))
 
 

@@ -40,7 +40,7 @@ def options(server, wrong_key=False, client=None):
 
 
 def read(server, url, **kw):
-    return list(wds.WebDataset(url, shardshuffle=False, storage_options=options(server, **kw)))
+    return list(wds.WebDataset(url, storage=options(server, **kw)))
 
 
 @pytest.mark.parametrize("client", [None, BOTOCORE], ids=["signed", "botocore"])
