@@ -7,20 +7,20 @@ image specs (``"torchrgb8"``...), ``.pth`` fields, ``torch_video`` and
 device="cuda")``).
 """
 
+import importlib
+import importlib.abc
+import importlib.util
 import sys
 from typing import Any
 
 from wds_core import *  # noqa: F401,F403
 from wds_core import WEBDATASET_NAMES as _core_webdataset_names
-from wds_core import FluidInterface as _core_FluidInterface
 from wds_core import __all__ as _core_all
-from wds_core import batched as _core_batched
 from wds_core.reexport import core_attribute
 
 from . import codecs as _codecs
 from . import datasets as _datasets
 from . import device as _device
-from . import dropin as _dropin
 from . import indexed as _indexed
 from .codecs import torch_audio as torch_audio
 from .codecs import torch_dumps as torch_dumps
@@ -47,26 +47,63 @@ from .indexed import ChunkedSampler as ChunkedSampler
 from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
 from .indexed import ShardListDataset as ShardListDataset
 
-# webdataset's submodules with the PyTorch classes (wds_torch.filters, wds_torch.tariterators...) and its
-# top-level names from them (wds_torch.gopen is the function, as webdataset.gopen is)
-globals().update(_dropin.NAMESPACE)
-# but wds's own where webdataset's differ on purpose: the loader that tells its dataset each epoch (webdataset's,
-# through the switch, leaves it as the code sets it), and batching that hands a full batch on at once
-# (webdataset's waits for the next item)
-WebLoader = _datasets.WebLoader  # type: ignore[misc]  # noqa: F811
-WebDataset = _datasets.WebDataset  # type: ignore[misc]  # noqa: F811
-FluidWrapper = _datasets.FluidWrapper  # type: ignore[misc]  # noqa: F811
-FluidInterface = _core_FluidInterface  # type: ignore[misc]  # noqa: F811
-batched = _core_batched  # type: ignore[misc]  # noqa: F811
-
 _TORCH_NAMES = [*_datasets.__all__, *_device.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 # wds_core's native names, the torch ones, and webdataset's spellings, which come through wds_torch (the core
 # gives them by attribute only)
 __all__ = sorted(set(_core_all) | set(_TORCH_NAMES) | _core_webdataset_names)
 
 
+# webdataset's submodules with the PyTorch classes (``wds_torch.filters``...: :mod:`wds_torch.dropin`), made when
+# first asked for, by attribute or by ``import wds_torch.filters``; ``gopen`` is the function as an attribute, as in
+# webdataset, so its module comes only once the drop-in is loaded
+WEBDATASET_MODULES = frozenset(
+    {"autodecode", "cache", "cborsiterators", "compat", "extradatasets", "filters", "handlers", "mix", "multi",
+     "pipeline", "pytorch", "shardlists", "tariterators", "tenbin", "utils", "writer"}
+)  # fmt: skip
+
+
 def __getattr__(name: str) -> Any:
-    return core_attribute(__name__, name)  # open_shard, iter_members...: wds_core names outside __all__
+    """wds_core's names outside ``__all__`` (``open_shard``...), then webdataset's names and modules, from the
+    drop-in (loaded the first time one is asked for: ``import wds_torch`` loads none of it)."""
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _core_webdataset_names:
+        try:
+            return core_attribute(__name__, name)
+        except AttributeError:
+            pass
+    namespace = _dropin().NAMESPACE
+    if name in namespace:
+        return namespace[name]
+    return core_attribute(__name__, name)  # a webdataset spelling with nothing of PyTorch (``Processor``...)
+
+
+def _dropin() -> Any:
+    """:mod:`wds_torch.dropin`, imported by name (``from . import dropin`` would ask this module's ``__getattr__``)."""
+    return importlib.import_module(f"{__name__}.dropin")
+
+
+class _WebDatasetModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import wds_torch.filters`` (one of :data:`WEBDATASET_MODULES`): the drop-in's module, loaded on demand.
+
+    Last on ``sys.meta_path``: asked only about modules no other finder has, and answers only for these names.
+    """
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        package, _, name = fullname.partition(".")
+        if package != __name__ or name not in WEBDATASET_MODULES:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        return _dropin().MODULES[spec.name.partition(".")[2]]
+
+    def exec_module(self, module: Any) -> None:
+        pass  # the drop-in made it
+
+
+if not any(isinstance(finder, _WebDatasetModules) for finder in sys.meta_path):
+    sys.meta_path.append(_WebDatasetModules())
 
 
 def install_as_webdataset(verbose: bool = True) -> Any:  # type: ignore[no-redef]  # noqa: F811 - the torch one
@@ -83,4 +120,4 @@ def install_as_webdataset(verbose: bool = True) -> Any:  # type: ignore[no-redef
     ``verbose``); ``wds_core.dropin.uninstall()`` undoes it.
     """
     this = sys.modules[__name__]  # by attribute: the names __all__ has from wds_core's __getattr__ too
-    return _dropin.install({name: getattr(this, name) for name in __all__}, verbose)
+    return _dropin().install({name: getattr(this, name) for name in __all__}, verbose)

@@ -29,8 +29,6 @@ import torch.utils.data
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import wds_core
-from wds_core import dropin
-from wds_core.dropin import compat
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SpecError
 from wds_core.stages.batching import batch_stage_of
@@ -152,22 +150,6 @@ class RoundRobin(_RankTravels, wds_core.RoundRobin, torch.utils.data.IterableDat
 
 class FluidWrapper(_RankTravels, wds_core.FluidWrapper, torch.utils.data.IterableDataset):
     """:class:`wds_core.FluidWrapper` as a PyTorch ``IterableDataset``."""
-
-
-class CompatWebDataset(WebDataset, dropin.FluidInterface):
-    """webdataset's ``WebDataset``, as ``webdataset.WebDataset`` gives it through the drop-in: ``.batched(n)`` hands
-    a full batch on once the item after it has come, as webdataset's does
-    (:class:`wds_core.stages.batching.ReadAheadBatch`).  Replaced pieces of webdataset's reader and splitters
-    are used as webdataset uses them (:mod:`wds_core.dropin.hooks`).
-    """
-
-    __init__ = compat.webdataset_init
-    reader_stages = compat.reader_stages
-    splitter_stage = compat.splitter_stage
-
-
-class CompatFluidWrapper(FluidWrapper, dropin.FluidInterface):
-    """webdataset's ``FluidWrapper``, batching as webdataset does (see :class:`CompatWebDataset`)."""
 
 
 class MockDataset(_RankTravels, wds_core.MockDataset, torch.utils.data.IterableDataset):
@@ -413,14 +395,3 @@ def _batch_size(dataset: Any, asked: int | None | str) -> int | None:
         f"{batching.batchsize}, ...), or torch's 'Trying to resize storage' error); leave batch_size out (None), and "
         f"for batches of another size rebatch on the loader: WebLoader(...).unbatched().shuffle(1000).batched({asked})"
     )
-
-
-class CompatWebLoader(WebLoader, dropin.FluidInterface):
-    """webdataset's ``WebLoader``, as ``webdataset.WebLoader`` gives it through the drop-in: the dataset's epoch is
-    left as the code sets it.  With workers started anew each epoch, a stage seeded once (``detshuffle(...,
-    seed=S)``, ``shuffle(n, seed=S)``) then starts from the same state every epoch and repeats its order, as in
-    webdataset, where each worker gets a fresh copy of the stages.  ``.batched(n)`` batches as webdataset's does
-    (see :class:`CompatWebDataset`)."""
-
-    sets_epoch = False
-    knows_batches = False  # a DataLoader's batch_size=1 over batches, as webdataset's does

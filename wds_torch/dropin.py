@@ -19,12 +19,40 @@ import torch
 import torch.utils.data
 
 from wds_core import dropin
-from wds_core.dropin import hooks, wids
+from wds_core.dropin import compat, hooks, wids
 from wds_core.dropin.widssamplers import distributed_chunked_sampler
 
 from . import codecs, datasets, indexed
 
-__all__ = ["MODULES", "NAMESPACE", "WIDS", "install"]
+__all__ = ["MODULES", "NAMESPACE", "WIDS", "CompatFluidWrapper", "CompatWebDataset", "CompatWebLoader", "install"]
+
+
+class CompatWebDataset(datasets.WebDataset, dropin.FluidInterface):
+    """webdataset's ``WebDataset``, as ``webdataset.WebDataset`` gives it through the drop-in: ``.batched(n)`` hands
+    a full batch on once the item after it has come, as webdataset's does
+    (:class:`wds_core.stages.batching.ReadAheadBatch`).  Replaced pieces of webdataset's reader and splitters
+    are used as webdataset uses them (:mod:`wds_core.dropin.hooks`).
+    """
+
+    __init__ = compat.webdataset_init
+    reader_stages = compat.reader_stages
+    splitter_stage = compat.splitter_stage
+
+
+class CompatFluidWrapper(datasets.FluidWrapper, dropin.FluidInterface):
+    """webdataset's ``FluidWrapper``, batching as webdataset does (see :class:`CompatWebDataset`)."""
+
+
+class CompatWebLoader(datasets.WebLoader, dropin.FluidInterface):
+    """webdataset's ``WebLoader``, as ``webdataset.WebLoader`` gives it through the drop-in: the dataset's epoch is
+    left as the code sets it.  With workers started anew each epoch, a stage seeded once (``detshuffle(...,
+    seed=S)``, ``shuffle(n, seed=S)``) then starts from the same state every epoch and repeats its order, as in
+    webdataset, where each worker gets a fresh copy of the stages.  ``.batched(n)`` batches as webdataset's does
+    (see :class:`CompatWebDataset`)."""
+
+    sets_epoch = False
+    knows_batches = False  # a DataLoader's batch_size=1 over batches, as webdataset's does
+
 
 # what PyTorch changes in webdataset's modules, by name
 _TORCH: dict[str, Any] = {
@@ -32,9 +60,9 @@ _TORCH: dict[str, Any] = {
     **{name: getattr(codecs, name) for name in codecs.__all__},
     **{name: getattr(indexed, name) for name in indexed.__all__},
     "ResampledShardList": datasets.ResampledShards,
-    "WebDataset": datasets.CompatWebDataset,  # webdataset's: .batched(n) reads one item ahead
-    "FluidWrapper": datasets.CompatFluidWrapper,
-    "WebLoader": datasets.CompatWebLoader,  # webdataset's: it leaves the dataset's epoch as the code sets it
+    "WebDataset": CompatWebDataset,  # webdataset's: .batched(n) reads one item ahead
+    "FluidWrapper": CompatFluidWrapper,
+    "WebLoader": CompatWebLoader,  # webdataset's: it leaves the dataset's epoch as the code sets it
     "IterableDataset": torch.utils.data.IterableDataset,
     "DataLoader": torch.utils.data.DataLoader,
     "TorchTensor": torch.Tensor,

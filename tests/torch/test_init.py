@@ -24,3 +24,33 @@ def test_torch_classes_replace_the_core_ones():
     assert issubclass(wds_torch.WebDataset, wds_core.WebDataset)
     assert issubclass(wds_torch.WebDataset, torch.utils.data.IterableDataset)
     assert issubclass(wds_torch.DataPipeline, torch.utils.data.IterableDataset)
+
+
+@pytest.mark.slow
+def test_importing_the_adapter_loads_no_drop_in_module_until_one_is_asked_for():
+    """Issue 59 (3): ``import wds_torch`` loaded the drop-in (17 modules) and overrode five names after it; now
+    webdataset's names and modules come when first asked for, by attribute or by import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, wds_torch, wds_core\n"
+        "print(sorted(m for m in sys.modules if 'dropin' in m or m.startswith('webdataset')))\n"
+        "print(wds_torch.WebDataset.__module__, wds_torch.decode is wds_core.decode)\n"
+        "from wds_torch.filters import _shuffle\n"
+        "import wds_torch.tariterators as t\n"
+        "import wds_torch.dropin as d\n"
+        "print(t is d.MODULES['tariterators'], _shuffle is d.MODULES['filters']._shuffle)\n"
+        "print(wds_torch.shuffle is d.NAMESPACE['shuffle'], callable(wds_torch.gopen), bool(wds_torch.Processor))\n"
+        "print(sorted(d.MODULES) == sorted(wds_torch.WEBDATASET_MODULES | {'gopen'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:5] == [
+        "[]",
+        "wds_torch.datasets True",
+        "True True",
+        "True True True",
+        "True",
+    ]
+    with pytest.raises(AttributeError, match="no attribute 'shufle'"):
+        wds_torch.shufle  # noqa: B018
