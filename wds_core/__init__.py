@@ -19,9 +19,9 @@ machinery (``install_as_webdataset()`` does, when called).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from ._native import native_status as native_status  # which compiled helpers are built and used
 from .dataset import FluidWrapper, WebDataset
 from .elastic import merge_states
 from .errors import (
@@ -54,17 +54,6 @@ from .fieldcodecs import (
     handle_extension,
     imagehandler,
 )
-from .fieldcodecs import (
-    register_decoder as register_decoder,
-)
-from .fieldcodecs import (
-    register_encoder as register_encoder,
-)
-from .fieldcodecs import (
-    register_image_spec as register_image_spec,
-)
-from .grouping import group_members as group_members
-from .grouping import split_key as split_key
 from .handlers import (
     ignore_and_continue,
     ignore_and_stop,
@@ -78,20 +67,12 @@ from .io.cache import ShardCache
 from .io.readahead import ReadAhead
 from .io.remote import RetryPolicy
 from .io.storage import Storage
-from .io.storage import open_shard as open_shard
-from .io.storage import register_opener as register_opener
 from .io.storage_config import (
     StorageOptions,
     register_rewrite,
     register_storage,
     unregister_rewrite,
     unregister_storage,
-)
-from .io.storage_config import (
-    options_for as options_for,
-)
-from .io.storage_config import (
-    rewrite_url as rewrite_url,
 )
 from .io.urls import expand_urls
 from .loader.main import Loader
@@ -118,6 +99,7 @@ from .sources.shardlists import (
 )
 from .sources.specfile import load_spec
 from .sources.tarsamples import TarfileToSamples, tarfile_to_samples
+from .spellings import spellings
 from .stages.batching import Batch, Slice, Unbatch
 from .stages.batching import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
 from .stages.cache import MemoryCache
@@ -131,8 +113,6 @@ from .stages.sampling import RandomSample, Resample
 from .stages.shuffle import DetShuffle, Shuffle
 from .stages.tracing import Info, LogKeys
 from .stages.xdecode import XDecode
-from .tar.tarindex import ShardIndex as ShardIndex
-from .tar.tario import iter_members as iter_members
 from .tools.makeshards import make_shards
 from .tools.parallel import map_shards
 from .version import __version__
@@ -155,53 +135,18 @@ def install_as_webdataset(verbose: bool = True) -> Any:
     return dropin.install(namespace, dropin.MODULES, "wds_core", verbose)
 
 
-#: webdataset's spellings (``shuffle``, ``to_tuple``, ``gopen``, ``Cached``...): importable from here, as
-#: ``wds_core.shuffle`` or ``from wds_core import shuffle``, but defined in the drop-in (:mod:`wds_core.dropin`),
-#: which ``import wds_core`` does not load until one of them is asked for; not in ``__all__``, which holds the
-#: native names (``wds_torch`` and the one-line switch give them too).
-WEBDATASET_NAMES = frozenset(
-    {
-        "Cached",
-        "LRUCleanup",
-        "Processor",
-        "associate",
-        "cached_tarfile_samples",
-        "cached_tarfile_to_samples",
-        "cbors2_to_samples",
-        "detshuffle",
-        "extract_keys",
-        "gopen",
-        "gopen_schemes",
-        "info",
-        "lru_cleanup",
-        "map",
-        "map_dict",
-        "map_tuple",
-        "maybe_cached_tarfile_to_samples",
-        "non_empty",
-        "numpy_dumps",
-        "pipe_cleaner",
-        "pipelinefilter",
-        "rename",
-        "rename_keys",
-        "repeatedly",
-        "resampled",
-        "rsample",
-        "select",
-        "shardspec",
-        "shuffle",
-        "slice",
-        "tarfile_samples",
-        "to_tuple",
-        "unbatched",
-        "with_epoch",
-        "with_length",
-        "xdecode",
-    }
-)
+#: The expert names, importable from here but not in ``__all__``: each lives in its namespace (and is in its
+#: ``__all__``), the one that says what it is for.
+EXPERT_NAMES = {
+    "ShardIndex": "tar", "group_members": "grouping", "iter_members": "tar", "native_status": "_native",
+    "open_shard": "io", "options_for": "io", "register_decoder": "fieldcodecs", "register_encoder": "fieldcodecs",
+    "register_image_spec": "fieldcodecs", "register_opener": "io", "rewrite_url": "io", "split_key": "tar",
+}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
+    if name in EXPERT_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{EXPERT_NAMES[name]}"), name)
     if name in WEBDATASET_NAMES:
         from . import dropin
 
@@ -328,3 +273,9 @@ __all__ = [
     "warn_and_stop",
     "write_descriptor",
 ]
+
+#: webdataset's spellings (``shuffle``, ``to_tuple``, ``gopen``, ``Cached``...): importable from here, as
+#: ``wds_core.shuffle`` or ``from wds_core import shuffle``, but defined in the drop-in (:mod:`wds_core.dropin`),
+#: which ``import wds_core`` does not load until one of them is asked for; not in ``__all__``, which holds the
+#: native names (``wds_torch`` and the one-line switch give them too).  Derived from :mod:`wds_core.spellings`.
+WEBDATASET_NAMES = spellings(__all__)
