@@ -212,7 +212,7 @@ started, keys = time.monotonic(), []
 try:
     if which == "wds":
         import wds_core as wds
-        from wds_core.io.remote import RetryPolicy
+        from wds_core.io.remote.rangestream import RetryPolicy
         options = {"headers": {"Authorization": header}} if header else {}
         dataset = wds.WebDataset(url, storage_options=options, retry=RetryPolicy(attempts=3, budget=3.0))
     else:
@@ -362,7 +362,7 @@ handler = lambda exn: errors.append(f"{type(exn).__name__}: {str(exn)[:160]}") o
 if which == "wds":
     import wds_core as wds
     from wds_core.sources.recordstreams import cbors_to_samples
-    from wds_core.io.remote import RetryPolicy
+    from wds_core.io.remote.rangestream import RetryPolicy
 else:
     import webdataset as wds
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

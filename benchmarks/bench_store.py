@@ -91,7 +91,7 @@ def shaped(args):
 
     import wds_core
     import wds_core.io.storage
-    from wds_core.io.readahead import ReadAhead
+    from wds_core.io.remote.readahead import ReadAhead
 
     root = os.path.join(args.data, "remote", "shaped")
     os.makedirs(root, exist_ok=True)

@@ -64,8 +64,8 @@ from .handlers import (
 from .indexed.dataset import ShardListDataset
 from .indexed.samplers import ChunkedSampler, DistributedChunkedSampler
 from .io.cache import ShardCache
-from .io.readahead import ReadAhead
-from .io.remote import RetryPolicy
+from .io.remote.rangestream import RetryPolicy
+from .io.remote.readahead import ReadAhead
 from .io.storage import Storage
 from .io.storage_config import (
     StorageOptions,
@@ -86,7 +86,7 @@ from .pipeline.mixing import RandomMix, RoundRobin
 from .sources.descriptor import load_descriptor, write_descriptor
 from .sources.dirshards import DirectoryShardList, MultiShardSample
 from .sources.interleave import InterleaveShards
-from .sources.reading import ShardReadOptions
+from .sources.readoptions import ShardReadOptions
 from .sources.recordstreams import CborsWriter, MsgpacksWriter, cbors_to_samples, msgpacks_to_samples
 from .sources.shardlists import (
     ResampledShards,
@@ -102,13 +102,13 @@ from .sources.tarsamples import TarfileToSamples, tarfile_to_samples
 from .spellings import spellings
 from .stages.batching import Batch, Slice, Unbatch
 from .stages.batching import Batch as batched  # wds's batching; webdataset's (the drop-in's) reads an item ahead
-from .stages.cache import MemoryCache
 from .stages.collate import default_collation_fn
 from .stages.decode import CropImages, Decode, Decoder, crop_images, decode
 from .stages.documents import Interleaved, LazyImage, interleaved_sample
 from .stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from .stages.imagetext import ImageTextPairs
 from .stages.mapping import Map, MapDict, MapTuple, NonEmpty, Rename, Select, ToTuple, getfirst, transform_with
+from .stages.memorycache import MemoryCache
 from .stages.sampling import RandomSample, Resample
 from .stages.shuffle import DetShuffle, Shuffle
 from .stages.tracing import Info, LogKeys

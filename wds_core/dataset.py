@@ -12,7 +12,7 @@ from .dist import node_info, worker_info
 from .errors import SpecError
 from .handlers import reraise_exception
 from .io import files
-from .io.local import local_path
+from .io.localfiles import local_path
 from .io.storage import Storage
 from .pipeline.datapipeline import DataPipeline
 from .pipeline.fluid import FluidInterface
@@ -21,7 +21,7 @@ from .rng import derive_seed
 from .sources.balanced import BalancedSplit, SampleCounts
 from .sources.dirshards import DirectoryShardList
 from .sources.interleave import InterleaveShards
-from .sources.reading import ShardReadOptions
+from .sources.readoptions import ShardReadOptions
 from .sources.shardlists import ResampledShards, SimpleShardList
 from .sources.specfile import Extensions, SourceShards, is_spec, load_spec
 from .sources.tarsamples import TarfileToSamples
@@ -38,7 +38,7 @@ class WebDataset(DataPipeline, FluidInterface):
     read their own shards; ``False``, or a pair of splitters) and the tar reader.  ``storage`` (storage options,
     flat or keyed by URL prefix, or a :class:`~wds_core.io.storage.Storage` with its cache, retry policy and
     read-ahead) says how shards are reached, over :func:`register_storage` and the ``WDS_CONFIG`` file;
-    ``reading`` (:class:`~wds_core.sources.reading.ShardReadOptions`: error handler, member selection, zero-copy)
+    ``reading`` (:class:`~wds_core.sources.readoptions.ShardReadOptions`: error handler, member selection, zero-copy)
     how they are read.  ``empty_check`` makes an epoch that yields nothing an error; ``sample_counts`` (a
     descriptor, a counts file, a dict ``{url: count}``) gives ``len(dataset)``; ``interleave=K`` reads ``K`` of each
     reader's shards at once, each next sample from one of them (:mod:`~wds_core.sources.interleave`).

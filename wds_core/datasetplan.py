@@ -14,7 +14,7 @@ from typing import Any
 
 from .io.cache import ShardCache
 from .io.storage import Storage
-from .sources.reading import ShardReadOptions
+from .sources.readoptions import ShardReadOptions
 from .sources.shardlists import split_by_node, split_by_worker
 
 __all__ = ["NATIVE_KEYWORDS", "NATIVE_SPELLING", "Plan", "Split", "reading_of", "splitters_of", "webdataset_plan"]

@@ -3,7 +3,7 @@ headers, a field and a sample may take.
 
 Here, below :mod:`wds_core.tar` and :mod:`wds_core.fieldcodecs`, because both hold to them: the tar readers
 refuse members and samples from their headers before reading them, and the decoders refuse fields before
-decoding them (:mod:`wds_core.fieldcodecs.limits` has the decoders' checks).  Defaults are far beyond any
+decoding them (:mod:`wds_core.fieldcodecs.bounded` has the decoders' checks).  Defaults are far beyond any
 honest dataset's fields; raise them with ``decode(..., limits={"field_bytes": 8 << 30})`` or the
 configuration file's ``decode_limits`` mapping (``WDS_CONFIG``).
 """

@@ -22,8 +22,8 @@ from typing import Any
 from .errors import EncodingError, ShardOpenError, SpecError
 from .fieldcodecs import FieldEncoder
 from .io import files
+from .io.destinations import CommitOnExit, CompressedSink, compression_of
 from .io.locks import PatternLock
-from .io.sinks import CommitOnExit, CompressedSink, compression_of
 from .io.storage import Storage, local_path
 from .limits import parse_size
 from .sources.descriptor import write_descriptor

@@ -70,7 +70,7 @@ def test_an_exception_named_for_credentials_keeps_its_message():
     """Issue 45: `NoCredentialsError: Unable to locate credentials` read as `NoCredentialsError: ***` (the type's
     name looked like a header); secrets in headers, URLs and assignments are still hidden."""
     from wds_core.errors import redact
-    from wds_core.io.retries import describe_error
+    from wds_core.io.remote.retries import describe_error
 
     kept = "NoCredentialsError: Unable to locate credentials"
     assert redact(kept) == kept
@@ -172,7 +172,7 @@ CREDENTIALS = [
 def test_credentials_are_hidden_in_urls_commands_reprs_and_log_lines(what, text, secret, kept, tmp_path, capsys):
     from wds_core.errors import redact
     from wds_core.io import ShardCache, Storage
-    from wds_core.io.pipes import PipeStream
+    from wds_core.io.commands import PipeStream
 
     assert secret in text  # the table's own check
     shown = redact(text)

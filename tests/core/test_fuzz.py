@@ -219,7 +219,7 @@ def _header_mutations(draw: st.DrawFn) -> bytes:
 def test_lying_headers_give_typed_errors_within_bounds(tmp_path, reader):
     """Headers with valid checksums and hostile sizes, types and pax records (issue 28): every reader ends
     with our errors, within the deadline and without growing memory."""
-    from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.fieldcodecs.bounded import DecodeLimits
     from wds_core.grouping import group_members
     from wds_core.tar import ShardIndex, iter_members
 
@@ -280,7 +280,7 @@ def _members(
     members or in Python alone, reading the file at ``path`` (holding ``data``) when given: copying the members
     out of a map of it, or (``map_files=False``) reading them with ``pread``; ``chunk`` bytes at a time (an
     interleave lane's 4 KiB, say); ``arriving``: as a remote stream, in pieces."""
-    from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.fieldcodecs.bounded import DecodeLimits
     from wds_core.tar import compiled as walk
     from wds_core.tar import iter_members
 
@@ -424,7 +424,7 @@ def _indexed(data: bytes, path) -> tuple[list, str]:
     ended: the same as streaming (:func:`_members`)."""
     import mmap
 
-    from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.fieldcodecs.bounded import DecodeLimits
     from wds_core.tar.tarindex import walk_headers
 
     got: list = []

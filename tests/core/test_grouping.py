@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from wds_core import SampleError
 from wds_core.errors import OverLimitError, ShardOpenError, TruncatedShardError, WdsError
-from wds_core.fieldcodecs.limits import DecodeLimits
+from wds_core.fieldcodecs.bounded import DecodeLimits
 from wds_core.grouping import group_members, split_key
 
 webdataset = pytest.importorskip("webdataset")

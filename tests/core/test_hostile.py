@@ -162,7 +162,7 @@ def test_extension_headers_over_the_limit_are_reported_before_the_rest_is_read()
     """The first pax header over the limit is reported at once (a 5 MB .tar.gz of five 1 GiB headers took 12 s to
     report, inflating all of them first): in raise mode nothing after it is read."""
     from wds_core import OverLimitError
-    from wds_core.fieldcodecs.limits import DecodeLimits
+    from wds_core.fieldcodecs.bounded import DecodeLimits
     from wds_core.tar import iter_members
 
     big = 8 * MB

@@ -12,7 +12,7 @@ import pytest
 
 import wds_core as wds
 from wds_core import DecodingError
-from wds_core.fieldcodecs.limits import DecodeLimits, bounded_gunzip
+from wds_core.fieldcodecs.bounded import DecodeLimits, bounded_gunzip
 
 MB = 1 << 20
 

@@ -25,7 +25,7 @@ def test_pure_python_leaves_every_helper_unused():
         "from wds_core import _native, grouping\n"
         "from wds_core.tar import compiled_walk\n"
         "from wds_core.fieldcodecs.jpeg import region_decoding\n"
-        "from wds_core.io.local import _mapped_copy\n"
+        "from wds_core.io.localfiles import _mapped_copy\n"
         "print(compiled_walk(), grouping.GROUPER, region_decoding(), _mapped_copy(),"
         " any(s['used'] for s in _native.native_status().values()))\n"
     )
@@ -36,7 +36,7 @@ def test_pure_python_leaves_every_helper_unused():
 
 def test_the_package_says_its_status_and_each_switch_turns_off_its_helper(monkeypatch):
     import wds_core
-    from wds_core.io.local import _mapped_copy
+    from wds_core.io.localfiles import _mapped_copy
 
     assert wds_core.native_status is _native.native_status  # the first thing a bug report asks for
     for name, (variable, off) in _native._SWITCHES.items():

@@ -11,7 +11,7 @@ import pytest
 
 import wds_core as wds
 from wds_core.errors import OverLimitError, SampleError
-from wds_core.fieldcodecs.limits import DecodeLimits
+from wds_core.fieldcodecs.bounded import DecodeLimits
 from wds_core.sources.recordstreams import cbors_to_samples, msgpacks_to_samples
 from wds_core.tar.tario import iter_members
 

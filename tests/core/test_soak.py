@@ -49,7 +49,7 @@ def test_early_breaks_over_http_leave_the_workers_flat(flavour):
         pytest.importorskip("torch")
     result = _soak(f"bench_scale.soak_breaks(20, {flavour!r}, 8, 8)")
     rows = result["rows"][result["warm"] :]
-    from wds_core.io.engine import POOL_WORKERS
+    from wds_core.io.remote.engine import POOL_WORKERS
 
     for key in ("workers_threads", "workers_fds", "fds"):
         # the kept-alive connections (a descriptor each) and the I/O pool's threads grow to what the busiest moment

@@ -3,7 +3,7 @@ otherwise; each has a Python twin with the same results, which the tests compare
 
 * ``tarscan`` -- the common case of the tar walk, plain regular members (:mod:`wds_core.tar.compiled`);
 * ``groupfast`` -- the common case of grouping members into samples (:mod:`wds_core.grouping`);
-* ``mapcopy`` -- bytes copied out of a map of a local shard for indexed access (:mod:`wds_core.io.local`);
+* ``mapcopy`` -- bytes copied out of a map of a local shard for indexed access (:mod:`wds_core.io.localfiles`);
 * ``sigbus_guard`` -- the process's one guard of those copies against a file cut under its map, which the two
   above reach through ``sigbus_guard.h``;
 * ``jpegregion`` -- decoding a region of a JPEG with libjpeg-turbo (:mod:`wds_core.fieldcodecs.jpeg`).

@@ -1,5 +1,5 @@
 /* Bytes copied out of a memory map, guarded against SIGBUS (wds_core._native.mapcopy): what indexed access reads local
- * shards with (wds_core/io/local.py local_random_access).  Built by setup.py when a C compiler and Python's headers
+ * shards with (wds_core/io/localfiles.py local_random_access).  Built by setup.py when a C compiler and Python's headers
  * are there; without it, local shards are read by offset with pread instead (a little slower, as safe).
  *
  * copy(buffer, offset, size) -> bytes | None

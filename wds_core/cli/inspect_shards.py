@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import TarFormatError, WdsError
 from ..grouping import group_members, is_meta
 from ..io import files
-from ..io.sinks import stale_partials
+from ..io.destinations import stale_partials
 from ..io.storage import local_path
 from ..io.urls import expand_urls
 from ..sources.descriptor import load_descriptor

@@ -77,7 +77,7 @@ def _factory(args: argparse.Namespace) -> tuple[Callable[..., Any], bool]:
 
         return made, False
     from ..dataset import WebDataset
-    from ..io.readahead import ReadAhead
+    from ..io.remote.readahead import ReadAhead
     from ..io.storage import Storage
 
     def from_shards(threads: int = 0, read_ahead: ReadAhead | None = None) -> Any:
@@ -149,7 +149,7 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
         tried.append(_trial(f"decode(..., num_threads={cores})", code, lambda: make(threads=cores), args))
     reader = next((s for s in report["stages"] if "bytes" in s), None)
     if "read_ahead" in wanted and from_shards and reader is not None and "://" in args.target:
-        from ..io.readahead import ReadAhead
+        from ..io.remote.readahead import ReadAhead
 
         more = dataclasses.replace(ReadAhead(), shards_ahead=8, in_flight=48, budget=128 << 20)
         setting = (

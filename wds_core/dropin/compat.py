@@ -14,12 +14,13 @@ import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .. import dataset as fluid
+from ..dataset import FluidWrapper as CoreFluidWrapper
+from ..dataset import WebDataset as CoreWebDataset
 from ..datasetplan import NATIVE_KEYWORDS, webdataset_plan
 from ..errors import EmptyDatasetError
 from ..handlers import Handler, reraise_exception
-from ..pipeline import fluid as chaining
-from ..sources.reading import ShardReadOptions
+from ..pipeline.fluid import FluidInterface as CoreFluidInterface
+from ..sources.readoptions import ShardReadOptions
 from ..sources.shardlists import split_by_node, split_by_worker
 from ..stages.batching import ReadAheadBatch
 from . import cache, filters, hooks
@@ -31,7 +32,7 @@ __all__ = ["FluidInterface", "FluidWrapper", "WebDataset", "WebLoader", "check_e
            "tar_file_expander"]  # fmt: skip
 
 
-class FluidInterface(chaining.FluidInterface):
+class FluidInterface(CoreFluidInterface):
     """webdataset's ``FluidInterface``: wds's, batching as webdataset does."""
 
     batch_stage = ReadAheadBatch
@@ -54,7 +55,7 @@ def reader_stages(self: Any, reading: ShardReadOptions) -> list[Any]:
     ``compat.tar_file_expander`` and ``compat.group_by_keys`` as they are now) when code replaced one of its
     pieces (then ``state_dict()`` is a ``CheckpointError`` naming the plain piece)."""
     if not hooks.replaced_any(_READER_PIECES):
-        return fluid.WebDataset.reader_stages(self, reading)
+        return CoreWebDataset.reader_stages(self, reading)
     opener = cache.StreamingOpen(handler=reading.handler)
     if hooks.replacement("cache", "StreamingOpen") is None:
         opener.storage = reading.storage  # wds's own opener keeps the dataset's storage options and cache
@@ -108,16 +109,16 @@ def webdataset_init(
     self._build(webdataset_plan(urls, native, keywords))
 
 
-class WebDataset(fluid.WebDataset, FluidInterface):
-    __doc__ = fluid.WebDataset.__doc__
+class WebDataset(CoreWebDataset, FluidInterface):
+    __doc__ = CoreWebDataset.__doc__
 
     __init__ = webdataset_init
     reader_stages = reader_stages
     splitter_stage = splitter_stage
 
 
-class FluidWrapper(fluid.FluidWrapper, FluidInterface):
-    __doc__ = fluid.FluidWrapper.__doc__
+class FluidWrapper(CoreFluidWrapper, FluidInterface):
+    __doc__ = CoreFluidWrapper.__doc__
 
 
 def check_empty(source: Iterable[Any]) -> Iterator[Any]:

@@ -22,11 +22,11 @@ from typing import Any
 from ..handlers import reraise_exception
 from ..rng import fresh_seed
 from ..stages.batching import ReadAheadBatch, Slice, Unbatch
-from ..stages.cache import MemoryCache
 from ..stages.collate import collate_column, default_collation_fn
 from ..stages.decode import Decode
 from ..stages.fieldkeys import Associate, ExtractKeys, RenameKeys
 from ..stages.mapping import Map, MapDict, MapTuple, Rename, Select, ToTuple, getfirst, transform_with
+from ..stages.memorycache import MemoryCache
 from ..stages.sampling import RandomSample
 from ..stages.shuffle import DetShuffle, Shuffle
 from ..stages.tracing import Info, LogKeys

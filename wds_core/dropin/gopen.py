@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import SpecError, redact_url
 from ..io import files
-from ..io.pipes import start_process
+from ..io.commands import start_process
 from ..io.secure import check_allowed, secure_mode
 from ..io.storage import OPENERS, Storage, local_path, open_shard, register_opener
 from ..io.storage_config import rewrite_url as _rewrite
@@ -154,7 +154,7 @@ def gopen_file(url: str, mode: str = "rb", bufsize: int = 8192) -> Any:
 
 def gopen_pipe(url: str, mode: str = "rb", bufsize: int = 8192) -> Any:
     """The command after ``pipe:``, its output read (``rb``) or its input written (``wb``), as every ``pipe:``
-    URL is (:mod:`wds_core.io.pipes`): a failing command is an error naming it and the end of its stderr."""
+    URL is (:mod:`wds_core.io.commands`): a failing command is an error naming it and the end of its stderr."""
     _checked(url, "read" if mode.startswith("r") else "write")
     if mode.startswith("r"):
         return open_shard(url, rewritten=True)

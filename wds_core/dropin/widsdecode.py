@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ..fieldcodecs.bounded import bounded_gunzip
 from ..fieldcodecs.decoders import NULL, PICKLE_EXTENSIONS, basic_decoders
-from ..fieldcodecs.limits import bounded_gunzip
 
 __all__ = [
     "check_keys",

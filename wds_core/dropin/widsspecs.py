@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from ..errors import SpecError
-from ..io.pipes import refuse_command
+from ..io.commands import refuse_command
 from ..io.storage import Storage
 
 __all__ = [

@@ -16,7 +16,7 @@ import numpy as np
 from ..fieldcodecs import FieldEncoder, encode_image
 from ..fieldcodecs.encoders import ENCODERS
 from ..fieldcodecs.tenbin import encode_buffer
-from ..io.sinks import compression_of
+from ..io.destinations import compression_of
 from ..io.storage import Storage
 from ..writer import ShardWriter
 from ..writer import TarWriter as _CoreTarWriter

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..io.secure import refuse_pickle
-from .limits import bounded_gunzip, charge, check_npy, check_npz
+from .bounded import bounded_gunzip, charge, check_npy, check_npz
 from .plugins import load_provider
 from .structured import decode_cbor, decode_json, decode_msgpack
 
@@ -168,7 +168,7 @@ basichandlers = basic_decoders(allow_pickle=False)
 
 
 def gzfilter(key: str, data: bytes) -> Continue | None:
-    """Gunzip ``*.gz`` fields (within the decode limits, :mod:`.limits`) and continue by their inner extension."""
+    """Gunzip ``*.gz`` fields (within the decode limits, :mod:`.bounded`) and continue by their inner extension."""
     if not key.lower().endswith(".gz"):
         return None
     inflated = bounded_gunzip(data)

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError, install_hint
+from .bounded import charge, check_pixels
 from .jpeg import decode_jpeg
-from .limits import charge, check_pixels
 from .plugins import load_provider
 
 __all__ = [

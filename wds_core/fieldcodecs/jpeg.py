@@ -39,7 +39,7 @@ import numpy as np
 
 from .._native import load
 from ..errors import SpecError, install_hint
-from .limits import check_pixels
+from .bounded import check_pixels
 
 __all__ = [
     "beyond_pillow_limit",

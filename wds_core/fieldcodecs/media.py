@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError, install_hint
-from .limits import charge, check_pixels, current_limits
+from .bounded import charge, check_pixels, current_limits
 
 __all__ = ["AUDIO_EXTENSIONS", "VIDEO_EXTENSIONS", "AudioHandler", "VideoHandler", "decode_audio", "decode_video"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .limits import DecodeLimits, charge, current_limits
+from .bounded import DecodeLimits, charge, current_limits
 
 __all__ = [
     "WORST_RATIO",

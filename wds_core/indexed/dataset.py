@@ -46,7 +46,7 @@ from ..io import files
 from ..io.cache import ShardCache
 from ..io.decompress import is_compressed
 from ..io.forklocks import ForkSafeLock
-from ..io.retries import DEFAULT_RETRY, RetryPolicy
+from ..io.remote.retries import DEFAULT_RETRY, RetryPolicy
 from ..io.secure import check_allowed
 from ..io.storage import RandomAccess, Storage, local_path, local_random_access
 from ..io.urls import expand_urls

@@ -19,10 +19,10 @@ and each other.
   resuming reads of remote objects, many ranges in flight on one I/O pool;
 * :mod:`.cache` -- the local shard cache;
 * :mod:`.decompress` -- gzip, bz2, xz and zstd shards by their magic bytes;
-* :mod:`.sinks` -- atomic shard destinations: local files and streams (remote ones are their backends');
+* :mod:`.destinations` -- atomic shard destinations: local files and streams (remote ones are their backends');
 * :mod:`.secure` -- secure mode: no commands, no local paths outside allowed roots, no pickles;
 * :mod:`.files` -- the one gate for local files: every file the package opens, creates, renames, lists or
-  removes, secure mode applied there (no other module makes a file call; :mod:`.pipes` alone starts processes);
+  removes, secure mode applied there (no other module makes a file call; :mod:`.commands` alone starts processes);
 * :mod:`.forklocks` -- every lock and event of the package, made anew in a forked child;
 * :mod:`.streams` -- the small stream base classes the others share.
 
@@ -33,7 +33,7 @@ opening a shard by hand); pipelines rarely need them.
 from .backends import Backend, register_backend
 from .cache import ShardCache
 from .decompress import is_compressed
-from .remote import RetryPolicy
+from .remote.rangestream import RetryPolicy
 from .secure import secure_mode, set_secure
 from .storage import Storage, create_shard, open_random_access, open_shard, read_bytes, register_opener, url_of
 from .storage_config import (

@@ -256,8 +256,8 @@ class _FillingStream(ReadStream):
 
 
 class _FillingRanges(_FillingStream):
-    """A remote shard read by ranges (:class:`~wds_core.io.remote.RangeStream`) while it fills the cache: its
-    reader may request it ahead, among the shards of its list, as it does without a cache."""
+    """A remote shard read by ranges (:class:`~wds_core.io.remote.rangestream.RangeStream`) while it fills the
+    cache: its reader may request it ahead, among the shards of its list, as it does without a cache."""
 
     def attach(self, allowance: Any, first: bool) -> None:
         self.source.attach(allowance, first)  # type: ignore[attr-defined]

@@ -30,8 +30,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .destinations import temporary_name
 from .secure import check_local, refusal, secure_mode, verify_opened
-from .sinks import temporary_name
 
 __all__ = [
     "append",

@@ -1,4 +1,4 @@
-"""``ShardSink``: what every destination a shard is written to answers (:mod:`~wds_core.io.sinks` makes them)."""
+"""``ShardSink``: what every destination a shard is written to answers (:mod:`~wds_core.io.destinations` makes them)."""
 
 from __future__ import annotations
 

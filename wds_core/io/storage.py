@@ -14,7 +14,8 @@ registered openers and backends):
   blocks; a ``pipe:`` command whose failure is an error naming it, never a silently short shard; a remote object
   read by ranges requested ahead, retried and resumed: :mod:`.remote`);
 * :meth:`Storage.random_access` / :func:`open_random_access` -- bytes by offset (memory-mapped, or ranges);
-* :meth:`Storage.create` / :func:`create_shard` -- a :class:`~.shardsink.ShardSink` (:mod:`.sinks`, :mod:`.pipes`);
+* :meth:`Storage.create` / :func:`create_shard` -- a :class:`~.shardsink.ShardSink` (:mod:`.destinations`,
+  :mod:`.commands`);
 * :meth:`Storage.read_bytes` / :func:`read_bytes` -- a whole (small) object.
 
 The functions take ``storage_options`` as the public interface always has: a :class:`Storage`, or the explicit
@@ -33,13 +34,13 @@ from . import files
 from .backends import OPENERS, Backend, backend_for, register_backend, register_opener, route, scheme_opener
 from .backends.ranged import RangedBackend
 from .cache import ShardCache
-from .local import RandomAccess, local_path, local_random_access, open_local, url_of
-from .pipes import PipeStream, pipe_failure
-from .readahead import READ_AHEAD, ReadAhead
-from .retries import DEFAULT_RETRY, RetryPolicy
+from .commands import PipeStream, pipe_failure
+from .destinations import StreamSink
+from .localfiles import RandomAccess, local_path, local_random_access, open_local, url_of
+from .remote.readahead import READ_AHEAD, ReadAhead
+from .remote.retries import DEFAULT_RETRY, RetryPolicy
 from .secure import check_allowed
 from .shardsink import ShardSink
-from .sinks import StreamSink
 from .storage_config import StorageOptions, options_for, options_over, registered, rewrite_url
 
 __all__ = [

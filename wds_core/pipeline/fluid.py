@@ -142,7 +142,7 @@ class FluidInterface:
 
     def mcached(self) -> Any:
         """Keep the first complete epoch in memory and replay it after (not checkpointable)."""
-        from ..stages.cache import MemoryCache
+        from ..stages.memorycache import MemoryCache
 
         return self.compose(MemoryCache())
 

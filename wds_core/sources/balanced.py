@@ -46,7 +46,7 @@ from ..io.storage import Storage, url_of
 from ..state import Recipe, RunContext, StageIterator, load_state
 from ..tar.tarindex import index_shard
 from .counts import ShardCounts
-from .reading import ShardReadOptions
+from .readoptions import ShardReadOptions
 from .shardlists import ShardListIterator
 
 __all__ = ["BalancedIterator", "BalancedSplit", "SampleCounts", "plan", "plan_parts"]

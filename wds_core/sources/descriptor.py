@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..io import files
-from ..io.pipes import refuse_command
+from ..io.commands import refuse_command
 from ..io.storage import Storage
 from ..io.urls import folder_of, join_url, url_joiner
 

@@ -13,7 +13,7 @@ storage order; it holds ``B`` samples, so the pipeline holds ``B + K``.
 Reading is what a single-shard reader does, lane by lane: each lane is the tar reader of
 :mod:`wds_core.sources.reader` given one shard (or one reading task of a balanced epoch), with its errors,
 limits, handler and byte-offset checkpoints.  The handler's ``False`` about any shard ends the whole stream,
-as it does for one shard at a time.  The remote lanes share one :class:`~wds_core.io.readahead.Allowance`:
+as it does for one shard at a time.  The remote lanes share one :class:`~wds_core.io.remote.readahead.Allowance`:
 ``in_flight`` requests and ``budget`` bytes for all of them, each shard at most ``window_bytes`` ahead; the
 shards next in the list are opened and requested ahead (``shards_ahead``) so that a lane that takes one
 does not wait for its first range.
@@ -35,14 +35,14 @@ from typing import Any
 
 from ..dist import stream_seed
 from ..errors import CheckpointError, SpecError
-from ..io.engine import POOL_WORKERS
-from ..io.readahead import Allowance, ReadAhead
+from ..io.remote.engine import POOL_WORKERS
+from ..io.remote.readahead import Allowance, ReadAhead
 from ..io.storage import Storage, remote_url, url_of
 from ..rng import Rng
 from ..state import Recipe, RunContext, StageIterator, state_of, state_or_error
 from .lists import ListSource
 from .reader import ShardReader, shard_digest
-from .reading import ShardReadOptions
+from .readoptions import ShardReadOptions
 from .tarsamples import TarfileToSamples
 
 __all__ = ["LANE_CHUNK", "LANE_RANGE", "InterleaveShards", "lane_ranges", "lane_read_ahead", "lanes_allowance"]
@@ -89,7 +89,7 @@ class InterleaveShards(Recipe):
 
         DataPipeline(SimpleShardList(urls, seed=7), split_by_node, split_by_worker, InterleaveShards(64), shuffle(936))
 
-    ``options`` say how shards are opened and read (:class:`~wds_core.sources.reading.ShardReadOptions`: handler,
+    ``options`` say how shards are opened and read (:class:`~wds_core.sources.readoptions.ShardReadOptions`: handler,
     member selection, storage, cache, retries, limits, read-ahead; the defaults of ``tarfile_to_samples()``
     without); ``seed`` (default: the pipeline's) with the epoch, the stage and, after a splitter, the rank and
     worker, makes the draws.

@@ -2,7 +2,7 @@
 shards in :mod:`.tarsamples`, record files in :mod:`.recordstreams`, K shards at once in :mod:`.interleave`).
 
 It opens each shard through its recipe's storage context (:class:`~wds_core.io.storage.Storage`, from
-:class:`~.reading.ShardReadOptions`), requests the next shards ahead, hands errors to the handler, and restores
+:class:`~.readoptions.ShardReadOptions`), requests the next shards ahead, hands errors to the handler, and restores
 inside a shard at a byte offset.
 
 The stage remembers, between samples, the shard it is in and the byte offset at
@@ -24,7 +24,7 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 from ..errors import CheckpointError, NotElastic, OverLimitError, TruncatedShardError, WdsError, redact_url
-from ..io.readahead import Allowance
+from ..io.remote.readahead import Allowance
 from ..io.storage import remote_url, url_of
 from ..limits import DecodeLimits
 from ..state import BalancedPart, StageIterator, implements, state_of, state_or_error, upstream_of

@@ -21,14 +21,14 @@ from ..errors import OverLimitError, TarFormatError, TruncatedShardError
 from ..fieldcodecs.structured import WORST_RATIO, EndsEarly, cbor_extent, msgpack_extent
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
-from ..io.remote import RetryPolicy
-from ..io.sinks import CommitOnExit
+from ..io.destinations import CommitOnExit
+from ..io.remote.rangestream import RetryPolicy
 from ..io.storage import Storage
 from ..limits import DecodeLimits
 from ..state import RunContext
 from ..tar.resume import skip_to
 from .reader import ShardReader
-from .reading import ShardReading
+from .readoptions import ShardReading
 
 __all__ = ["CborsWriter", "MsgpacksWriter", "RecordsToSamples", "cbors_to_samples", "msgpacks_to_samples"]
 

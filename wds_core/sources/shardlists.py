@@ -113,7 +113,7 @@ def _check_local_shards(urls: list[str], storage: Storage | None) -> None:
     """A :class:`ShardNotFoundError` naming the local shards of ``urls`` that do not exist (a ``stat`` each)."""
     from ..errors import ShardNotFoundError
     from ..io import files
-    from ..io.local import local_path
+    from ..io.localfiles import local_path
     from ..io.registry import registered_scheme
     from ..io.secure import check_allowed
     from ..io.storage import Storage

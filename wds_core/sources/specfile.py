@@ -39,7 +39,7 @@ from typing import Any
 from ..errors import SampleError, SpecError, install_hint
 from ..grouping import is_meta
 from ..handlers import Handler, reraise_exception
-from ..io.pipes import refuse_command
+from ..io.commands import refuse_command
 from ..io.storage import Storage
 from ..io.urls import expand_urls, folder_of, join_url
 from ..rng import Rng, derive_seed

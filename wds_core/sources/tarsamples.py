@@ -11,15 +11,15 @@ from typing import Any
 from ..grouping import group_members, is_meta
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
-from ..io.local import file_descriptor, map_whole
-from ..io.readahead import ReadAhead
-from ..io.remote import RetryPolicy
+from ..io.localfiles import file_descriptor, map_whole
+from ..io.remote.rangestream import RetryPolicy
+from ..io.remote.readahead import ReadAhead
 from ..io.storage import Storage
 from ..state import RunContext
 from ..tar.resume import skip_to
 from ..tar.tario import iter_members
 from .reader import ShardReader
-from .reading import ShardReading, ShardReadOptions
+from .readoptions import ShardReading, ShardReadOptions
 
 __all__ = ["TarfileToSamples", "tarfile_to_samples"]
 
@@ -37,7 +37,7 @@ class TarfileToSamples(ShardReading):
     limit, or a sample whose members pass ``sample_bytes``, is refused before it
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
     members included.  While a remote shard is read, the next shards of the list
-    (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.readahead`).
+    (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.remote.readahead`).
     ``zero_copy=True`` and ``local_path=True``: see :class:`ShardReadOptions`.
     """
 

@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DecodingError, SpecError, install_hint
+from ..fieldcodecs.bounded import check_pixels, current_limits
 from ..fieldcodecs.images import image_spec
 from ..fieldcodecs.jpeg import (
     decode_jpeg,
@@ -78,7 +79,6 @@ from ..fieldcodecs.jpeg import (
     reduction,
     scaled_size,
 )
-from ..fieldcodecs.limits import check_pixels, current_limits
 from ..rng import Rng, derive_seed
 from ..state import RunContext
 from .devicecrop import DEVICE_IMAGE_BYTES, Finish, PlannedCrop

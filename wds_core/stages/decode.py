@@ -23,7 +23,7 @@ from typing import Any
 from ..elastic import WindowProgress
 from ..errors import CheckpointError, DecodingError, SampleShapeError
 from ..fieldcodecs import NULL, Continue, ImageHandler, PickleNotAllowed, basic_decoders, gzfilter
-from ..fieldcodecs.limits import (
+from ..fieldcodecs.bounded import (
     DecodeLimitError,
     DecodeLimits,
     charge,
@@ -58,7 +58,7 @@ class Decoder:
     decoders load ``.pyd``/``.pickle``/``.pkl`` fields (never do it for data you
     do not trust: loading a pickle runs code of the writer's choosing).
     ``limits`` bounds what a field and a sample may decode to
-    (:class:`~wds_core.fieldcodecs.limits.DecodeLimits` or a dict of some of
+    (:class:`~wds_core.fieldcodecs.bounded.DecodeLimits` or a dict of some of
     them, over the configuration file's ``decode_limits``, over the defaults:
     1 GiB a field, 4 GiB a sample).
     """

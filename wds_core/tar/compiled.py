@@ -13,7 +13,7 @@ import stat
 from collections.abc import Callable, Generator
 
 from .._native import load
-from ..io.local import map_file as map_local_file
+from ..io.localfiles import map_file as map_local_file
 from .source import CHUNK
 
 __all__ = ["MAP_FILES", "SCAN", "compiled_walk", "file_size", "mapped_file", "walk_file"]

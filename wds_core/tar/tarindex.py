@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
 from ..io import files
 from ..io.decompress import is_compressed
-from ..io.remote import RetryPolicy
+from ..io.remote.rangestream import RetryPolicy
 from ..io.storage import RandomAccess, Storage
 from ..limits import DecodeLimits
 from .headers import (

@@ -98,7 +98,9 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage: Storage) 
     from ..writer import TarWriter
 
     path = local_path(dst)
-    if path is not None:  # what an earlier attempt killed mid-write left behind (see wds_core.io.sinks.temporary_name)
+    if (
+        path is not None
+    ):  # what an earlier attempt killed mid-write left behind (see wds_core.io.destinations.temporary_name)
         folder, name = os.path.split(os.path.abspath(path))
         for stale in files.glob(f".{files.escape(name)}.*.partial", folder):
             files.remove(stale)

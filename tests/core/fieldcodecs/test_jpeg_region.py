@@ -9,8 +9,8 @@ import PIL.Image
 import pytest
 
 from wds_core.fieldcodecs import jpeg as jpegmod
+from wds_core.fieldcodecs.bounded import DecodeLimitError
 from wds_core.fieldcodecs.jpeg import decode_jpeg_region, jpeg_size, region_decoding, set_jpeg_decoder
-from wds_core.fieldcodecs.limits import DecodeLimitError
 
 from .test_jpeg import jpeg, photo
 

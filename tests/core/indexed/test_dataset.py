@@ -149,7 +149,7 @@ def test_a_shard_cut_after_it_was_indexed_is_reported_not_a_crash(tmp_path, monk
     """Read through a map, the cut makes the next read past it a SIGBUS, which the compiled copy's guard turns
     into a short read (mapcopy.c); read with pread it comes back short: either way the sample is refused with
     its member and offset, never handed out short, and the samples before the cut still read."""
-    from wds_core.io import local
+    from wds_core.io import localfiles as local
 
     if not helper:
         monkeypatch.setattr(local, "_mapped_copy", lambda: None)

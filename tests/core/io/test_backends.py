@@ -21,9 +21,9 @@ from wds_core.io.backends.opener import OpenerBackend
 from wds_core.io.backends.pipe import PipeBackend
 from wds_core.io.backends.ranged import RangedBackend
 from wds_core.io.backends.s3 import S3Backend
-from wds_core.io.local import RandomAccess
-from wds_core.io.pipes import PipeStream
-from wds_core.io.retries import RetryPolicy
+from wds_core.io.commands import PipeStream
+from wds_core.io.localfiles import RandomAccess
+from wds_core.io.remote.retries import RetryPolicy
 from wds_core.io.shardsink import ShardSink
 from wds_core.io.storage import Storage, create_shard, open_random_access, open_shard, remote_url
 

@@ -7,7 +7,7 @@ import pytest
 
 import wds_core
 from tests.conftest import make_samples, write_shard
-from tests.core.io.test_remote import FAST, contents, local_dataset, small_ranges
+from tests.core.io.remote.test_rangestream import FAST, contents, local_dataset, small_ranges
 from wds_core.errors import ShardOpenError, SpecError
 from wds_core.io.cache import ShardCache
 from wds_core.io.storage import open_shard

@@ -8,13 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import wds_core
-from tests.core.io.test_remote import contents, local_dataset, upload
+from tests.core.io.remote.test_rangestream import contents, local_dataset, upload
 from wds_core.errors import ShardNotFoundError, ShardOpenError
 from wds_core.io.backends import backend_for
 from wds_core.io.backends.fsspec import FsspecSource
 from wds_core.io.backends.http import HttpSource, RequestError
 from wds_core.io.backends.s3 import S3Source
-from wds_core.io.remote import RetryPolicy
+from wds_core.io.remote.rangestream import RetryPolicy
 
 
 def direct_source(url, options, retry):
@@ -240,7 +240,7 @@ def test_s3_ranges_with_each_buckets_keys(s3, tmp_path, through):
 def test_s3_faults_mid_flight_lose_and_repeat_nothing(s3, tmp_path, monkeypatch, shaped):
     """Cut and failed responses among the ranges in flight -- from moto itself, or from moto behind an object
     store's latency with 10% of the responses 10x slower (hedged) -- and every sample once."""
-    from tests.core.io.test_remote import outlasting, small_ranges
+    from tests.core.io.remote.test_rangestream import outlasting, small_ranges
     from tests.servers import Shape, ShapingProxy
 
     server, options, _, expected = s3_dataset(s3, tmp_path, "faults", 3)
@@ -407,7 +407,7 @@ def test_an_s3_object_replaced_mid_read_is_an_error(s3, tmp_path, monkeypatch, t
     for another of the same size is a ShardChangedError naming the shard, not samples of two objects."""
     import s3fs
 
-    from tests.core.io.test_remote import small_ranges
+    from tests.core.io.remote.test_rangestream import small_ranges
     from wds_core.errors import ShardChangedError
 
     _, options, paths, _ = s3_dataset(s3, tmp_path, "swapped", 1)

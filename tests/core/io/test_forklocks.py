@@ -54,7 +54,7 @@ def test_children_forked_while_four_threads_stream_read_remote_shards(http_serve
     """Forking 200 times while four threads stream remote shards by small ranges (many requests, each counted
     under the engine's bookkeeping lock): every child reads a remote sample.  The lock, held at about one fork in
     10 to 100, blocked the child for ever on its first read."""
-    from tests.core.io.test_remote import small_ranges
+    from tests.core.io.remote.test_rangestream import small_ranges
 
     small_ranges(monkeypatch, 1024)
     for s in range(4):
@@ -73,8 +73,9 @@ def test_children_forked_while_four_threads_stream_read_remote_shards(http_serve
                 if stop.is_set():
                     return
 
-    from wds_core.io import engine, retries, storage_config
+    from wds_core.io import storage_config
     from wds_core.io.backends import httpconn, s3client
+    from wds_core.io.remote import engine, retries
 
     # and one that holds each lock of the I/O layer in turn, most of the time, as a pool thread may at the instant
     # of a fork (the four readers alone hold the engine's at about one fork in 100 on 2 cores)

@@ -6,9 +6,9 @@ import time
 import pytest
 
 import wds_core
-from tests.core.io.test_remote import contents, local_dataset, small_ranges, upload
+from tests.core.io.remote.test_rangestream import contents, local_dataset, small_ranges, upload
 from wds_core.errors import ShardOpenError
-from wds_core.io.remote import RetryPolicy
+from wds_core.io.remote.rangestream import RetryPolicy
 
 pytestmark = pytest.mark.slow  # seconds of outage
 

@@ -13,7 +13,7 @@ from wds_core import CheckpointError, TruncatedShardError
 from wds_core.dist import set_node_info_provider, set_worker_info_provider
 from wds_core.elastic import merge_states
 from wds_core.handlers import warn_and_continue
-from wds_core.io.readahead import ReadAhead
+from wds_core.io.remote.readahead import ReadAhead
 from wds_core.observe.shufflestats import shuffle_quality, storage_order
 from wds_core.sources.interleave import lane_read_ahead, lanes_allowance
 from wds_core.testing import check_resume

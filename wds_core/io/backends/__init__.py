@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..local import local_path
+from ..localfiles import local_path
 from ..registry import OPENERS, register_opener, registered_backend, registered_scheme, scheme_opener, set_backend
 from .base import Backend, Settings
 from .http import HTTP

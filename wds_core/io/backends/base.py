@@ -10,9 +10,9 @@ from collections import Counter
 from typing import Any, BinaryIO, Protocol
 
 from ...errors import ShardOpenError, redact_url
-from ..local import RandomAccess
-from ..readahead import ReadAhead
-from ..retries import RetryPolicy
+from ..localfiles import RandomAccess
+from ..remote.readahead import ReadAhead
+from ..remote.retries import RetryPolicy
 from ..shardsink import ShardSink
 
 __all__ = ["Backend", "Settings"]

@@ -12,9 +12,9 @@ from collections import Counter
 from typing import Any
 
 from ...errors import ShardOpenError, install_hint
-from ..retries import DEFAULT_RETRY, RetryPolicy, cut_off, describe_error, with_retries
+from ..destinations import temporary_name
+from ..remote.retries import DEFAULT_RETRY, RetryPolicy, cut_off, describe_error, with_retries
 from ..shardsink import ShardSink
-from ..sinks import temporary_name
 
 __all__ = ["FsspecSource", "connect", "filesystem", "fsspec_sink", "fsspec_source", "reading_filesystem"]
 

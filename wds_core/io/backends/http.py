@@ -32,7 +32,7 @@ import urllib.parse
 from typing import Any
 
 from ...errors import ShardChangedError, ShardOpenError
-from ..retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
+from ..remote.retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
 from .httpconn import (
     CONNECTIONS,
     HARMLESS_HEADERS,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..forklocks import ForkSafeLock
-from ..retries import Pace
+from ..remote.retries import Pace
 
 __all__ = [
     "CONNECTIONS",

@@ -1,4 +1,4 @@
-"""Local files (paths and ``file://`` URLs; :mod:`wds_core.io.local`) and ``-``, standard input and output."""
+"""Local files (paths and ``file://`` URLs; :mod:`wds_core.io.localfiles`) and ``-``, standard input and output."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 from collections import Counter
 from typing import Any, BinaryIO, cast
 
-from ..local import RandomAccess, StdinStream, local_path, local_random_access, open_local
+from ..destinations import LocalSink, StreamSink
+from ..localfiles import RandomAccess, StdinStream, local_path, local_random_access, open_local
 from ..shardsink import ShardSink
-from ..sinks import LocalSink, StreamSink
 from .base import Backend, Settings
 
 __all__ = ["LOCAL", "STDIO", "LocalBackend", "StdioBackend"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, BinaryIO, cast
 
+from ..destinations import OpenedSink
 from ..shardsink import ShardSink
-from ..sinks import OpenedSink
 from .base import Backend, Settings
 
 __all__ = ["OpenerBackend"]

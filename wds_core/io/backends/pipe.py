@@ -1,11 +1,11 @@
-"""``pipe:COMMAND``: the command's output read, or its input written (:mod:`wds_core.io.pipes`)."""
+"""``pipe:COMMAND``: the command's output read, or its input written (:mod:`wds_core.io.commands`)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import BinaryIO, cast
 
-from ..pipes import PipeSink, PipeStream
+from ..commands import PipeSink, PipeStream
 from ..shardsink import ShardSink
 from .base import Backend, Settings
 

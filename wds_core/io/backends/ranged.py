@@ -1,5 +1,5 @@
-"""Remote objects, read by ranges through the remote engine (:mod:`wds_core.io.remote`,
-:mod:`wds_core.io.readahead`) and written through fsspec.
+"""Remote objects, read by ranges through the remote engine (:mod:`wds_core.io.remote.rangestream`,
+:mod:`wds_core.io.remote.readahead`) and written through fsspec.
 
 :class:`RangedBackend` is every scheme fsspec knows (:data:`FSSPEC`); the ``http`` and ``s3`` backends are
 ranged backends that read straight from the I/O pool's threads (their ``direct`` source) when they honour every
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from ...errors import ShardOpenError
-from ..local import RandomAccess
-from ..remote import RangeSource, RangeStream, open_remote
-from ..retries import RetryPolicy
+from ..localfiles import RandomAccess
+from ..remote.rangestream import RangeSource, RangeStream, open_remote
+from ..remote.retries import RetryPolicy
 from ..shardsink import ShardSink
 from .base import Backend, Settings
 from .fsspec import fsspec_sink, fsspec_source

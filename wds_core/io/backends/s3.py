@@ -31,8 +31,8 @@ import urllib.parse
 from typing import Any
 
 from ...errors import ShardChangedError
-from ..remote import RangeSource
-from ..retries import DEFAULT_RETRY, Attempts, NotInStore, Pace, RetryPolicy
+from ..remote.rangestream import RangeSource
+from ..remote.retries import DEFAULT_RETRY, Attempts, NotInStore, Pace, RetryPolicy
 from ..shardsink import ShardSink
 from .base import Settings
 from .http import HttpSource

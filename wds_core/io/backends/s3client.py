@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import ShardChangedError
 from ..forklocks import ForkSafeLock
-from ..retries import NotInStore
+from ..remote.retries import NotInStore
 from .http import RequestError
 
 __all__ = ["PastTheEnd", "no_such_bucket", "s3_client", "s3_object", "status_error", "store_error"]

@@ -4,11 +4,11 @@
 destination whose options botocore's client honours
 (:func:`~wds_core.io.backends.s3client.s3_object`): the bytes written are cut into
 parts of ``part_bytes`` (8 MiB), and each full part is uploaded
-(``UploadPart``) on :func:`~wds_core.io.engine.io_pool` while the writer
+(``UploadPart``) on :func:`~wds_core.io.remote.engine.io_pool` while the writer
 goes on, at most ``in_flight`` (8) at once -- the writer waits for the oldest
 beyond that, so an upload holds at most ``(in_flight + 1) x part_bytes``.
 Every request (create, each part, complete) is retried after a transient
-failure with the writer's :class:`~wds_core.io.remote.RetryPolicy`, so one
+failure with the writer's :class:`~wds_core.io.remote.rangestream.RetryPolicy`, so one
 dropped connection no longer loses a shard.  ``commit`` completes the upload
 (a shard smaller than one part is one ``PutObject``); ``abort``, or any
 failure, aborts it: no object appears unless it is whole.
@@ -21,8 +21,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from ...errors import ShardOpenError
-from ..engine import ENGINE, io_pool
-from ..retries import DEFAULT_RETRY, RetryPolicy, cut_off, with_retries
+from ..remote.engine import ENGINE, io_pool
+from ..remote.retries import DEFAULT_RETRY, RetryPolicy, cut_off, with_retries
 from ..shardsink import ShardSink
 from .s3client import s3_client, s3_object, status_error
 

@@ -7,7 +7,7 @@ import pytest
 import wds_core
 from wds_core.errors import ShardOpenError
 from wds_core.io.backends.s3upload import S3Upload, s3_upload
-from wds_core.io.remote import RetryPolicy, retry_stats
+from wds_core.io.remote.rangestream import RetryPolicy, retry_stats
 
 FAST = RetryPolicy(attempts=5, initial_delay=0.01, max_delay=0.05)
 
@@ -115,7 +115,7 @@ def test_a_store_that_takes_an_upload_a_byte_at_a_time_does_not_hold_the_writer(
 
 
 def test_an_uploads_parts_in_flight_count_in_the_engines_budget(s3, monkeypatch):
-    from wds_core.io import engine
+    from wds_core.io.remote import engine
 
     server = s3["team-a"]
     data = os.urandom(21 << 20)  # 5 parts of 5 MiB

@@ -1,11 +1,11 @@
-"""wds_core.io.pipes: ``pipe:`` commands as shards read and written, their failures named, early ends quiet."""
+"""wds_core.io.commands: ``pipe:`` commands as shards read and written, their failures named, early ends quiet."""
 
 import sys
 
 import pytest
 
 from wds_core.errors import PipeError
-from wds_core.io.pipes import Command, PipeSink, PipeStream
+from wds_core.io.commands import Command, PipeSink, PipeStream
 
 PY = sys.executable
 

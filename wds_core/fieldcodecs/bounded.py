@@ -61,7 +61,7 @@ def check_pixels(width: int, height: int, bands: int, kind: object = "image", va
 
     ``bands`` x ``value_bytes`` is what one pixel of the result takes (an ``rgb`` float32 array: 3 x 4).
     Pillow's own decompression-bomb check only warns below twice its limit, and a damaged header can claim
-    anything: the decode limit (``field_bytes``, :mod:`.limits`) bounds what is spent.
+    anything: the decode limit (``field_bytes``, :mod:`.bounded`) bounds what is spent.
     """
     limits = current_limits()
     nbytes = width * height * max(bands, 1) * value_bytes

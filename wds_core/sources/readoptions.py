@@ -17,8 +17,8 @@ from typing import Any
 
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
-from ..io.readahead import READ_AHEAD, ReadAhead
-from ..io.retries import DEFAULT_RETRY, RetryPolicy
+from ..io.remote.readahead import READ_AHEAD, ReadAhead
+from ..io.remote.retries import DEFAULT_RETRY, RetryPolicy
 from ..io.storage import Storage
 from ..io.storage_config import StorageOptions
 from ..limits import DecodeLimits

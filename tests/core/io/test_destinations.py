@@ -192,7 +192,7 @@ def test_a_shard_that_cannot_be_finished_leaves_no_temporary_file(tmp_path):
 
 
 def test_a_new_writer_removes_what_killed_writers_left(tmp_path):
-    from wds_core.io.sinks import stale_partials
+    from wds_core.io.destinations import stale_partials
 
     dead = subprocess_pid_that_exited()
     stale = tmp_path / f".out.tar.{dead}.0123abcd.partial"

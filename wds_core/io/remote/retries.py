@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ShardChangedError, ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
-from .forklocks import ForkSafeLock
+from ...errors import ShardChangedError, ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
+from ..forklocks import ForkSafeLock
 
 __all__ = ["DEFAULT_RETRY", "IDLE_TIMEOUT", "Attempts", "Pace", "RetryPolicy", "ShortRead", "count", "cut_off",
            "describe_error", "is_transient", "retry_stats", "with_retries"]  # fmt: skip

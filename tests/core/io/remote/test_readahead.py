@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from wds_core.io.readahead import Allowance, RangeWindow, ReadAhead
+from wds_core.io.remote.readahead import Allowance, RangeWindow, ReadAhead
 
 
 def window_over(data, plan, allowance=None, delay=0.0, asked=None):

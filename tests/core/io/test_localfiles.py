@@ -1,4 +1,4 @@
-"""wds_core.io.local: shard-list items to URLs, local paths, opening, mapping and reading by offset."""
+"""wds_core.io.localfiles: shard-list items to URLs, local paths, opening, mapping and reading by offset."""
 
 import os
 import pathlib
@@ -7,7 +7,7 @@ import pytest
 
 from wds_core import _native
 from wds_core.errors import ShardNotFoundError, ShardOpenError
-from wds_core.io import local
+from wds_core.io import localfiles as local
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ import sys
 from collections import Counter
 from typing import Any, BinaryIO, Protocol
 
-from ..errors import ShardOpenError, redact_url
+from ...errors import ShardOpenError, redact_url
+from ..streams import ReadStream
 from .engine import ENGINE
 from .readahead import READ_AHEAD, Allowance, RangeWindow, ReadAhead
 from .retries import (
@@ -32,7 +33,6 @@ from .retries import (
     retry_stats,
     with_retries,
 )
-from .streams import ReadStream
 
 __all__ = ["RangeSource", "RangeStream", "open_remote"]
 # retries.py's names, where they were before it was split out

@@ -7,11 +7,11 @@ import time
 import fsspec
 import pytest
 
-from wds_core.io import engine
 from wds_core.io.backends.fsspec import FsspecSource
-from wds_core.io.readahead import ReadAhead
-from wds_core.io.remote import RangeStream
-from wds_core.io.retries import RetryPolicy
+from wds_core.io.remote import engine
+from wds_core.io.remote.rangestream import RangeStream
+from wds_core.io.remote.readahead import ReadAhead
+from wds_core.io.remote.retries import RetryPolicy
 
 FAST = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.05)
 RANGE = 64 << 10

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from .forklocks import ForkSafeLock
+from ..forklocks import ForkSafeLock
 
 __all__ = ["ENGINE", "POOL_WORKERS", "Engine", "io_pool", "start_jobs"]
 

@@ -11,8 +11,8 @@ import wds_core
 from tests.conftest import make_samples, write_shard
 from wds_core.errors import ShardNotFoundError, ShardOpenError
 from wds_core.io.backends.fsspec import FsspecSource, reading_filesystem
-from wds_core.io.readahead import ReadAhead
-from wds_core.io.remote import RangeStream, RetryPolicy, is_transient
+from wds_core.io.remote.rangestream import RangeStream, RetryPolicy, is_transient
+from wds_core.io.remote.readahead import ReadAhead
 from wds_core.io.storage import open_shard
 from wds_core.sources.reader import shard_digest
 
@@ -45,14 +45,14 @@ def contents(samples):
 
 def read_with(monkeypatch, plan):
     """Read remote shards with the read-ahead ``plan``."""
-    original = wds_core.io.remote.open_remote
+    original = wds_core.io.remote.rangestream.open_remote
 
     def opener(source, url, retry, default=None, stats=None):
         return original(source, url, retry, plan, stats)
 
     monkeypatch.setattr(wds_core.io.backends.ranged, "open_remote", opener)
     # what a reader's shards may request together
-    monkeypatch.setattr(wds_core.sources.reading.ShardReading, "read_ahead", property(lambda self: plan))
+    monkeypatch.setattr(wds_core.sources.readoptions.ShardReading, "read_ahead", property(lambda self: plan))
 
 
 def small_ranges(monkeypatch, size=4096):
@@ -132,7 +132,7 @@ def test_http_retry_budget_spent_names_url_and_offset_not_secrets(http_server, m
 def test_retries_are_logged_counted_and_held_to_the_budget(http_server, monkeypatch, caplog):
     import logging
 
-    from wds_core.io import retries
+    from wds_core.io.remote import retries
 
     _, expected = local_dataset(http_server.root, nshards=1)
     small_ranges(monkeypatch)
@@ -660,7 +660,7 @@ def test_a_reader_left_open_at_exit_prints_nothing(tmp_path):
         local_dataset(str(tmp_path), nshards=3)
         code = (
             "import wds_core\n"
-            "from wds_core.io.readahead import ReadAhead\n"
+            "from wds_core.io.remote.readahead import ReadAhead\n"
             f"stream = iter(wds_core.WebDataset({server.url + '/shard-{000..002}.tar'!r}, storage=wds_core.Storage(\n"
             "    read_ahead=ReadAhead(first_range=1024, range_bytes=1024, in_flight=4, budget=8192))))\n"
             "next(stream), next(stream)\n"
@@ -749,7 +749,7 @@ def test_a_server_trickling_its_answer_is_cut_off(http_server, drip, policy, sai
 def test_fsspec_reads_are_given_the_time_their_bytes_take_at_the_least_rate(http_server, monkeypatch):
     """A backend wds cannot watch byte by byte (fsspec's HTTP client, asked for by an option only it knows) is given
     a minute plus its range's bytes at the least rate, and cut off there (an async backend's call is cancelled)."""
-    from wds_core.io import retries
+    from wds_core.io.remote import retries
 
     paths, _ = local_dataset(http_server.root, nshards=1)
     url = http_server.url + "/shard-000.tar"
@@ -802,7 +802,7 @@ def test_a_run_dropped_mid_epoch_closes_its_remote_shards_at_once(http_server, m
     import gc
     import weakref
 
-    from wds_core.io import remote
+    from wds_core.io.remote import rangestream as remote
 
     local_dataset(http_server.root, nshards=3, nsamples=60, size=20_000)
     small_ranges(monkeypatch, 16384)

@@ -1,4 +1,4 @@
-"""wds_core.io.retries: what is retried, how often and for how long, and what the last failure says."""
+"""wds_core.io.remote.retries: what is retried, how often and for how long, and what the last failure says."""
 
 import time
 from collections import Counter
@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 
 from wds_core.errors import SampleError, ShardNotFoundError, ShardOpenError
-from wds_core.io import retries
-from wds_core.io.retries import Attempts, Pace, RetryPolicy, ShortRead, cut_off, is_transient, with_retries
+from wds_core.io.remote import retries
+from wds_core.io.remote.retries import Attempts, Pace, RetryPolicy, ShortRead, cut_off, is_transient, with_retries
 
 FAST = RetryPolicy(attempts=4, initial_delay=0, max_delay=0)
 

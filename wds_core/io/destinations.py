@@ -1,4 +1,4 @@
-"""The destinations shards are written to: local files, streams and fsspec URLs (``pipe:`` is :mod:`.pipes`).
+"""The destinations shards are written to: local files, streams and fsspec URLs (``pipe:`` is :mod:`.commands`).
 
 :func:`~wds_core.io.storage.create_shard` picks one through the backends (:mod:`.backends`) and returns a
 :class:`ShardSink` with ``write``, ``commit``
