@@ -23,7 +23,7 @@ import importlib
 from typing import Any
 
 from .dataset import FluidWrapper, WebDataset
-from .elastic import merge_states
+from .elastic import BalancedEpochs, merge_states
 from .errors import (
     CheckpointError,
     DecodingError,
@@ -77,7 +77,7 @@ from .io.storage_config import (
 from .io.urls import expand_urls
 from .loader.main import Loader
 from .mock import MockDataset
-from .observe import metrics  # noqa: F401 - adds the run hook that profiles runs when WDS_PROFILE is set
+from .observe.metrics import profile_run
 from .observe.profiling import Profile
 from .observe.starvation import Starvation
 from .pipeline.datapipeline import DataPipeline, PipelineStage
@@ -113,12 +113,16 @@ from .stages.sampling import RandomSample, Resample
 from .stages.shuffle import DetShuffle, Shuffle
 from .stages.tracing import Info, LogKeys
 from .stages.xdecode import XDecode
+from .state import plug_in
 from .tools.makeshards import make_shards
 from .tools.parallel import map_shards
 from .version import __version__
 from .writer import ShardWriter, TarWriter
 
 Pipeline = DataPipeline
+
+# the features the pipeline runs with, plugged in here by name (the pipeline imports none of them)
+plug_in(run_hook=profile_run, epoch_tracker=BalancedEpochs())
 
 
 def install_as_webdataset(verbose: bool = True) -> Any:

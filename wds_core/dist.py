@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .io.destinations import process_running
+from .io.processes import process_running
 from .rng import derive_seed
 
 if TYPE_CHECKING:

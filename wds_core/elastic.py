@@ -38,7 +38,6 @@ import numpy as np
 from .errors import CheckpointError, NotElastic
 from .intervals import Intervals, decode, encode, normalize
 from .state import (
-    EPOCH_TRACKERS,
     BalancedPart,
     ReportsDelivered,
     StageIterator,
@@ -135,7 +134,7 @@ def summary(chain: Any) -> dict[str, Any] | None:
     return part.summarize(prefix, extra)
 
 
-class _BalancedEpochs:
+class BalancedEpochs:
     """What the pipeline asks about balanced epochs (:class:`~wds_core.state.EpochTracker`)."""
 
     def position(self, chain: Any) -> dict[str, Any] | None:
@@ -146,9 +145,6 @@ class _BalancedEpochs:
         if part is None:
             raise CheckpointError("an elastic state resumes a balanced epoch: WebDataset.balanced(...)")
         part.resume_elastic(elastic)
-
-
-EPOCH_TRACKERS.append(_BalancedEpochs())
 
 
 # ------------------------------------------------------------------ merging

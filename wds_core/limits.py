@@ -44,7 +44,7 @@ class DecodeLimits:
     @classmethod
     def of(cls, given: Any = None) -> DecodeLimits:
         """``given`` (limits, a dict of some of them, or None) over the configuration file's, over the defaults."""
-        from .io.storage_config import configured
+        from .io.config import configured
 
         limits = cls()
         for layer in (configured("decode_limits"), given):

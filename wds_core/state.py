@@ -46,6 +46,7 @@ __all__ = [
     "SOURCE_CLOSERS",
     "BalancedPart",
     "EpochTracker",
+    "plug_in",
     "Recipe",
     "ReportsDelivered",
     "RunContext",
@@ -89,13 +90,13 @@ class RunContext:
 
 
 #: What wraps the items of each pipeline run: ``hook(pipeline, items) -> items``, in order, when a run starts
-#: (:mod:`wds_core.observe.metrics` adds the one that profiles runs when ``WDS_PROFILE`` is set).
+#: (``wds_core`` plugs in the one that profiles runs when ``WDS_PROFILE`` is set: :func:`plug_in`).
 RUN_HOOKS: list[Callable[[Any, Iterator[Any]], Iterator[Any]]] = []
 
 #: What ends the source of a run when the run is closed (finished, dropped or ``close()``d): ``closer(source)``
 #: for the object its first stage gave, in order; each leaves alone what it does not know.  A run's iterators
 #: hold themselves in cycles, so what only they hold is freed by the cycle collector, at a time nobody chooses:
-#: :mod:`wds_torch` adds the closer that stops the workers of a DataLoader iterator the run was reading, which
+#: :mod:`wds_torch` plugs in the closer that stops the workers of a DataLoader iterator the run was reading, which
 #: would otherwise be collected in whatever process collects first (a worker forked for the next epoch, whose
 #: copy then tries to stop workers that are not its own).
 SOURCE_CLOSERS: list[Callable[[Any], None]] = []
@@ -103,7 +104,7 @@ SOURCE_CLOSERS: list[Callable[[Any], None]] = []
 
 class EpochTracker(Protocol):
     """The capability that knows where a run is in a balanced epoch, for a pipeline that does not know it by name
-    (:mod:`wds_core.elastic` registers one in :data:`EPOCH_TRACKERS` when it is imported).
+    (``wds_core`` plugs in :class:`wds_core.elastic.BalancedEpochs`: :func:`plug_in`).
 
     ``position(chain)``: the ``"position"`` entry of a state for the chain of iterators ``chain`` (``None`` when
     it splits no balanced epoch); ``resume(chain, elastic)``: before the run starts, have the chain take up what
@@ -115,6 +116,22 @@ class EpochTracker(Protocol):
 
 
 EPOCH_TRACKERS: list[EpochTracker] = []
+
+
+def plug_in(
+    run_hook: Callable[[Any, Iterator[Any]], Iterator[Any]] | None = None,
+    source_closer: Callable[[Any], None] | None = None,
+    epoch_tracker: EpochTracker | None = None,
+) -> None:
+    """Plug a feature into the pipeline, which knows none by name: called by the package that wires them (``wds_core``
+    for profiling and balanced epochs, ``wds_torch`` for its DataLoader sources), never by a module as it is
+    imported.  Each is added once."""
+    registries: list[tuple[list[Any], Any]] = [(RUN_HOOKS, run_hook), (SOURCE_CLOSERS, source_closer),
+                                               (EPOCH_TRACKERS, epoch_tracker)]  # fmt: skip
+    for hooks, hook in registries:
+        if hook is not None and hook not in hooks:
+            hooks.append(hook)
+
 
 _COUNTING = [0]  # how many count_items() are on
 

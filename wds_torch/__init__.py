@@ -13,6 +13,7 @@ import importlib.util
 import sys
 from typing import Any
 
+import wds_core.state
 from wds_core import *  # noqa: F401,F403
 from wds_core import WEBDATASET_NAMES as _core_webdataset_names
 from wds_core import __all__ as _core_all
@@ -46,6 +47,9 @@ from .devicecut import device_decoder as device_decoder
 from .indexed import ChunkedSampler as ChunkedSampler
 from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
 from .indexed import ShardListDataset as ShardListDataset
+
+# a DataLoader read by a pipeline run stops its workers when the run is closed (the pipeline knows no framework)
+wds_core.state.plug_in(source_closer=_datasets.stop_workers)
 
 _TORCH_NAMES = [*_datasets.__all__, *_device.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 # wds_core's native names, the torch ones, and webdataset's spellings, which come through wds_torch (the core

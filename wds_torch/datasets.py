@@ -52,9 +52,9 @@ __all__ = [
 ]
 
 
-def _stop_workers(source: Any) -> None:
-    """What ends a pipeline run's DataLoader source (a :data:`wds_core.state.SOURCE_CLOSERS` entry): the workers
-    of the iterator the run read, unless they are persistent.
+def stop_workers(source: Any) -> None:
+    """What ends a pipeline run's DataLoader source (plugged in by ``wds_torch``: :func:`wds_core.state.plug_in`):
+    the workers of the iterator the run read, unless they are persistent.
 
     Left to the cycle collector (a run's iterators hold themselves), the iterator was collected wherever a
     collection came first, often in a worker forked for the next epoch, which holds a copy of it: its
@@ -66,9 +66,6 @@ def _stop_workers(source: Any) -> None:
     shutdown = getattr(source, "_shutdown_workers", None)  # torch's and torchdata's iterators with workers
     if isinstance(source, _BaseDataLoaderIter) and callable(shutdown) and not source._persistent_workers:
         shutdown()
-
-
-wds_core.state.SOURCE_CLOSERS.append(_stop_workers)
 
 
 UNAVAILABLE = "wds_state_unavailable"  # a worker's pipeline state that could not be taken: why

@@ -295,6 +295,21 @@ def test_the_pipeline_knows_no_feature_by_name():
     assert graph["wds_core.pipeline.datapipeline"] & features == set()
 
 
+def test_features_are_plugged_in_by_the_packages_not_by_being_imported():
+    """Issue 59 (5): profiling, balanced epochs and wds_torch's closer appended themselves to state's registries as
+    their modules were imported; now only a package's ``__init__`` plugs them in (``state.plug_in``), by name."""
+    registries = {"RUN_HOOKS", "SOURCE_CLOSERS", "EPOCH_TRACKERS"}
+    for module, (_, tree) in ALL.items():
+        for node in tree.body:  # module-level statements
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                name = ast.unparse(call.func)
+                assert not any(name.endswith(f"{r}.append") for r in registries), (module, name)
+                if name.endswith("plug_in"):
+                    assert module in ("wds_core", "wds_torch"), module
+    init = (ROOT / "wds_torch" / "__init__.py").read_text()
+    assert "plug_in(source_closer=" in init and "SOURCE_CLOSERS.append" not in init
+
+
 def test_no_module_writes_a_pipelines_private_fields():
     """``mixing`` used to reset a copy's ``_run`` and ``_pending`` itself: ``DataPipeline.fresh_copy`` does it."""
     written = []
@@ -403,7 +418,7 @@ def file_calls(module: str) -> set[str]:
 
 def test_only_io_opens_files_and_starts_processes():
     found = {(module, call) for module in ALL if not _in(module, "wds_core.io") for call in file_calls(module)}
-    assert found - set(FILE_CALLS_ALLOWED) == set(), "go through wds_core.io.files (or io/pipes for a process)"
+    assert found - set(FILE_CALLS_ALLOWED) == set(), "go through wds_core.io.files (or io/commands for a process)"
     assert set(FILE_CALLS_ALLOWED) - found == set()  # an exception no longer needed is removed
 
 

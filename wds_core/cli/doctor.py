@@ -55,9 +55,9 @@ def report() -> dict[str, Any]:
     """What this installation runs with (see the module doc), as plain data."""
     from .._native import native_status
     from ..fieldcodecs.jpeg import jpeg_decoder, region_decoding
+    from ..io.config import config_exists, config_path
     from ..io.remote.engine import ENGINE
     from ..io.secure import secure_mode
-    from ..io.storage_config import config_exists, config_path
     from ..stages.crop import slow_path
     from ..version import __version__
 

@@ -24,6 +24,7 @@ import secrets
 from typing import Any, BinaryIO
 
 from ..errors import ShardOpenError, SpecError
+from .processes import process_running
 from .secure import verify_opened
 from .shardsink import ShardSink
 
@@ -35,7 +36,6 @@ __all__ = [
     "StreamSink",
     "CompressedSink",
     "compression_of",
-    "process_running",
     "stale_partials",
     "temporary_name",
 ]
@@ -70,21 +70,6 @@ def temporary_name(name: str) -> str:
 
 
 _PARTIAL = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.partial")
-
-
-def process_running(pid: int) -> bool:
-    """Whether a process with this id exists and has not ended (one of another user counts; a zombie does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a child that died but was not reaped yet still answers the signal
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
 
 
 def stale_partials(folder: str, name: str | None = None) -> list[str]:

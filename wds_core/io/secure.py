@@ -67,7 +67,7 @@ _HOW = "secure mode is on (WDS_SECURE, the config file's secure: true, set_secur
 
 
 def _configured(name: str) -> Any:
-    from .storage_config import configured
+    from .config import configured
 
     return configured(name)
 

@@ -11,7 +11,7 @@ merged with this precedence (later wins)::
 pipeline) or a dict keyed by URL prefixes (``{"s3://a/": {...}, "s3://b/":
 {...}}``).  Nested dicts such as ``client_kwargs`` are merged one level deep.
 
-The configuration file is named by ``WDS_CONFIG`` (default
+The configuration file (:mod:`wds_core.io.config`) is named by ``WDS_CONFIG`` (default
 ``$XDG_CONFIG_HOME/wds/config.yaml``, i.e. ``~/.config/wds/config.yaml``); it
 is read when a URL is first resolved and re-read when it changes::
 
@@ -33,13 +33,13 @@ commands that come from the environment or the file are refused unless
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 from typing import Any
 
 from ..errors import SpecError, is_secret_name, redact, redact_url
+from .config import check_prefix, config_file, config_path
 from .forklocks import ForkSafeLock
 
 __all__ = [
@@ -56,7 +56,6 @@ __all__ = [
 _lock = ForkSafeLock()
 _registered: dict[str, dict[str, Any]] = {}
 _rewrites: dict[str, str] = {}
-_file_cache: dict[str, Any] = {"id": None, "storage": {}, "rewrite": {}}
 
 
 def redact_options(options: Any) -> Any:
@@ -79,12 +78,6 @@ class StorageOptions(dict):
     __str__ = __repr__
 
 
-def _check_prefix(prefix: Any) -> str:
-    if not isinstance(prefix, str) or not prefix:
-        raise SpecError(f"a storage prefix is a non-empty URL prefix such as 's3://bucket/', got {prefix!r}")
-    return prefix
-
-
 def register_storage(prefix: str, **options: Any) -> None:
     """Use ``options`` for every URL that starts with ``prefix`` (the longest registered prefix wins).
 
@@ -93,7 +86,7 @@ def register_storage(prefix: str, **options: Any) -> None:
     pipeline (they are part of the reading stage's pickled state).
     """
     with _lock:
-        _registered[_check_prefix(prefix)] = dict(options)
+        _registered[check_prefix(prefix)] = dict(options)
 
 
 def unregister_storage(prefix: str | None = None) -> None:
@@ -104,7 +97,7 @@ def unregister_storage(prefix: str | None = None) -> None:
 def register_rewrite(prefix: str, replacement: str) -> None:
     """Rewrite URLs starting with ``prefix`` to start with ``replacement`` instead."""
     with _lock:
-        _rewrites[_check_prefix(prefix)] = str(replacement)
+        _rewrites[check_prefix(prefix)] = str(replacement)
 
 
 def unregister_rewrite(prefix: str | None = None) -> None:
@@ -175,7 +168,7 @@ def rewrite_url(url: str, carried: dict[str, Any] | None = None) -> str:
     prefix = _longest(rules, url)
     if prefix is not None:
         return quoted_rest(rules[prefix], url[len(prefix) :])
-    table = _config_file()["rewrite"]
+    table = config_file()["rewrite"]
     prefix = _longest(table, url)
     if prefix is not None:
         return _checked(quoted_rest(table[prefix], url[len(prefix) :]), config_path())
@@ -205,88 +198,6 @@ def _expanded(match: re.Match[str], replacement: str) -> str:
         return shlex.quote(value).replace("\\", "\\\\") if value else ""
 
     return match.expand(_GROUP.sub(quoted, replacement))
-
-
-def config_path() -> str:
-    """The configuration file: ``WDS_CONFIG``, else ``$XDG_CONFIG_HOME/wds/config.yaml``."""
-    named = os.environ.get("WDS_CONFIG")
-    if named:
-        return os.path.expanduser(named)
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "wds", "config.yaml")
-
-
-def config_exists() -> bool:
-    """Whether the configuration file (:func:`config_path`) is there: configuration, read wherever it is (secure
-    mode's roots are for data)."""
-    return os.path.exists(config_path())
-
-
-def _config_file() -> dict[str, Any]:
-    path = config_path()
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        if os.environ.get("WDS_CONFIG"):
-            raise SpecError(f"WDS_CONFIG names {path!r}, which does not exist") from None
-        return {"storage": {}, "rewrite": {}}
-    ident = (path, stat.st_mtime_ns, stat.st_size)
-    with _lock:
-        if _file_cache["id"] == ident:
-            return _file_cache
-    parsed = _parse_config(path)
-    with _lock:
-        _file_cache.update(parsed, id=ident)
-        return _file_cache
-
-
-def _parse_config(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as stream:
-        text = stream.read()
-    if path.endswith(".json"):
-        try:
-            data = json.loads(text)
-        except ValueError as exn:
-            raise SpecError(f"{path}: not valid JSON ({exn})") from None
-    else:
-        try:
-            import yaml
-        except ImportError:
-            raise SpecError(f"{path}: reading YAML needs PyYAML: pip install pyyaml (or use a .json file)") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exn:
-            raise SpecError(f"{path}: not valid YAML ({exn})") from None
-    data = data or {}
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping with 'storage' and/or 'rewrite' lists")
-    storage, rewrite = {}, {}
-    for i, entry in enumerate(data.get("storage") or []):
-        if not isinstance(entry, dict) or "prefix" not in entry or not isinstance(entry.get("options", {}), dict):
-            raise SpecError(f"{path}: storage entry {i} needs 'prefix' and an 'options' mapping")
-        storage[_check_prefix(entry["prefix"])] = dict(entry.get("options") or {})
-    for i, entry in enumerate(data.get("rewrite") or []):
-        if not isinstance(entry, dict) or "prefix" not in entry or "replacement" not in entry:
-            raise SpecError(f"{path}: rewrite entry {i} needs 'prefix' and 'replacement'")
-        rewrite[_check_prefix(entry["prefix"])] = str(entry["replacement"])
-    limits = data.get("decode_limits") or {}
-    if not isinstance(limits, dict) or not all(isinstance(v, int) and v > 0 for v in limits.values()):
-        raise SpecError(f"{path}: decode_limits is a mapping of limit names to positive byte counts")
-    secure = data.get("secure", False)
-    roots = data.get("secure_roots") or []
-    protocols = data.get("secure_protocols") or []
-    lists = (roots, protocols)
-    if not isinstance(secure, bool) or not all(
-        isinstance(x, list) and all(isinstance(r, str) for r in x) for x in lists
-    ):
-        raise SpecError(f"{path}: secure is true or false, secure_roots a list of folders, secure_protocols of names")
-    return {"storage": storage, "rewrite": rewrite, "decode_limits": dict(limits), "secure": secure,
-            "secure_roots": roots, "secure_protocols": protocols}  # fmt: skip
-
-
-def configured(name: str) -> Any:
-    """An entry of the configuration file other than storage and rewrites (``decode_limits``), or None."""
-    return _config_file().get(name)
 
 
 def _longest(table: dict[str, Any], url: str) -> str | None:
@@ -335,7 +246,7 @@ def options_for(
     if _is_prefix_table(explicit):
         prefix = _longest(explicit, url)
         explicit = explicit[prefix] if prefix is not None else {}
-    for table in (_config_file()["storage"], registered_now):
+    for table in (config_file()["storage"], registered_now):
         prefix = _longest(table, url)
         if prefix is not None:
             _merge(merged, table[prefix])

@@ -17,7 +17,7 @@ import time
 import traceback
 from typing import Any
 
-from ..io.destinations import process_running
+from ..io.processes import process_running
 from .shm import SlotWriter, unlink_slot, without_views
 
 __all__ = ["watch_parent", "worker_main"]

@@ -12,8 +12,8 @@ line, every ``WDS_PROFILE_EVERY`` seconds (10 by default) and when the run ends:
 and rank), :func:`prometheus_text` writes reports in the Prometheus text format with ``rank``, ``worker`` and
 ``pid`` labels, and :func:`serve_metrics` serves that at ``http://127.0.0.1:PORT/metrics`` from a thread.
 
-The hook is declared, not wired in: :data:`wds_core.state.RUN_HOOKS` holds what wraps each run's items, and
-importing this module adds the profiling one (it looks at the environment when a run starts).
+:func:`profile_run` is the run hook (it looks at the environment when a run starts); ``wds_core`` plugs it
+into the pipeline (:func:`wds_core.state.plug_in`), which knows no feature by name.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from typing import Any
 
 from ..dist import node_info, worker_info
 from ..io import files
-from ..state import RUN_HOOKS
 from .profiling import Profile
 
-__all__ = ["combine", "prometheus_text", "read_reports", "serve_metrics", "write_report"]
+__all__ = ["combine", "profile_run", "prometheus_text", "read_reports", "serve_metrics", "write_report"]
 
 _RUNS = itertools.count(1)
 
@@ -150,7 +149,7 @@ def serve_metrics(port: int, reports: Any, host: str = "127.0.0.1") -> http.serv
     return server
 
 
-def _profile_run(pipeline: Any, items: Iterator[Any]) -> Iterator[Any]:
+def profile_run(pipeline: Any, items: Iterator[Any]) -> Iterator[Any]:
     """The run hook: with ``WDS_PROFILE`` set, the run is profiled and its reports written there."""
     path = os.environ.get("WDS_PROFILE", "")
     if not path:
@@ -168,6 +167,3 @@ def _profiled(pipeline: Any, items: Iterator[Any], path: str, every: float) -> I
     finally:
         profile.stop()
         write_report(path, profile.report(), run=run, final=True)
-
-
-RUN_HOOKS.append(_profile_run)

@@ -312,7 +312,7 @@ def test_workers_and_slots_do_not_outlive_a_killed_main_process(spec):
     import subprocess
     import sys
 
-    from wds_core.io.destinations import process_running
+    from wds_core.io.processes import process_running
     from wds_core.loader.shm import slot_owner
 
     spec, _ = spec
