@@ -4,8 +4,8 @@
 namespaces: :mod:`wds_core.io` (opening shards, storage options, rewrites,
 custom schemes), :mod:`wds_core.tar` (members, grouping, offset indexes) and
 :mod:`wds_core.fieldcodecs` (registering decoders, encoders and image specs);
-the names that used to be here (``open_shard``, ``iter_members``,
-``register_decoder``...) still are, outside ``__all__``.  webdataset's
+their names are importable from here too (``open_shard``, ``iter_members``, ``register_decoder``...:
+:data:`EXPERT_NAMES`), outside ``__all__``.  webdataset's
 spellings (``shuffle``, ``to_tuple``, ``gopen``...: :data:`WEBDATASET_NAMES`)
 are importable from here too, outside ``__all__``: they are defined once, in
 the drop-in (:mod:`wds_core.dropin`), which is loaded when one of them is first

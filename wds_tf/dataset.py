@@ -7,57 +7,21 @@
     source = wds_tf.TFSource(pipeline, batch_size=64, num_workers=2)
     model.fit(source.dataset().prefetch(2), epochs=10)
 
-* The output signature is inferred from the first sample when not given:
-  numpy arrays keep their dtype and shape, ``bytes``/``str`` become
-  ``tf.string``, Python ints ``int64``, floats ``float32``, bools ``bool``.
-  Every later sample is checked against it; a field whose shape changes, or a
-  list (ragged), is a clear error naming the field (give an
-  ``output_signature`` with ``None`` dimensions, or make arrays in ``.map()``).
-* ``batch_size``: elements are batches, made where the samples are (in the
-  workers with ``num_workers``): each field stacked, strings as string
-  tensors, ``drop_remainder=True`` drops a short last batch (of each worker).
-  This is the fast way in: tf.data's generator bridge costs about half a
-  millisecond of the training process's CPU per element, which handed one
-  sample at a time and batched by ``.batch()`` held two workers decoding
-  256x256 JPEGs to ~1,200 samples/s, where whole batches reach ~6,000.
-  Fields whose shape varies cannot be stacked: leave ``batch_size`` out and
-  use ``dataset().padded_batch()``.
-* Parallelism: ``num_workers`` runs the pipeline in that many processes
-  (:class:`wds_core.Loader`, for Python-heavy decoding; they stay from one epoch to the next
-  unless ``persistent_workers=False``: starting them costs 10-20 s an epoch of re-importing TensorFlow);
-  ``num_parallel_calls``
-  instead interleaves that many copies of the pipeline, each reading its share
-  of the shards, in tf.data's threads (deterministic order).
-* ``state_dict()``/``load_state_dict()`` give the Python-side position: after
-  the last element handed to TensorFlow.  TensorFlow's own prefetching runs
-  ahead of the training step, so save it next to ``tf.train.Checkpoint`` and
-  expect the resumed stream to start after the elements TensorFlow had
-  prefetched (exact when the input pipeline has no ``prefetch``).
-* Cardinality: Keras needs the number of elements of an epoch, or it warns
-  ``Your input ran out of data; interrupting training`` at the end of each one
-  and takes the first epoch's length for all.  Where the pipeline fixes it,
-  ``dataset()`` asserts it (``dataset.cardinality()``):
-  ``with_epoch(n)`` gives ``n`` samples an epoch in all, each copy of the pipeline (each of ``num_workers`` or
-  ``num_parallel_calls``) its share, as ``tf.data`` users count an epoch (``epoch="each"``: ``n`` from each copy, as
-  webdataset gives; with ``batch_size``, each copy's share in ``ceil(share / batch_size)`` whole batches,
-  ``floor`` with ``drop_remainder``);
-  ``with_length(n)`` says there are ``n`` samples in all (an epoch with
-  another count is then an error that says so; with ``batch_size`` and several
-  copies, whose last batches are short, the count of batches is not known).
-  Otherwise, or for the first pass after ``load_state_dict()`` (the rest of an
-  epoch), give ``model.fit(..., steps_per_epoch=...)``.
-* ``autotune=False`` (the default) sets ``options.autotune.enabled = False``
-  on the dataset, which tf.data applies to the whole pipeline built on it.
-  With its autotuning model on, tf.data waits out the model thread's current
-  sleep whenever an iterator is dropped, which is at the end of every epoch:
-  0.1-0.5 s an epoch on this project's machine, a fixed cost that held two
-  workers to 76% / 78% of the decode ceiling (epochs 1 / 2) against 85-90% /
-  109-113% without it (``benchmarks/bench_adapters.py``); it also injects a
-  prefetch that makes
-  ``state_dict()`` run ahead.  Without the model, ``AUTOTUNE`` in later
-  stages means one call per core for ``map`` and prefetch's own buffer
-  tuning.  ``autotune=True``, or ``options.autotune.enabled = True`` set on
-  the pipeline later (later options win), brings it back.
+* The output signature is inferred from the first sample unless given, and every later sample is checked against
+  it (a field whose shape changes, or a ragged list, is an error naming the field).
+* ``batch_size`` makes batches where the samples are (in the workers): the fast way in, since tf.data's generator
+  bridge costs the training process's CPU per element (docs/benchmarks-history.md).  Fields whose shape varies:
+  leave it out and use ``dataset().padded_batch()``.
+* ``num_workers`` runs the pipeline in processes (:class:`wds_core.Loader`), kept from one epoch to the next unless
+  ``persistent_workers=False``; ``num_parallel_calls`` interleaves copies of it in tf.data's threads instead.
+* ``state_dict()``/``load_state_dict()`` give the position after the last element handed to TensorFlow, whose
+  own prefetching runs ahead: save it next to ``tf.train.Checkpoint`` (exact without ``prefetch``).
+* Cardinality, which Keras needs: ``with_epoch(n)`` gives ``n`` samples an epoch in all, each copy its share
+  (``epoch="each"``: ``n`` from each copy, as webdataset); ``with_length(n)`` says there are ``n``.  Otherwise,
+  or for the rest of an epoch after ``load_state_dict()``, give ``model.fit(..., steps_per_epoch=...)``.
+* ``autotune=False`` (the default) turns tf.data's autotuning model off for the pipeline built on the dataset:
+  it waits out its thread's sleep whenever an iterator is dropped, at the end of every epoch, and injects a
+  prefetch that makes ``state_dict()`` run ahead.  ``autotune=True`` brings it back.
 """
 
 from __future__ import annotations

@@ -61,12 +61,9 @@ def lane_ranges(plan: ReadAhead, lanes: int) -> int:
 
 def lane_read_ahead(plan: ReadAhead, lanes: int) -> ReadAhead:
     """The read-ahead of each of ``lanes`` remote shards read at once: :func:`lane_ranges`, and an equal part of the
-    budget requested ahead of each shard (at least one range), the budget shared.
-
-    Each lane used to keep two ranges of 256 KiB in flight whatever the budget, so that a few lanes left most of it
-    idle: 16 shards of 16 MB from a server at 40 ms and 40 MB/s a connection read at 21 MB/s with 2 lanes, 38 with
-    4 and 104 with 16, against 399 one shard after another (``python benchmarks/bench_store.py --rows shaped
-    --interleave 2,4,8,16``)."""
+    budget requested ahead of each shard (at least one range), the budget shared: a lane with a fixed number of
+    ranges in flight would leave most of the budget idle when lanes are few (``benchmarks/bench_store.py --rows
+    shaped --interleave``)."""
     ranges = lane_ranges(plan, lanes)
     window = max(plan.budget // max(lanes, 1), ranges)
     return dataclasses.replace(

@@ -31,29 +31,15 @@ __all__ = ["ShardReadOptions", "ShardReading"]
 class ShardReadOptions:
     """How shards are opened and read into samples: what ``WebDataset(...)`` hands to the stages that read.
 
-    ``handler`` for a shard that cannot be opened or read, ``select_files`` /
-    ``rename_files`` for its members, the ``storage`` context (a
-    :class:`~wds_core.io.storage.Storage`: storage options, shard cache, remote
-    retry policy, how far ahead remote shards are requested) and the ``limits``
-    on what one member and one sample may take
-    (:class:`~wds_core.limits.DecodeLimits` or a dict of some of them; default:
-    the configuration file's ``decode_limits``).
-
-    ``zero_copy=True`` hands out the members of local uncompressed shards as
-    ``memoryview`` slices of the memory-mapped file instead of ``bytes``
-    copies: reading costs what slicing costs, whatever the members' size
-    (remote and compressed shards are read as before).  A view keeps its
-    shard's map open while it lives (page cache, not the process's own
-    memory); ``bytes(view)`` is a copy to keep.  Decoders take views as they
-    take bytes, and samples that cross to another process (DataLoader or
-    ``Loader`` workers) arrive as bytes.  A shard file truncated while mapped
-    makes reading its views fail with ``SIGBUS``: do not rewrite shards in
-    place while they are read.
-
-    ``local_path=True`` gives each sample ``"__local_path__"``, where its shard's bytes are on this machine (a
-    local shard's path, or its copy in the shard cache), as webdataset's ``WebDataset`` does; its
-    ``tarfile_to_samples()`` stage gives no such field.  ``None`` (the default): as the reader does by default
-    (``WebDataset`` gives the field, ``tarfile_to_samples()`` does not).
+    ``handler`` for a shard that cannot be opened or read, ``select_files`` / ``rename_files`` for its members, the
+    ``storage`` context (:class:`~wds_core.io.storage.Storage`: options, cache, retries, read-ahead) and the
+    ``limits`` one member and one sample may take (:class:`~wds_core.limits.DecodeLimits` or a dict of some;
+    default: the configuration file's).  ``zero_copy=True`` gives the members of local uncompressed shards as
+    read-only ``memoryview`` slices of the mapped file (``bytes(view)`` to keep one; they arrive as bytes in
+    another process; do not rewrite a shard in place while it is read: a truncated map is ``SIGBUS``).
+    ``local_path=True`` gives each sample ``"__local_path__"`` (where its shard's bytes are on this machine), as
+    webdataset's ``WebDataset`` does; ``None``, the default, is the reader's own default (``WebDataset``: yes,
+    ``tarfile_to_samples()``: no).
     """
 
     handler: Handler = reraise_exception

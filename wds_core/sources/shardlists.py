@@ -99,7 +99,7 @@ class SimpleShardList(Recipe):
             random.Random(seed + epoch).shuffle(urls)
             return urls
         # the same permutation, of positions (4 bytes a shard) instead of names: shuffle() draws by length only;
-        # kept for the epoch (10M shards: 5 s to draw), as every iterator of this list in the epoch uses it
+        # kept for the epoch (a long list takes seconds to draw), as every iterator of this list in the epoch uses it
         key = (seed, epoch, id(self.urls))  # the list the cached order permutes is alive: its id is not reused
         if self._permuted is None or self._permuted[0] != key:
             n = len(self.urls)

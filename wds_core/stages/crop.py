@@ -1,56 +1,15 @@
 """Training-size images: decode, crop, resize and flip in one step, at the smallest JPEG scale that suffices.
 
-``.crop_images(224, flip=0.5)`` (or the :func:`crop_images` stage) replaces a
-sample's image field by a ``224x224`` uint8 array cut the way torchvision's
-``RandomResizedCrop`` cuts (``scale=(0.08, 1)``, ``ratio=(3/4, 4/3)``, ten
-tries then a centred fallback), optionally flipped, with no torchvision and
-no full-size image in between:
-
-* the crop box is chosen from the image's size, read from its header;
-* a JPEG is decoded at the smallest DCT scale (1/2, 1/4 or 1/8, by
-  libjpeg-turbo) that still gives the box at least the output's pixels, so a
-  512-pixel photo cut down to 224 is decoded at a quarter of the work;
-* with OpenCV's resize (below), only the box's rows and columns are decoded
-  when the compiled region decoder is built
-  (:func:`~wds_core.fieldcodecs.jpeg.decode_jpeg_region`: the same pixels,
-  about 20% less decode time for ImageNet's crops);
-* the box is cut and resized in one Pillow ``resize(box=...)`` call
-  (bilinear with antialiasing, as torchvision does for PIL images), or, with
-  ``interpolation="opencv"`` (the default when the ``cv`` extra,
-  ``opencv-python-headless``, is installed), by OpenCV's bilinear resize,
-  about seven times faster.
-
-The two resizes give different pixels.  Pillow's averages every stored pixel
-under an output pixel when it shrinks (antialiasing); OpenCV's ``INTER_LINEAR``
-interpolates between the four nearest, so a shrunk crop keeps more fine
-detail and some aliasing, and its box is rounded to whole decoded pixels
-(Pillow's may be fractional).  The JPEG is already decoded at the smallest DCT
-scale that covers the box, so the resize shrinks by less than 2x (as
-torchvision's tensor transforms do with ``antialias=False``, and as OpenCV- and
-DALI-based training pipelines resize); a box still more than twice the output
-(a PNG, or a JPEG past the 1/8 scale) is shrunk with ``INTER_AREA``, which
-averages.  Enlarging (a crop smaller than the
-output) is plain bilinear in both, equal within rounding.  Pass
-``interpolation="pillow"`` for torchvision's PIL pixels (evaluation numbers
-meant to match a torchvision pipeline exactly, say).
-
-``policy="center"`` is the evaluation transform (resize the shorter side to
-``resize``, default ``size / 0.875``, then cut the centre), ``"shorter"``
-only resizes the shorter side to ``size``.  ``layout="chw"`` gives CxHxW;
-``mean``/``std`` give float32 ``(x / 255 - mean) / std``.  ``spec`` names
-another result, as ``decode`` does: ``"pil"`` for your own transforms after
-the cut, ``"l8"``, or with PyTorch ``"torchrgb8"`` (a CHW uint8 tensor) and
-``"torchrgb"`` (float in [0, 1]).
-
-Random choices are a function of (pipeline seed, epoch, stage, shard, sample
-key): the same sample gets the same crop in a resumed run, in any worker and
-with any ``num_threads``; a new epoch gives new crops.  The stage keeps no
-state, so it checkpoints like ``map``.
-
-``device="cuda"`` (or ``"cpu"``, its twin) leaves the decoding to the device:
-the stage reads each image's size from its header, draws the same box and
-flip, and hands on the bytes with that plan (:mod:`.devicecrop`); batches of
-them are decoded and cut by ``wds_torch.to_device`` where the model runs.
+``.crop_images(224, flip=0.5)`` (or :func:`crop_images`) replaces a sample's image field by a ``224x224`` uint8
+array cut as torchvision's ``RandomResizedCrop`` cuts, with no full-size image in between: the box is drawn from
+the header's size, a JPEG is decoded at the smallest DCT scale that covers it (only the box's rows and columns
+with the compiled region decoder), and the box is cut and resized in one call (OpenCV's bilinear with the ``cv``
+extra, else Pillow's antialiased one; ``interpolation="pillow"`` for torchvision's PIL pixels).
+``policy="center"`` is the evaluation transform, ``"shorter"`` resizes the shorter side only; ``layout``,
+``mean``/``std`` and ``spec`` shape the result.  Random choices are a function of (seed, epoch, stage, shard,
+key), so a resumed run makes the same crops; the stage keeps no state.  ``device="cuda"`` hands the bytes on with
+the plan (:mod:`.devicecrop`) for ``wds_torch.to_device`` to decode on the device.  docs/guides/decoding.md says
+how the two resizes' pixels differ.
 """
 
 from __future__ import annotations

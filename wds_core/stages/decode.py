@@ -42,8 +42,8 @@ __all__ = ["Decode", "Decoder", "decode"]
 
 _BYTES = (bytes, bytearray, memoryview)
 _END = object()
-# Samples handed to a decoding thread at a time: one hand-over per sample cost more than a small
-# JPEG's decode holds the GIL, so two threads reached 1.4x of one; chunks of 4 reach ~1.7x.
+# Samples handed to a decoding thread at a time: a hand-over per sample holds the GIL about as long as a small
+# JPEG's decode releases it (docs/benchmarks-history.md has the measurements).
 CHUNK = 4
 
 

@@ -53,52 +53,18 @@ def iter_members(
     chunk: int = CHUNK,
     map_file: bool = True,
 ) -> Iterator[Member]:
-    """Yield ``(name, data, offset)`` for each regular file in a tar stream.
+    """Yield ``(name, data, offset)`` for each regular file in a tar stream, from ``start_offset`` (a header
+    boundary of the uncompressed tar: :func:`open_decompressed` first) to the first end-of-archive block.
 
-    ``stream`` is positioned at ``start_offset`` of the uncompressed tar (use
-    :func:`open_decompressed` first for possibly compressed shards), which must
-    be a header boundary.  ``pax_global`` carries the global pax records in force
-    there (the reader updates the dict it is given).  ``want(name)`` returning
-    ``False`` skips a member's data without yielding it (read and dropped a
-    megabyte at a time, so a skipped member costs no memory).
-
-    ``limits`` (default: the configuration file's ``decode_limits``, else the
-    defaults of :class:`~wds_core.limits.DecodeLimits`) bounds the
-    memory a member may take, since a small compressed shard can inflate to
-    members of any size: a member larger than ``field_bytes``, or whose
-    extension headers (GNU long name, pax records) hold more than
-    ``header_bytes``, is refused before its data is read, with an
-    :class:`OverLimitError` naming it; so are global pax records passing
-    ``header_bytes`` together.  ``over_limit="raise"`` (the default) raises the
-    refusal; ``over_limit="skip"`` yields ``(name, error, offset)`` in place of
-    the member (the error where the data would be; ``name`` is ``None`` for
-    global records), streams past its data and goes on.
-
-    ``mapped`` is the whole (uncompressed) shard memory-mapped, ``stream``
-    being positioned at ``start_offset`` of it: the data of members of
-    ``MAPPED_COPY`` bytes (16 KiB) and more are then ``memoryview`` slices of
-    the map, nothing copied (the map stays open while any of them lives);
-    smaller ones are ``bytes``, which cost less than the page fault of a view's
-    first read.  Headers are read from the file with the compiled walk, from the
-    map without it.
-
-    ``fd`` is the descriptor of the local file ``stream`` reads, when the
-    shard is plain (uncompressed) and ``stream`` can be positioned with
-    ``seek``: the compiled walk then reads plain members' headers and data from
-    the file itself, each member with a single copy (out of a map of the file, or
-    with ``pread`` when ``map_file`` is false: :func:`.compiled.walk_file`).
-
-    ``chunk`` is how many bytes are read (or walked, in a file or a map) at a
-    time while headers are dense: the members of a chunk are parsed together
-    and held until they are taken.  A reader of many shards at once
-    (:mod:`wds_core.sources.interleave`) reads small chunks, so that each shard it
-    holds open holds little more than one sample.
-
-    Ends at the first end-of-archive block.  Raises :class:`TruncatedShardError`
-    when the stream ends inside a header or a member or without an end-of-archive
-    block, and :class:`TarFormatError` for a corrupt header or a size that is not
-    a number (never negative); members before the problem have all been yielded
-    by then.
+    ``pax_global``: the global pax records in force there (updated in place).  ``want(name)`` false skips a
+    member's data, a megabyte at a time.  ``limits`` (default: the configuration file's, else
+    :class:`~wds_core.limits.DecodeLimits`'s) refuses a member, or extension headers, over their limit before
+    reading them: an :class:`OverLimitError` raised, or with ``over_limit="skip"`` yielded where the data would be.
+    ``mapped`` (the shard memory-mapped) gives members of ``MAPPED_COPY`` bytes and more as views of the map;
+    ``fd`` (a plain local file's descriptor) lets the compiled walk read headers and data from the file itself
+    (mapped, or with ``pread`` when ``map_file`` is false); ``chunk`` is how much is walked at a time (small for a
+    reader holding many shards open).  A stream that ends early is a :class:`TruncatedShardError`, a corrupt header
+    a :class:`TarFormatError`; the members before the problem have all been yielded by then.
     """
     if over_limit not in ("raise", "skip"):
         raise ValueError(f"over_limit must be 'raise' or 'skip', got {over_limit!r}")

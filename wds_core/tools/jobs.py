@@ -142,8 +142,8 @@ def dask_client(
 
         n = workers or os.cpu_count() or 1
         limit = memory_limit if memory_limit else "auto"
-        # the workers' statistical profiler samples the running task every 10 ms: a third of the rate of
-        # short Python tasks (indexing 100,000 small shards: 5,600 shards/s with it, 8,000 without); and
+        # the workers' statistical profiler, sampling the running task, takes a third of the rate of
+        # short Python tasks; and
         # every task goes to a worker at once instead of one when the last ends (no round trip between tasks)
         settings = {"distributed.worker.profile.enabled": False, "distributed.scheduler.worker-saturation": "inf"}
         with dask.config.set(settings):
