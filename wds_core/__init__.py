@@ -142,7 +142,7 @@ def install_as_webdataset(verbose: bool = True) -> Any:
 #: The expert names, importable from here but not in ``__all__``: each lives in its namespace (and is in its
 #: ``__all__``), the one that says what it is for.
 EXPERT_NAMES = {
-    "ShardIndex": "tar", "group_members": "grouping", "iter_members": "tar", "native_status": "_native",
+    "ShardIndex": "tar", "group_members": "tar", "iter_members": "tar", "native_status": "_native",
     "open_shard": "io", "options_for": "io", "register_decoder": "fieldcodecs", "register_encoder": "fieldcodecs",
     "register_image_spec": "fieldcodecs", "register_opener": "io", "rewrite_url": "io", "split_key": "tar",
 }  # fmt: skip

@@ -220,8 +220,8 @@ def test_lying_headers_give_typed_errors_within_bounds(tmp_path, reader):
     """Headers with valid checksums and hostile sizes, types and pax records (issue 28): every reader ends
     with our errors, within the deadline and without growing memory."""
     from wds_core.fieldcodecs.bounded import DecodeLimits
-    from wds_core.grouping import group_members
     from wds_core.tar import ShardIndex, iter_members
+    from wds_core.tar.grouping import group_members
 
     limits = DecodeLimits(field_bytes=MB, header_bytes=64 << 10)
     start = _max_rss()

@@ -39,14 +39,14 @@ SUITES = {
 #: file; nothing joins it.
 UNMIRRORED = {
     "cli/common", "cli/demo", "cli/index", "cli/inspect_shards", "cli/profile", "cli/progress", "cli/reshape",
-    "dataset", "dropin/_refuse", "dropin/autodecode",
+    "dropin/_refuse", "dropin/autodecode",
     "dropin/cborsiterators", "dropin/compat", "dropin/extradatasets", "dropin/handlers", "dropin/mix", "dropin/multi",
     "dropin/pipeline", "dropin/pytorch", "dropin/widsdecode", "dropin/widssamplers", "dropin/widsshards",
     "dropin/writer", "fieldcodecs/bounded", "indexed/samplers", "io/backends/base",
     "io/backends/fsspec", "io/backends/http", "io/backends/httpconn", "io/backends/local", "io/backends/opener",
     "io/backends/pipe", "io/backends/ranged", "io/backends/s3",
-    "io/shardsink", "loader/shm", "loader/worker", "observe/starvation", "pipeline/fluid",
-    "pipeline/run", "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
+    "io/shardsink", "loader/shm", "loader/worker", "observe/starvation",
+    "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
     "sources/readoptions", "stages/memorycache", "stages/fieldkeys",
     "stages/tracing", "stages/xdecode", "tar/resume", "tar/source",
     "tar/walk", "tools/jobs",

@@ -22,7 +22,8 @@ def test_native_status_names_every_helper_and_load_refuses_others():
 @pytest.mark.slow
 def test_pure_python_leaves_every_helper_unused():
     code = (
-        "from wds_core import _native, grouping\n"
+        "from wds_core import _native\n"
+        "from wds_core.tar import grouping\n"
         "from wds_core.tar import compiled_walk\n"
         "from wds_core.fieldcodecs.jpeg import region_decoding\n"
         "from wds_core.io.localfiles import _mapped_copy\n"

@@ -2,7 +2,7 @@
 otherwise; each has a Python twin with the same results, which the tests compare):
 
 * ``tarscan`` -- the common case of the tar walk, plain regular members (:mod:`wds_core.tar.compiled`);
-* ``groupfast`` -- the common case of grouping members into samples (:mod:`wds_core.grouping`);
+* ``groupfast`` -- the common case of grouping members into samples (:mod:`wds_core.tar.grouping`);
 * ``mapcopy`` -- bytes copied out of a map of a local shard for indexed access (:mod:`wds_core.io.localfiles`);
 * ``sigbus_guard`` -- the process's one guard of those copies against a file cut under its map, which the two
   above reach through ``sigbus_guard.h``;

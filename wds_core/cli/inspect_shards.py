@@ -22,13 +22,13 @@ import time
 from typing import Any
 
 from ..errors import TarFormatError, WdsError
-from ..grouping import group_members, is_meta
 from ..io import files
 from ..io.destinations import stale_partials
 from ..io.storage import local_path
 from ..io.urls import expand_urls
 from ..sources.descriptor import load_descriptor
 from ..sources.tarsamples import TarfileToSamples
+from ..tar.grouping import group_members, is_meta
 from ..tar.headers import BLOCK, checksum_ok
 from ..tar.tario import iter_members, open_decompressed
 from .common import md5_of, subcommand

@@ -17,10 +17,10 @@ import sys
 from typing import Any
 
 from ..errors import ShardNotFoundError, SpecError
-from ..grouping import split_key
 from ..io import files
 from ..io.storage import Storage, create_shard, local_path, open_shard
 from ..io.urls import expand_urls
+from ..tar.grouping import split_key
 from ..tar.tarindex import index_shard
 from ..tar.tario import iter_members, open_decompressed
 from ..writer import ShardWriter

@@ -32,10 +32,10 @@ from typing import Any
 import braceexpand
 
 from ..errors import SampleError
-from ..grouping import is_meta, split_key
 from ..handlers import Handler, reraise_exception
 from ..io.storage import Storage
 from ..sources.tarsamples import TarfileToSamples
+from ..tar.grouping import is_meta, split_key
 from ..tar.tario import iter_members, open_decompressed
 from . import hooks
 

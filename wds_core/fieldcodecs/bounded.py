@@ -18,7 +18,7 @@ Shards often come from the internet: a 400 KB ``.json.gz`` may inflate to
   total passes.
 
 The shard readers hold members and records to the same limits before reading
-them (:func:`wds_core.tar.tario.iter_members`, :mod:`wds_core.grouping`,
+them (:func:`wds_core.tar.tario.iter_members`, :mod:`wds_core.tar.grouping`,
 :mod:`wds_core.sources.recordstreams`); ``header_bytes`` bounds a tar member's
 extension headers (long names and pax records).  Defaults are far beyond any
 honest dataset's fields; raise them with

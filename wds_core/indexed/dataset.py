@@ -41,7 +41,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import ShardOpenError, SpecError, TruncatedShardError
-from ..grouping import group_members
 from ..io import files
 from ..io.cache import ShardCache
 from ..io.decompress import is_compressed
@@ -53,6 +52,7 @@ from ..io.urls import expand_urls
 from ..limits import DecodeLimits
 from ..sources.descriptor import load_descriptor
 from ..stages.decode import Decoder
+from ..tar.grouping import group_members
 from ..tar.tarindex import ShardIndex, index_shard
 from ..tar.tario import open_decompressed
 

@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SampleError, SpecError, install_hint
-from ..grouping import is_meta
 from ..handlers import Handler, reraise_exception
 from ..io.commands import refuse_command
 from ..io.storage import Storage
 from ..io.urls import expand_urls, folder_of, join_url
 from ..rng import Rng, derive_seed
 from ..stages.mapping import PerSample
+from ..tar.grouping import is_meta
 from .shardlists import SimpleShardList
 
 __all__ = ["Extensions", "Source", "SourceShards", "is_spec", "load_spec"]

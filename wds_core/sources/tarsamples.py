@@ -1,6 +1,6 @@
 """The stage that reads tar shards into samples (:class:`TarfileToSamples`, webdataset's ``tarfile_to_samples()``):
 a :class:`~.reader.ShardReader` whose items are the samples that :func:`~wds_core.tar.tario.iter_members` and
-:func:`~wds_core.grouping.group_members` make of each shard.
+:func:`~wds_core.tar.grouping.group_members` make of each shard.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..grouping import group_members, is_meta
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
 from ..io.localfiles import file_descriptor, map_whole
@@ -16,6 +15,7 @@ from ..io.remote.rangestream import RetryPolicy
 from ..io.remote.readahead import ReadAhead
 from ..io.storage import Storage
 from ..state import RunContext
+from ..tar.grouping import group_members, is_meta
 from ..tar.resume import skip_to
 from ..tar.tario import iter_members
 from .reader import ShardReader

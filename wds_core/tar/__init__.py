@@ -12,13 +12,14 @@
 * :mod:`.keys` -- webdataset's key rules (:func:`split_key`, :func:`is_meta`):
   which sample and field a member's name stands for.
 
+* :mod:`.grouping` -- members to samples by those rules (:func:`group_members`).
+
 This package reads and writes members and imports nothing from the layers
-above it (errors, limits and storage lie below).  Members become samples in
-:mod:`wds_core.grouping` (:func:`~wds_core.grouping.group_members`, also
-``wds_core.group_members``).  These are the expert interface: ``WebDataset``
-and the writers use them for you.
+above it (errors, limits and storage lie below).  These are the expert
+interface: ``WebDataset`` and the writers use them for you.
 """
 
+from .grouping import group_members
 from .headers import BLOCK
 from .keys import is_meta, split_key
 from .tarindex import INDEX_FORMAT, ShardIndex, index_shard, stored_index, walk_headers
@@ -32,6 +33,7 @@ __all__ = [
     "compiled_walk",
     "encode_member",
     "end_of_archive",
+    "group_members",
     "index_shard",
     "is_meta",
     "iter_members",

@@ -2,7 +2,7 @@
 
 A member ``dir/abc.seg.JPG`` belongs to the sample with key ``dir/abc`` (the path up to the first dot of the
 basename) under the field ``seg.JPG`` (the rest; readers lower-case it); top-level ``__*__`` members are
-metadata.  The tar readers and indexer name members by these rules, and :mod:`wds_core.grouping` groups
+metadata.  The tar readers and indexer name members by these rules, and :mod:`wds_core.tar.grouping` groups
 members into samples by them.
 """
 

@@ -24,7 +24,7 @@ needs_walk = pytest.mark.skipif(
     "switch, code",
     [
         ("WDS_TARSCAN", "from wds_core.tar import compiled_walk; print(compiled_walk())"),
-        ("WDS_GROUPFAST", "from wds_core import grouping; print(grouping.GROUPER is not None)"),
+        ("WDS_GROUPFAST", "from wds_core.tar import grouping; print(grouping.GROUPER is not None)"),
     ],
 )
 def test_each_compiled_helper_is_switched_off_by_the_environment(switch, code):

@@ -21,10 +21,10 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._native import load
-from .errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
-from .limits import DecodeLimits
-from .tar.keys import is_meta, split_key
+from .._native import load
+from ..errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
+from ..limits import DecodeLimits
+from .keys import is_meta, split_key
 
 __all__ = ["group_members", "is_meta", "split_key"]
 
@@ -124,15 +124,10 @@ def group_members(
                 continue
             if rename is not None:
                 name = rename(name)
-            slash = name.rfind("/")
-            dot = name.find(".", slash + 1)
-            if dot > slash + 1 and "\n" not in name:
-                k, field = name[:dot], name[dot + 1 :].lower()
-            else:
-                k, field = split_key(name)  # type: ignore[assignment]
-                if k is None:
-                    continue
-                field = field.lower()
+            k, named = split_key(name)  # type: ignore[assignment]
+            if k is None or named is None:
+                continue
+            field = named.lower()
             if k != key:
                 if sample is not None:
                     if position is not None:

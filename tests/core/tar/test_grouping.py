@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from wds_core import SampleError
 from wds_core.errors import OverLimitError, ShardOpenError, TruncatedShardError, WdsError
 from wds_core.fieldcodecs.bounded import DecodeLimits
-from wds_core.grouping import group_members, split_key
+from wds_core.tar.grouping import group_members, split_key
 
 webdataset = pytest.importorskip("webdataset")
 from webdataset.tariterators import base_plus_ext  # noqa: E402
@@ -61,7 +61,7 @@ def test_the_compiled_grouping_gives_what_the_python_loop_gives(items, ending, b
     """groupfast.c groups plain members and leaves the first other one, and all after it, to the Python loop:
     on members of every kind (refusals among them, a cut, a reader's refusal or a failing stream at the end),
     the same samples, the same position at each, the same error and the same partial sample as the loop alone."""
-    from wds_core import grouping
+    from wds_core.tar import grouping
 
     if grouping.GROUPER is None:
         if os.environ.get("WDS_REQUIRE_COMPILED") == "1":
