@@ -6,23 +6,13 @@ import warnings
 import pytest
 
 import wds_core
-from tests.conftest import make_samples, write_shard
+from tests.core.test_dataset import keys
 from wds_core import dropin
 from wds_core.datasetplan import NATIVE_SPELLING, webdataset_plan
 
 
-@pytest.fixture
-def shards(tmp_path):
-    paths = [write_shard(tmp_path / f"p-{i}.tar", make_samples(f"p{i}-", 5)) for i in range(4)]
-    return str(tmp_path / "p-{0..3}.tar"), paths
-
-
-def keys(dataset):
-    return [s["__key__"] for s in dataset]
-
-
 def test_native_code_with_webdatasets_keywords_works_and_is_told_the_new_spelling(shards):
-    spec, _ = shards
+    spec, _, _ = shards  # tests/conftest.py's
     with pytest.warns(DeprecationWarning, match=r"shardshuffle= -> shuffle=.*storage_options= -> storage="):
         old = keys(wds_core.WebDataset(spec, shardshuffle=True, seed=4, storage_options={}))
     with warnings.catch_warnings():

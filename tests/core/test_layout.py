@@ -30,7 +30,6 @@ SUITES = {
     "dropin/test_subclassing": "training code that subclasses webdataset's classes",
     "dropin/test_webdataset_behaviour": "what webdataset's own suite pins down",
     "fieldcodecs/test_jpeg_region": "the compiled region decoder against whole decodes",
-    "io/test_direct": "range requests through http.client and botocore on real servers",
     "io/test_outage": "outages end to end against the local S3 server",
 }
 
@@ -42,9 +41,9 @@ UNMIRRORED = {
     "dropin/_refuse", "dropin/autodecode",
     "dropin/cborsiterators", "dropin/compat", "dropin/extradatasets", "dropin/handlers", "dropin/mix", "dropin/multi",
     "dropin/pipeline", "dropin/pytorch", "dropin/widsdecode", "dropin/widssamplers", "dropin/widsshards",
-    "dropin/writer", "fieldcodecs/bounded", "indexed/samplers", "io/backends/base",
-    "io/backends/fsspec", "io/backends/http", "io/backends/httpconn", "io/backends/local", "io/backends/opener",
-    "io/backends/pipe", "io/backends/ranged", "io/backends/s3",
+    "dropin/writer", "fieldcodecs/bounded", "indexed/samplers",
+    "io/backends/fsspec", "io/backends/httpconn", "io/backends/local",
+    "io/backends/ranged",
     "io/shardsink", "loader/shm", "loader/worker", "observe/starvation",
     "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
     "sources/readoptions", "stages/memorycache", "stages/fieldkeys",

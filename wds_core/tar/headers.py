@@ -40,6 +40,7 @@ __all__ = [
     "parse_number",
     "parse_pax",
     "pax_number",
+    "quick_size",
     "ustar_name",
 ]
 
@@ -101,6 +102,20 @@ def checksum_ok(block: bytes) -> bool:
         return True
     signed = sum(b - 256 if b > 127 else b for b in block) - sum(b - 256 if b > 127 else b for b in field)
     return stored == signed + 8 * 32
+
+
+def quick_size(header: bytes) -> int | None:
+    """The data size a header gives in the common case (an octal size, and six checksum digits that verify), else
+    ``None``: the caller then checks the checksum and reads the size the slow way (:meth:`Extensions.size`)."""
+    field = header[124:135]
+    if not (field.isdigit() and header[154:156] in SUM_ENDS):
+        return None
+    try:
+        size = int(field, 8)
+        verified = int(header[148:154], 8) == sum(header) - sum(header[148:156]) + 256
+    except ValueError:  # an 8 or a 9
+        return None
+    return size if verified else None
 
 
 def first_bad_checksum(buf: bytes, positions: list[int], origin: int = 0) -> int:

@@ -45,13 +45,13 @@ from .headers import (
     EXTENSIONS,
     GNU_LONGLINK,
     REGULAR,
-    SUM_ENDS,
     ZERO_BLOCK,
     Extensions,
     checksum_ok,
     corrupt_header,
     decode_name,
     pax_number,
+    quick_size,
     ustar_name,
 )
 from .keys import is_meta, split_key
@@ -89,15 +89,10 @@ def walk_headers(
             raise TruncatedShardError(ENDS_IN_HEADER, url=url, offset=pos)
         if header == ZERO_BLOCK:
             return
-        field = header[124:135]
-        fast = False
-        if field.isdigit() and header[154:156] in SUM_ENDS:  # the common case: octal size and checksum
-            try:
-                dsize = int(field, 8)
-                fast = int(header[148:154], 8) == sum(header) - sum(header[148:156]) + 256
-            except ValueError:
-                fast = False
-        if not fast:
+        quick = quick_size(header)
+        if quick is not None:
+            dsize = quick
+        else:
             if not checksum_ok(header):
                 raise corrupt_header(pos, url)
             dsize = ext.size(header, pos)

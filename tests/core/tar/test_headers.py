@@ -69,6 +69,16 @@ def test_checksums_of_written_headers_and_of_changed_ones():
     assert not headers.checksum_ok(bytes(garbage))
 
 
+def test_the_quick_size_is_the_common_case_only():
+    info = tarfile.TarInfo("a.txt")
+    info.size = 1234
+    header = info.tobuf(format=tarfile.USTAR_FORMAT)[:512]
+    assert headers.quick_size(header) == 1234
+    assert headers.quick_size(header[:148] + b"0000000\x00" + header[156:]) is None  # a checksum that fails
+    big = header[:124] + b"\x80" + (10**12).to_bytes(11, "big") + header[136:]  # base-256: the slow way
+    assert headers.quick_size(big) is None
+
+
 def test_a_signed_checksum_is_accepted():
     """Old writers summed the bytes as signed chars: a name with bytes over 127 differs between the two sums."""
     block = bytearray(header_block("\u00e9t\u00e9.txt"))
