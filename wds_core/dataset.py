@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from .datasetplan import Plan, Split, reading_of, splitters_of, warn_webdataset_keywords, webdataset_plan
 from .dist import node_info, worker_info
@@ -50,8 +50,13 @@ class WebDataset(DataPipeline, FluidInterface):
     samples).  Without ``seed``, ``WDS_SEED`` is the seed when set, as in webdataset.
 
     webdataset's keywords (``shardshuffle=``, ``storage_options=``, ``cache_dir=``...) still work here with a
-    ``DeprecationWarning`` naming the new spelling; the drop-in's ``WebDataset`` takes them as webdataset does.
+    ``DeprecationWarning`` naming the new spelling; the drop-in's ``WebDataset`` and ``wds_torch``'s take them as
+    webdataset does.
     """
+
+    #: whether webdataset's keywords are taken without a ``DeprecationWarning``: ``wds_torch.WebDataset``'s are
+    #: (``import wds_torch as wds`` is the design's drop-in for ``import webdataset as wds``)
+    takes_webdataset_keywords: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -70,7 +75,8 @@ class WebDataset(DataPipeline, FluidInterface):
         native = {"storage": storage, "reading": reading, "shuffle": shuffle, "seed": seed, "split": split,
                   "sample_counts": sample_counts, "empty_check": empty_check, "interleave": interleave}  # fmt: skip
         if webdataset_keywords:
-            warn_webdataset_keywords(webdataset_keywords, stacklevel=3)
+            if not self.takes_webdataset_keywords:
+                warn_webdataset_keywords(webdataset_keywords, stacklevel=3)
             self._build(webdataset_plan(urls, native, webdataset_keywords))
             return
         self._build(Plan(urls, "list", reading_of(storage, reading), bool(shuffle), seed, splitters_of(split),

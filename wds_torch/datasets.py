@@ -134,7 +134,10 @@ class DataPipeline(_RankTravels, wds_core.DataPipeline, torch.utils.data.Iterabl
 
 
 class WebDataset(_RankTravels, wds_core.WebDataset, torch.utils.data.IterableDataset):
-    """:class:`wds_core.WebDataset` as a PyTorch ``IterableDataset``."""
+    """:class:`wds_core.WebDataset` as a PyTorch ``IterableDataset``; it takes webdataset's keywords too, without a
+    warning (``import wds_torch as wds`` instead of ``import webdataset as wds``), as well as the native options."""
+
+    takes_webdataset_keywords = True
 
 
 class RandomMix(_RankTravels, wds_core.RandomMix, torch.utils.data.IterableDataset):

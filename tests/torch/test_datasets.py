@@ -511,3 +511,20 @@ def test_a_loader_restored_with_another_worker_count_says_how_to_resume(dataset_
     with pytest.raises(wds.CheckpointError, match="stages of its own after its workers"):
         wds.merge_states(shuffled.state_dict())
     shuffled.close()
+
+
+def test_webdatasets_keywords_are_taken_without_a_warning_here(dataset_dir):
+    """Issue 59: ``wds_core.WebDataset`` warns about webdataset's keywords; ``wds_torch.WebDataset`` is the design's
+    drop-in (``import wds_torch as wds``) and takes them as webdataset does, with the native options too."""
+    import warnings
+
+    spec, keys = dataset_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        old = [s["__key__"] for s in wds.WebDataset(spec, shardshuffle=True, seed=3, handler=wds.reraise_exception)]
+        new = [s["__key__"] for s in wds.WebDataset(spec, shuffle=True, seed=3)]
+    assert old == new and sorted(new) == sorted(keys)
+    import wds_core
+
+    with pytest.warns(DeprecationWarning, match="shardshuffle= -> shuffle="):
+        wds_core.WebDataset(spec, shardshuffle=True, seed=3)
