@@ -42,8 +42,6 @@ UNMIRRORED = {
     "dropin/cborsiterators", "dropin/compat", "dropin/extradatasets", "dropin/handlers", "dropin/mix", "dropin/multi",
     "dropin/pipeline", "dropin/pytorch", "dropin/widsdecode", "dropin/widssamplers", "dropin/widsshards",
     "dropin/writer", "fieldcodecs/bounded", "indexed/samplers",
-    "io/backends/fsspec", "io/backends/httpconn", "io/backends/local",
-    "io/backends/ranged",
     "io/shardsink", "loader/shm", "loader/worker", "observe/starvation",
     "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
     "sources/readoptions", "stages/memorycache", "stages/fieldkeys",
