@@ -48,6 +48,15 @@ from .indexed import ChunkedSampler as ChunkedSampler
 from .indexed import DistributedChunkedSampler as DistributedChunkedSampler
 from .indexed import ShardListDataset as ShardListDataset
 
+# webdataset's forms of these names, as the design's drop-in (``import wds_torch as wds``) gives them:
+# TarWriter(fileobj, user, group, mode, ...), decode's and Decoder's handler lists, splitters and tarfile_to_samples
+# that honour webdataset's replaced hooks; from the drop-in, loaded when one of them is first asked for
+WEBDATASET_FORMS = frozenset(
+    {"Decoder", "TarWriter", "decode", "single_node_only", "split_by_node", "split_by_worker", "tarfile_to_samples"}
+)
+for _name in WEBDATASET_FORMS:
+    del globals()[_name]
+
 # a DataLoader read by a pipeline run stops its workers when the run is closed (the pipeline knows no framework)
 wds_core.state.plug_in(source_closer=_datasets.stop_workers)
 
@@ -71,7 +80,7 @@ def __getattr__(name: str) -> Any:
     drop-in (loaded the first time one is asked for: ``import wds_torch`` loads none of it)."""
     if name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _core_webdataset_names:
+    if name not in _core_webdataset_names and name not in WEBDATASET_FORMS:
         try:
             return core_attribute(__name__, name)
         except AttributeError:
