@@ -46,6 +46,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import SpecError, redact_url
+from .config import configured
 from .registry import registered_scheme
 
 __all__ = [
@@ -66,24 +67,18 @@ _TRUE = ("1", "true", "yes", "on")
 _HOW = "secure mode is on (WDS_SECURE, the config file's secure: true, set_secure() or enforce_security)"
 
 
-def _configured(name: str) -> Any:
-    from .config import configured
-
-    return configured(name)
-
-
 def secure_mode() -> bool:
     """Whether secure mode is on (the environment, then the configuration file)."""
     value = os.environ.get("WDS_SECURE")
     if value is not None and value.strip():
         return value.strip().lower() in _TRUE
-    return _configured("secure") is True
+    return configured("secure") is True
 
 
 def secure_roots() -> list[str]:
     """The folders local paths may be under in secure mode (resolved)."""
     roots = [r for r in os.environ.get("WDS_SECURE_ROOTS", "").split(os.pathsep) if r]
-    roots += [str(r) for r in (_configured("secure_roots") or [])]
+    roots += [str(r) for r in (configured("secure_roots") or [])]
     return [os.path.realpath(os.path.expanduser(root)) for root in roots]
 
 
@@ -93,9 +88,9 @@ def secure_protocols() -> frozenset[str]:
     named = os.environ.get("WDS_SECURE_PROTOCOLS")
     if named is not None and named.strip():
         return frozenset(p.strip().lower() for p in named.replace(" ", ",").split(",") if p.strip())
-    configured = _configured("secure_protocols")
-    if configured:
-        return frozenset(str(p).lower() for p in configured)
+    listed = configured("secure_protocols")
+    if listed:
+        return frozenset(str(p).lower() for p in listed)
     return DEFAULT_PROTOCOLS
 
 
