@@ -74,13 +74,9 @@ class WebDataset(DataPipeline, FluidInterface):
     ) -> None:
         native = {"storage": storage, "reading": reading, "shuffle": shuffle, "seed": seed, "split": split,
                   "sample_counts": sample_counts, "empty_check": empty_check, "interleave": interleave}  # fmt: skip
-        if webdataset_keywords:
-            if not self.takes_webdataset_keywords:
-                warn_webdataset_keywords(webdataset_keywords, stacklevel=3)
-            self._build(webdataset_plan(urls, native, webdataset_keywords))
-            return
-        self._build(Plan(urls, "list", reading_of(storage, reading), bool(shuffle), seed, splitters_of(split),
-                         sample_counts, empty_check, interleave))  # fmt: skip
+        if webdataset_keywords and not self.takes_webdataset_keywords:
+            warn_webdataset_keywords(webdataset_keywords, stacklevel=3)
+        self._build(webdataset_plan(urls, native, webdataset_keywords))
 
     @classmethod
     def from_spec(

@@ -29,7 +29,7 @@ class Plan:
 
     urls: Any
     kind: str = "list"
-    reading: ShardReadOptions = field(default_factory=lambda: ShardReadOptions(local_path=True))
+    reading: ShardReadOptions = field(default_factory=lambda: reading_of(None, None))
     shuffle: bool = False
     seed: int | None = None
     splitters: tuple[Callable | None, Callable | None] = (split_by_node, split_by_worker)
@@ -106,8 +106,8 @@ def warn_webdataset_keywords(keywords: dict[str, Any], stacklevel: int = 4) -> N
 
 
 def webdataset_plan(urls: Any, native: dict[str, Any], keywords: dict[str, Any]) -> Plan:
-    """The plan of ``WebDataset(urls, **native, **keywords)``: ``keywords`` are webdataset's (and wds's former)
-    spellings, ``native`` the native arguments (their defaults when not given)."""
+    """The plan of ``WebDataset(urls, **native, **keywords)``: ``native`` the native arguments (their defaults when
+    not given), ``keywords`` webdataset's (and wds's former) spellings over them, or none: the native plan."""
     unknown = sorted(set(keywords) - set(NATIVE_SPELLING))
     if unknown:
         raise TypeError(f"WebDataset() got an unexpected keyword argument {unknown[0]!r}")
