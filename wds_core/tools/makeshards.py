@@ -73,6 +73,9 @@ def _samples(out: Any, index: int) -> Iterator[dict[str, Any]]:
     if isinstance(out, dict):
         yield out if "__key__" in out else {"__key__": f"{index:010d}", **out}
         return
+    if not isinstance(out, (list, tuple)) and not hasattr(out, "__next__"):
+        raise SpecError(f"fn must give a sample dict, None or a list of dicts; input {index} gave a "
+                        f"{type(out).__name__}")  # fmt: skip
     for number, sample in enumerate(out):
         if not isinstance(sample, dict):
             raise SpecError(f"fn must give a sample dict, None or a list of dicts; input {index} gave a "
@@ -104,11 +107,7 @@ def make_job(
         files.remove(stale)
     with ShardWriter(os.path.join(staging, prefix + "%04d.tar"), maxcount=maxcount, maxsize=maxsize) as sink:
         for index, item in items:
-            out = fn(item)
-            if out is not None and not isinstance(out, (dict, list, tuple)) and not hasattr(out, "__next__"):
-                raise SpecError(f"fn must give a sample dict, None or a list of dicts; input {index} gave a "
-                                f"{type(out).__name__}")  # fmt: skip
-            for sample in _samples(out, index):
+            for sample in _samples(fn(item), index):
                 sink.write(sample)
     return [{"url": os.path.basename(shard["url"]), "nsamples": shard["nsamples"]} for shard in sink.shards]
 
@@ -136,6 +135,14 @@ def _staging(output: str, work_dir: str | None) -> str:
 def _descriptor_name(output: str) -> str:
     head = output.split("%")[0].rstrip("-_.")
     return (head if head and not head.endswith("/") else head + "shards") + ".json"
+
+
+def _reporter(progress: Any) -> Callable[..., None] | None:
+    """``said(summary, jobs_done, final=False)``: the progress lines, or the caller's ``progress(summary)`` after
+    each job (not again at the end), or nothing."""
+    if callable(progress):
+        return lambda summary, jobs, final=False: None if final else progress(summary)
+    return _Progress() if progress else None
 
 
 class _Progress:
@@ -195,7 +202,7 @@ def make_shards(
     files.makedirs(staging)
     log = JobLog(os.path.join(staging, "log.jsonl"))
     summary = MakeShardsSummary()
-    said = progress if callable(progress) else _Progress() if progress else None
+    said = _reporter(progress)
     made: dict[int, list[dict[str, Any]]] = {}
     try:
         pending = []
@@ -214,10 +221,8 @@ def make_shards(
             summary.samples += sum(shard["nsamples"] for shard in shards)
             summary.seconds = time.monotonic() - started
             log.record(str(work[0]), str(len(work[1])), "done", attempts, shards=shards)
-            if isinstance(said, _Progress):
+            if said is not None:
                 said(summary, len(made))
-            elif said is not None:
-                said(summary)
 
         def failed(work: tuple, error: str, attempts: int) -> None:
             summary.failures.append((work[0], error))
@@ -240,7 +245,7 @@ def make_shards(
         _write_descriptor(summary.descriptor, published, output, storage, staging)
     _remove_folder(staging)
     summary.seconds = time.monotonic() - started
-    if isinstance(said, _Progress):
+    if said is not None:
         said(summary, summary.jobs, final=True)
     return summary
 
