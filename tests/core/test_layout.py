@@ -45,8 +45,8 @@ UNMIRRORED = {
     "io/shardsink", "loader/shm", "loader/worker", "observe/starvation",
     "reexport", "sources/counts", "sources/descriptor", "sources/dirshards",
     "sources/readoptions", "stages/memorycache", "stages/fieldkeys",
-    "stages/tracing", "stages/xdecode", "tar/resume", "tar/source",
-    "tar/walk", "tools/jobs",
+    "stages/tracing", "stages/xdecode", "tar/resume",
+    "tools/jobs",
 }  # fmt: skip
 
 

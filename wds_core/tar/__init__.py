@@ -7,7 +7,8 @@
   :mod:`.source` gives it exact reads from a stream, and :mod:`.compiled`
   the optional C walk of plain members (``tarscan.c``);
 * :mod:`.tarindex` -- offset indexes of shards (``.idx`` sidecars), built by
-  walking headers with ranged reads: :func:`index_shard`;
+  the same walk (:mod:`.walk`) over the shard read by offset, headers alone:
+  :func:`index_shard`;
 * :mod:`.tarwrite` -- members packed into tar bytes for the writers;
 * :mod:`.keys` -- webdataset's key rules (:func:`split_key`, :func:`is_meta`):
   which sample and field a member's name stands for.

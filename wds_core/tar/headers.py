@@ -1,7 +1,7 @@
 """Tar header fields: the type flags, numbers, checksums, names and pax records of one header.
 
-Shared by the streaming reader (:mod:`.tario`) and the offset indexer
-(:mod:`.tarindex`), which parse the same 512-byte headers; the byte layout is
+What the walk (:mod:`.walk`) reads each 512-byte header with, for the
+streaming reader and the offset index alike; the byte layout is
 POSIX ustar's (name at 0, size at 124, checksum at 148, type flag at 156,
 magic at 257, prefix at 345) with GNU's base-256 numbers.
 """
@@ -40,7 +40,6 @@ __all__ = [
     "parse_number",
     "parse_pax",
     "pax_number",
-    "quick_size",
     "ustar_name",
 ]
 
@@ -52,8 +51,8 @@ PAX, PAX_GLOBAL, PAX_SOLARIS = 0x78, 0x67, 0x58  # 'x', 'g', 'X'
 GNU_SPARSE = 0x53  # 'S'
 EXTENSIONS = (GNU_LONGNAME, GNU_LONGLINK, PAX, PAX_GLOBAL, PAX_SOLARIS)  # headers that describe the next member
 USTAR_MAGIC = b"ustar\x00"
-# what both walks (the streaming one, tario, and the index's, tarindex) say of a shard that ends early or holds no
-# tar: the same words, so that a differential test can compare their errors whole
+# what a walk says of a shard that ends early or holds no tar, streaming or indexing: the same words (a
+# differential test compares their errors whole)
 EMPTY = "the shard is empty: expected a tar archive"
 ENDS_IN_HEADER = "the shard ends inside a tar header"
 ENDS_IN_MEMBER = "the shard ends inside a member"
@@ -93,6 +92,12 @@ def pax_number(value: str, what: str, url: object, offset: int) -> int:
 
 def checksum_ok(block: bytes) -> bool:
     field = block[148:156]
+    if field[6:] in SUM_ENDS and field[:6].isdigit():  # the common case: six octal digits of the unsigned sum
+        try:
+            if int(field[:6], 8) == sum(block) - sum(field) + 256:
+                return True
+        except ValueError:  # an 8 or a 9
+            return False
     try:
         stored = parse_number(field, "checksum")
     except ValueError:
@@ -102,20 +107,6 @@ def checksum_ok(block: bytes) -> bool:
         return True
     signed = sum(b - 256 if b > 127 else b for b in block) - sum(b - 256 if b > 127 else b for b in field)
     return stored == signed + 8 * 32
-
-
-def quick_size(header: bytes) -> int | None:
-    """The data size a header gives in the common case (an octal size, and six checksum digits that verify), else
-    ``None``: the caller then checks the checksum and reads the size the slow way (:meth:`Extensions.size`)."""
-    field = header[124:135]
-    if not (field.isdigit() and header[154:156] in SUM_ENDS):
-        return None
-    try:
-        size = int(field, 8)
-        verified = int(header[148:154], 8) == sum(header) - sum(header[148:156]) + 256
-    except ValueError:  # an 8 or a 9
-        return None
-    return size if verified else None
 
 
 def first_bad_checksum(buf: bytes, positions: list[int], origin: int = 0) -> int:

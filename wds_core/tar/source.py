@@ -12,7 +12,7 @@ from typing import BinaryIO
 from ..errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
 from .headers import BLOCK
 
-__all__ = ["CHUNK", "ExactSource", "discard"]
+__all__ = ["CHUNK", "ByOffset", "ExactSource", "discard"]
 
 CHUNK = 1 << 20  # bytes per read while headers are dense
 
@@ -90,6 +90,34 @@ class ExactSource:
     def short(self, message: str, **where: object) -> Exception:
         """The error for data that ended early: the read error that ended it, if any, else a truncation."""
         return self.pending or TruncatedShardError(message, url=self.url, **where)  # type: ignore[arg-type]
+
+
+class ByOffset:
+    """A shard read by offset (``read_at(offset, n)``, ``size`` bytes), walked as a map is
+    (:meth:`.walk.Walk.by_offset`): the walk reads each header with one slice and an extension header's data with
+    one more, so only those are read (from a remote shard, through the windows around its headers)."""
+
+    __slots__ = ("read_at", "size", "at")
+
+    def __init__(self, read_at: Callable[[int, int], bytes], size: int) -> None:
+        self.read_at, self.size, self.at = read_at, size, 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, span: slice) -> bytes:
+        start, stop = span.start, span.stop
+        if stop > self.size:
+            stop = self.size
+        return self.read_at(start, stop - start) if stop > start else b""
+
+    def seek(self, offset: int) -> None:
+        self.at = offset
+
+    def read(self, n: int) -> bytes:
+        data = self[self.at : self.at + n]
+        self.at += len(data)
+        return data
 
 
 def discard(read: Callable[[int], bytes], count: int) -> int:

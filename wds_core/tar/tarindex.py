@@ -29,32 +29,16 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError, TruncatedShardError
+from ..errors import ShardNotFoundError, ShardOpenError, TarFormatError
 from ..io import files
 from ..io.decompress import is_compressed
 from ..io.remote.rangestream import RetryPolicy
 from ..io.storage import RandomAccess, Storage
 from ..limits import DecodeLimits
-from .headers import (
-    BLOCK,
-    EMPTY,
-    ENDS_IN_HEADER,
-    ENDS_IN_MEMBER,
-    ENDS_IN_PADDING,
-    ENDS_UNMARKED,
-    EXTENSIONS,
-    GNU_LONGLINK,
-    REGULAR,
-    ZERO_BLOCK,
-    Extensions,
-    checksum_ok,
-    corrupt_header,
-    decode_name,
-    pax_number,
-    quick_size,
-    ustar_name,
-)
+from .headers import BLOCK, EMPTY
 from .keys import is_meta, split_key
+from .source import ByOffset
+from .walk import Walk
 
 __all__ = ["INDEX_FORMAT", "ShardIndex", "index_shard", "stored_index", "walk_headers"]
 
@@ -69,54 +53,15 @@ def walk_headers(
     """``(name, header offset, data offset, data size)`` of every regular member, reading headers only.
 
     ``read_at(offset, n)`` returns up to ``n`` bytes at ``offset`` of the
-    uncompressed tar, ``size`` is its length.  Headers are read as the
-    streaming reader reads them (:class:`~.headers.Extensions`): a size that
-    is not a number or runs past the end is an error naming the offset, and
-    extension headers over ``limits.header_bytes`` are refused (an
-    :class:`OverLimitError`) before their data is read.
+    uncompressed tar, ``size`` is its length.  It is the streaming reader's
+    walk (:meth:`~.walk.Walk.by_offset`), reading the headers and extension
+    headers alone: the same names, offsets and errors (a size that is not a
+    number or runs past the end names the offset; extension headers over
+    ``limits.header_bytes`` are refused, an :class:`OverLimitError`, before
+    their data is read), and every header's checksum is checked.
     """
-    ext = Extensions(url, limits or DecodeLimits.of())
-    pos = 0
-    while True:
-        header = read_at(pos, BLOCK)
-        if len(header) < BLOCK:  # what ended the shard, as the streaming walk names it
-            if pos > size:
-                raise TruncatedShardError(ENDS_IN_PADDING, url=url, offset=size)
-            if pos == size and pos > 0:
-                raise TruncatedShardError(ENDS_UNMARKED, url=url, offset=pos)
-            if pos == 0 and not header:
-                raise TarFormatError(EMPTY, url=url, offset=0)
-            raise TruncatedShardError(ENDS_IN_HEADER, url=url, offset=pos)
-        if header == ZERO_BLOCK:
-            return
-        quick = quick_size(header)
-        if quick is not None:
-            dsize = quick
-        else:
-            if not checksum_ok(header):
-                raise corrupt_header(pos, url)
-            dsize = ext.size(header, pos)
-        kind = header[156]
-        if kind not in EXTENSIONS and ext.pax is not None and "size" in ext.pax:
-            dsize = pax_number(ext.pax["size"], "size", url, ext.first(pos))
-        dpos = pos + BLOCK
-        if dpos + dsize > size:
-            name = None if kind in EXTENSIONS else ext.name(header, 0, kind, pos)  # as the streaming walk names it
-            name = name or decode_name(ustar_name(header, 0))
-            raise TruncatedShardError(ENDS_IN_MEMBER, url=url, member=name, offset=size)
-        if kind in REGULAR and ext.plain:
-            yield decode_name(ustar_name(header, 0)), pos, dpos, dsize
-        elif kind in EXTENSIONS:
-            if not ext.fits(kind, dsize):
-                raise ext.skip(kind, dsize, pos) or ext.refusal(None)  # type: ignore[misc]
-            ext.extend(kind, read_at(dpos, dsize) if kind != GNU_LONGLINK else b"", pos)
-        else:
-            member = ext.name(header, 0, kind, pos)
-            start = ext.first(pos)
-            ext.done()
-            if member is not None:
-                yield member, start, dpos, dsize
-        pos = dpos + ((dsize + BLOCK - 1) & ~(BLOCK - 1))
+    for name, (data, length), header in Walk.by_offset(ByOffset(read_at, size), url, limits).members():
+        yield name, header, data, length  # type: ignore[misc]
 
 
 @dataclass

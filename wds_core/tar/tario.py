@@ -27,14 +27,9 @@ from typing import BinaryIO
 from ..io.decompress import open_decompressed
 from ..limits import DecodeLimits
 from .compiled import compiled_walk
-from .headers import (
-    BLOCK,
-    ENDS_IN_HEADER,
-    corrupt_header,
-    first_bad_checksum,
-)
+from .headers import BLOCK
 from .source import CHUNK
-from .walk import Member, Walk, members_before
+from .walk import Member, Walk
 
 __all__ = ["BLOCK", "compiled_walk", "iter_members", "open_decompressed"]
 
@@ -69,25 +64,4 @@ def iter_members(
     if over_limit not in ("raise", "skip"):
         raise ValueError(f"over_limit must be 'raise' or 'skip', got {over_limit!r}")
     walk = Walk(stream, url, start_offset, pax_global, want, limits, over_limit == "skip", mapped, fd, chunk)
-    while True:
-        if walk.size_of_file >= 0 and walk.ext.plain and walk.src.pending is None:
-            yield from walk.from_file(stream, map_file)
-        origin, n = walk.next_window()
-        out, headers, pos, n, straddle, ended, problem = walk.walk(origin, n)
-        bad = first_bad_checksum(walk.buf, headers, origin)
-        if bad >= 0:
-            yield from members_before(out, walk.base + headers[bad])
-            raise corrupt_header(walk.base + headers[bad], url)
-        yield from out
-        if problem is not None:
-            raise problem
-        if ended:
-            return
-        if straddle < 0 and pos < n:
-            if pos + BLOCK <= n:  # pragma: no cover - every stop of the walk above is reported already
-                raise corrupt_header(walk.base + pos, url)
-            raise walk.src.short(ENDS_IN_HEADER, offset=walk.base + pos)
-        if straddle < 0:
-            walk.skip = pos - n
-            continue
-        yield from walk.straddling(straddle, n)
+    yield from walk.members(map_file)

@@ -1,14 +1,18 @@
-"""The walk of a tar stream behind :func:`~.tario.iter_members`, one window of blocks at a time (:class:`Walk`).
+"""The one walk of tar headers (:class:`Walk`), one window of blocks at a time: behind the streaming reader
+(:func:`~.tario.iter_members`) and the offset index (:func:`~.tarindex.walk_headers`).
 
 A window is read from the stream (or is the next span of a memory-mapped shard); its headers are parsed and its
 members sliced out together (the compiled scan takes the plain ones, :mod:`.compiled`); a member whose data runs
 past the window is read (or dropped) on its own; plain members of a local file are walked in C straight from the
-file.  Extension headers (GNU long names, pax records) are gathered by :class:`~.headers.Extensions`.
+file.  Extension headers (GNU long names, pax records) are gathered by :class:`~.headers.Extensions`.  A shard read
+by offset (:class:`~.source.ByOffset`, for the index) is walked as a map whose members are sliced as ``(offset,
+size)``: its headers alone are read.
 """
 
 from __future__ import annotations
 
 import mmap
+import sys
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -31,11 +35,12 @@ from .headers import (
     checksum_ok,
     corrupt_header,
     decode_name,
+    first_bad_checksum,
     parse_number,
     pax_number,
     ustar_name,
 )
-from .source import ExactSource, discard
+from .source import ByOffset, ExactSource, discard
 
 __all__ = ["DIRECT", "MAPPED_COPY", "MAPPED_SPAN", "Member", "Walk", "members_before"]
 
@@ -80,7 +85,8 @@ class Walk:
         self.body: bytes | memoryview = self.buf  # what members' data are sliced from: buf, or a view of the map
         self.end = 0  # the end of the map's current window
         if mapped is not None:  # the walk goes window by window through the map itself: offsets are absolute
-            self.buf, self.body, self.end = mapped, memoryview(mapped), start_offset  # type: ignore[assignment]
+            self.buf, self.end = mapped, start_offset  # type: ignore[assignment]
+            self.body = Spans() if isinstance(mapped, ByOffset) else memoryview(mapped)  # type: ignore[assignment]
         self.base = start_offset  # absolute offset of buf[0]
         self.chunk = max(int(chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
         self.next_read = self.chunk
@@ -93,6 +99,52 @@ class Walk:
         # where scan reads the headers of a map from (buf is the map from the file's start then; else buf is a chunk)
         self.header_fd = mapped_file(stream, mapped) if self.scan is not None and mapped is not None else -1
         self.copy_below = MAPPED_COPY if mapped is not None else 0  # members as bytes sliced from buf, not views
+        self.stream, self.each = stream, False  # each: every header's checksum checked as it is read
+
+    @classmethod
+    def by_offset(cls, shard: ByOffset, url: object, limits: DecodeLimits | None) -> Walk:
+        """A walk of a shard read by offset that reads its headers alone: each member's data is ``(offset,
+        size)``, never read, and no member is too large (:func:`~.tarindex.walk_headers`)."""
+        walk = cls(shard, url, 0, None, None, limits, False, shard, -1, shard.size)  # type: ignore[arg-type]
+        walk.max_member, walk.scan, walk.copy_below, walk.header_fd = sys.maxsize, None, 0, -1
+        walk.each = True  # a shard read by offset is no buffer for the batch check of checksums
+        return walk
+
+    def members(self, map_file: bool = True) -> Iterator[Member]:
+        """The walk, window after window: every member to the end-of-archive block, or up to a problem, then the
+        problem (:func:`~.tario.iter_members`)."""
+        while True:
+            if self.size_of_file >= 0 and self.ext.plain and self.src.pending is None:
+                yield from self.from_file(self.stream, map_file)
+            origin, n = self.next_window()
+            out, headers, pos, n, straddle, ended, problem = self.walk(origin, n)
+            bad = -1 if self.each else first_bad_checksum(self.buf, headers, origin)
+            if bad >= 0:
+                yield from members_before(out, self.base + headers[bad])
+                raise corrupt_header(self.base + headers[bad], self.url)
+            yield from out
+            if problem is not None:
+                raise problem
+            if ended:
+                return
+            if straddle < 0 and pos < n:
+                if pos + BLOCK <= n:  # pragma: no cover - every stop of the walk above is reported already
+                    raise corrupt_header(self.base + pos, self.url)
+                raise self.src.short(ENDS_IN_HEADER, offset=self.base + pos)
+            if straddle < 0:
+                self.skip = pos - n
+            elif self.each:  # read by offset: the member runs past the end of the shard
+                raise self.cut_short(straddle)
+            else:
+                yield from self.straddling(straddle, n)
+
+    def cut_short(self, straddle: int) -> WdsError:
+        """The error for the member at ``buf[straddle]`` whose data runs past the end of the shard."""
+        header = self.buf[straddle : straddle + BLOCK]
+        kind = header[156]
+        name = None if kind in EXTENSIONS else self.ext.name(header, 0, kind, self.base + straddle)
+        label = name or decode_name(ustar_name(header, 0))
+        return self.src.short(ENDS_IN_MEMBER, member=label, offset=len(self.buf))  # type: ignore[return-value]
 
     def from_file(self, stream: BinaryIO, map_file: bool) -> Iterator[Member]:
         """Plain members of a local file, in C straight from the file (a chunk's worth at a time), up to what
@@ -145,7 +197,7 @@ class Walk:
             self.copy_below,
             self.skipping,
         )
-        plain, size, pos = ext.plain, self.size, origin
+        plain, size, pos, each = ext.plain, self.size, origin, self.each
         out: list[Member] = []
         headers: list[int] = []
         straddle = -1
@@ -157,18 +209,22 @@ class Walk:
                     pos = scan(buf, body, pos, n, base, max_member, out, self.header_fd, copy_below)
                     if pos + BLOCK > n:
                         break
-                if buf[pos] == 0 and buf[pos : pos + BLOCK] == ZERO_BLOCK:
+                header = buf[pos : pos + BLOCK]  # read once: from a shard read by offset, one read a header
+                if header[0] == 0 and header == ZERO_BLOCK:
                     ended = True
                     break
-                field = buf[pos + 124 : pos + 135]
+                if each and not checksum_ok(header):
+                    problem = corrupt_header(base + pos, url)
+                    break
+                field = header[124:135]
                 try:  # the common case: eleven octal digits (an 8 or a 9 raises)
-                    size = int(field, 8) if field.isdigit() else parse_number(buf[pos + 124 : pos + 136], "size")
+                    size = int(field, 8) if field.isdigit() else parse_number(header[124:136], "size")
                 except ValueError as exn:
-                    problem = _bad_size(buf, pos, exn, url, base)
+                    problem = _bad_size(header, exn, url, base + pos)
                     break
                 headers.append(pos)
                 dpos = pos + BLOCK
-                kind = buf[pos + 156]
+                kind = header[156]
                 if not plain and kind not in EXTENSIONS and ext.pax is not None and "size" in ext.pax:
                     size = pax_number(ext.pax["size"], "size", url, ext.first(base + pos))
                 dend = dpos + size
@@ -183,7 +239,7 @@ class Walk:
                     after = dend + (-size) % BLOCK
                     n = self.end = min(len(mapped), after + self.chunk if dend - origin < MAPPED_SPAN else after)
                 if plain and kind in REGULAR:
-                    name = decode_name(ustar_name(buf, pos))
+                    name = decode_name(ustar_name(header, 0))
                     if want is None or want(name):
                         if size <= max_member:
                             data = (buf if size < copy_below else body)[dpos:dend]
@@ -195,8 +251,8 @@ class Walk:
                             break
                 elif kind in EXTENSIONS:
                     refused = None
-                    if ext.fits(kind, size):
-                        ext.extend(kind, buf[dpos:dend], base + pos)
+                    if ext.fits(kind, size):  # a link's target is not read: nothing needs it, and fits() holds no bound
+                        ext.extend(kind, buf[dpos:dend] if kind != GNU_LONGLINK else b"", base + pos)
                     else:
                         refused = ext.skip(kind, size, base + pos) or ext.early()  # at once, not after the rest
                     plain = ext.plain
@@ -206,12 +262,12 @@ class Walk:
                             break
                         out.append((None, refused, base + pos))  # type: ignore[arg-type]
                 else:
-                    if not plain and not checksum_ok(buf[pos : pos + BLOCK]):
+                    if not plain and not checksum_ok(header):
                         # a member named by extension headers is yielded at the offset of the first of them: it
                         # must not be yielded when its own header is corrupt (the walk checks the others later)
                         problem = corrupt_header(base + pos, url)
                         break
-                    item = _member(ext, buf, pos, kind, size, base + pos, want, max_member)
+                    item = _member(ext, header, kind, size, base + pos, want, max_member)
                     plain = ext.plain
                     if item is not None:
                         if item[1].__class__ is OverLimitError and not skipping:
@@ -252,7 +308,7 @@ class Walk:
                     yielded = (None, refused, header_offset)  # type: ignore[assignment]
             label = decode_name(ustar_name(header, 0))
         else:
-            item = _member(ext, header, 0, kind, size, header_offset, self.want, self.max_member)
+            item = _member(ext, header, kind, size, header_offset, self.want, self.max_member)
             if item is not None:
                 label = item[0]
                 if item[1].__class__ is OverLimitError:
@@ -288,18 +344,17 @@ class Walk:
 
 def _member(
     ext: Extensions,
-    buf: bytes,
-    pos: int,
+    header: bytes,
     kind: int,
     size: int,
     offset: int,
     want: Callable[[str], bool] | None,
     max_member: int,
 ) -> tuple[str, object, int] | None:
-    """A member header after extensions (or of another kind) at ``buf[pos]``: ``(name, True, start)`` for a
+    """A member ``header`` after extensions (or of another kind): ``(name, True, start)`` for a
     wanted regular member, ``(name, OverLimitError, start)`` for a refused one, else ``None``; the pending
     extensions are done with."""
-    name = ext.name(buf, pos, kind, offset)
+    name = ext.name(header, 0, kind, offset)
     start = ext.first(offset)
     refused = ext.refusal(name) if name is not None else None
     ext.done()
@@ -310,16 +365,23 @@ def _member(
     return (name, True if refused is None else refused, start)
 
 
-def _bad_size(buf: bytes, pos: int, exn: Exception, url: object, base: int) -> TarFormatError:
+def _bad_size(header: bytes, exn: Exception, url: object, offset: int) -> TarFormatError:
     """A header whose size field is not a number: a bad value when its checksum holds, else a corrupt header."""
-    if checksum_ok(buf[pos : pos + BLOCK]):
-        return TarFormatError(f"bad member size in tar header ({exn})", url=url, offset=base + pos)
-    return corrupt_header(base + pos, url)
+    if checksum_ok(header):
+        return TarFormatError(f"bad member size in tar header ({exn})", url=url, offset=offset)
+    return corrupt_header(offset, url)
 
 
 def _too_big(member: str | None, size: int, limits: DecodeLimits, url: object, offset: int) -> OverLimitError:
     what = f"member {member!r} is" if member is not None else "a tar extension header is"
     return limits.over(what, size, "field_bytes", "tarfile_to_samples", url=url, member=member, offset=offset)
+
+
+class Spans:
+    """What a walk by offset slices members' data from: ``(offset, size)`` of each, not its bytes."""
+
+    def __getitem__(self, span: slice) -> tuple[int, int]:
+        return span.start, span.stop - span.start
 
 
 def members_before(out: list[Member], offset: int) -> list[Member]:

@@ -69,14 +69,20 @@ def test_checksums_of_written_headers_and_of_changed_ones():
     assert not headers.checksum_ok(bytes(garbage))
 
 
-def test_the_quick_size_is_the_common_case_only():
-    info = tarfile.TarInfo("a.txt")
-    info.size = 1234
-    header = info.tobuf(format=tarfile.USTAR_FORMAT)[:512]
-    assert headers.quick_size(header) == 1234
-    assert headers.quick_size(header[:148] + b"0000000\x00" + header[156:]) is None  # a checksum that fails
-    big = header[:124] + b"\x80" + (10**12).to_bytes(11, "big") + header[136:]  # base-256: the slow way
-    assert headers.quick_size(big) is None
+@pytest.mark.parametrize(
+    "field",
+    [None, b"0000000\x00", b"%06o\x00 ", b"%06o  ", b"%06o \x00", b"%06o\x00\x00", b" %06o\x00", b"%06o x", b"%06o 9"],
+)
+def test_the_common_checksum_field_and_the_others_agree_with_the_sum(field):
+    """checksum_ok's common case (six octal digits, then a NUL or spaces) against the rule it shortens: a number
+    ended by a NUL or a space, equal to the sum of the header with the field as spaces."""
+    block = bytearray(header_block("a.txt"))
+    total = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    if field is not None:
+        block[148:156] = field % total if b"%" in field else field
+    text = bytes(block[148:156]).split(b"\x00", 1)[0].strip(b" ")
+    expected = text.isdigit() and int(text, 8) == total
+    assert headers.checksum_ok(bytes(block)) is expected
 
 
 def test_a_signed_checksum_is_accepted():
