@@ -59,6 +59,7 @@ for _name in WEBDATASET_FORMS:
 
 # a DataLoader read by a pipeline run stops its workers when the run is closed (the pipeline knows no framework)
 wds_core.state.plug_in(source_closer=_datasets.stop_workers)
+_codecs.register()  # torch's image specs and .pth codecs, in the core's tables
 
 _TORCH_NAMES = [*_datasets.__all__, *_device.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 # wds_core's native names, the torch ones, and webdataset's spellings, which come through wds_torch (the core

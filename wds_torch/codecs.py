@@ -1,6 +1,6 @@
 """Torch decoding and encoding: ``torchrgb8``-style image specs, ``.pth`` fields, video and audio.
 
-Importing this module registers (:func:`register`), in the core's tables,
+``import wds_torch`` registers (:func:`register`), in the core's tables,
 
 * image specs ``torchrgb8 torchrgba8 torchl8`` (uint8) and ``torchrgb torch
   torchrgba torchl`` (float32 in [0, 1]): CHW tensors for colour images, HxW
@@ -81,7 +81,8 @@ def torch_dumps(value: Any) -> bytes:
 
 
 def register() -> None:
-    """Put this module's specs and ``.pth`` codecs in the core's tables (done on import; idempotent).
+    """Put this module's specs and ``.pth`` codecs in the core's tables (``wds_torch``'s ``__init__`` does;
+    idempotent).
 
     It is also the target of this package's ``wds.codecs`` entry points, so a
     pipeline asking for ``torchrgb8`` or meeting a ``.pth`` field loads it
@@ -92,9 +93,6 @@ def register() -> None:
         register_image_spec(name, ImageSpec(mode, convert, array=True, value_bytes=value_bytes))
     register_decoder("pth", torch_loads, takes_allow_pickle=True)
     register_encoder("pth", torch_dumps)
-
-
-register()
 
 
 def _extension(key: str) -> str:

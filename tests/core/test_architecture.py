@@ -311,6 +311,22 @@ def test_features_are_plugged_in_by_the_packages_not_by_being_imported():
     assert "plug_in(source_closer=" in init and "SOURCE_CLOSERS.append" not in init
 
 
+def test_no_module_fills_another_modules_table_as_it_is_imported():
+    """Issue 59 (5): the module-level tables (codecs, schemes, hooks) are filled by the module that keeps them (its
+    built-ins) or by a package's ``__init__``, by name: importing a module never registers it elsewhere."""
+    packages = {"wds_core", "wds_torch", "wds_jax", "wds_tf", "wds_core.dropin"}
+    for module, (_, tree) in ALL.items():
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                name = ast.unparse(call.func)
+                last = name.rsplit(".", 1)[-1]
+                if (last.startswith("register") and name != "os.register_at_fork") or last == "plug_in":
+                    assert module in packages or name in defined, (module, name)
+
+
 def test_code_says_what_and_why_and_leaves_history_and_figures_to_the_records():
     """Issue 59 (7): module docstrings of 54 lines, a 47-line docstring on an 86-line function, comments citing
     issues, timings and "used to".  Figures go to benchmarks/README.md and docs/benchmarks-history.md, history to
