@@ -139,6 +139,8 @@ class DeviceBatches:
         return batch
 
     def state_dict(self) -> Any:
+        if isinstance(self._state, _Failed):  # the loader could not say its state (no torchdata): said when asked
+            raise self._state.error
         if self._state is not None:
             return self._state
         return self.batches.state_dict()  # type: ignore[attr-defined]
@@ -173,7 +175,7 @@ class _Ahead:
 
     def _run(self, move: Any, source: Iterator[Any], batch: Any, state_of: Any) -> None:
         try:
-            state = state_of() if state_of is not None else None  # after the first batch, taken by the caller
+            state = _state(state_of)  # after the first batch, taken by the caller
             side = None
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)  # this thread's current device
@@ -198,7 +200,7 @@ class _Ahead:
                 except StopIteration:
                     self._put(_END)
                     return
-                state = state_of() if state_of is not None else None
+                state = _state(state_of)
         except BaseException as exn:  # raised in the caller's thread, where the batch would have been
             self._put(_Failed(exn))
 
@@ -247,6 +249,17 @@ class _Ahead:
                 pass
         while not self.ready.empty():
             self.ready.get_nowait()
+
+
+def _state(state_of: Any) -> Any:
+    """The loader's state now, or its failure to give one (kept for ``state_dict()``: a loader that cannot be
+    checkpointed feeds the device all the same, and says so only when a checkpoint is asked for)."""
+    if state_of is None:
+        return None
+    try:
+        return state_of()
+    except Exception as exn:
+        return _Failed(exn)
 
 
 def _first_planned(batch: Any) -> PlannedCrops | None:

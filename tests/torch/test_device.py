@@ -57,6 +57,22 @@ def test_the_state_given_is_the_loader_s_after_the_last_batch_given_out(shards):
     assert first + rest == full
 
 
+def test_without_torchdata_the_device_is_fed_and_only_a_checkpoint_fails(shards, monkeypatch):
+    """Issue 60: the preparing thread asked the loader's state every batch, and without torchdata the first batch
+    failed with a CheckpointError though no checkpoint was asked for."""
+    from wds_core.errors import CheckpointError
+
+    monkeypatch.setattr(wds_torch.datasets, "_Stateful", None)  # a machine without torchdata
+    dataset = (wds_torch.WebDataset(shards, seed=1, shuffle=True).crop_images(32, layout="chw", device="cpu")
+               .to_tuple("__key__", "jpg").batched(4))  # fmt: skip
+    batches = wds_torch.WebLoader(dataset, batch_size=None, num_workers=2).to_device(prefetch=True)
+    assert sum(len(keys) for keys, _ in batches) == 48
+    it = iter(batches)
+    next(it)
+    with pytest.raises(CheckpointError):
+        batches.state_dict()
+
+
 def test_a_large_batch_of_plans_is_handed_over_through_shared_memory(shards):
     from wds_torch import transfer
 
