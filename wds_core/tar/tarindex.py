@@ -60,8 +60,8 @@ def walk_headers(
     ``limits.header_bytes`` are refused, an :class:`OverLimitError`, before
     their data is read), and every header's checksum is checked.
     """
-    for name, (data, length), header in Walk.by_offset(ByOffset(read_at, size), url, limits).members():
-        yield name, header, data, length  # type: ignore[misc]
+    for name, span, header in Walk.by_offset(ByOffset(read_at, size), url, limits).members():
+        yield name, header, span.start, len(span)  # type: ignore[attr-defined, arg-type]
 
 
 @dataclass

@@ -5,8 +5,8 @@ A window is read from the stream (or is the next span of a memory-mapped shard);
 members sliced out together (the compiled scan takes the plain ones, :mod:`.compiled`); a member whose data runs
 past the window is read (or dropped) on its own; plain members of a local file are walked in C straight from the
 file.  Extension headers (GNU long names, pax records) are gathered by :class:`~.headers.Extensions`.  A shard read
-by offset (:class:`~.source.ByOffset`, for the index) is walked as a map whose members are sliced as ``(offset,
-size)``: its headers alone are read.
+by offset (:class:`~.source.ByOffset`, for the index) is walked as a map whose members are sliced as ranges of
+offsets: its headers alone are read.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ DIRECT = 1 << 16  # members at least this large are read with one copy, header b
 MAPPED_SPAN = 64 << 20  # a mapped shard's window takes in large members up to this span
 
 
+BY_OFFSET = 1 << 20  # a shard read by offset is walked this many bytes at a time (its headers checked together)
+
+
 # a mapped shard's members smaller than this are copied as bytes, not viewed: a view saves next to nothing there,
 # and the first read of a page of the map is a page fault that costs more than copying a few kilobytes
 MAPPED_COPY = 16 << 10
@@ -86,7 +89,8 @@ class Walk:
         self.end = 0  # the end of the map's current window
         if mapped is not None:  # the walk goes window by window through the map itself: offsets are absolute
             self.buf, self.end = mapped, start_offset  # type: ignore[assignment]
-            self.body = Spans() if isinstance(mapped, ByOffset) else memoryview(mapped)  # type: ignore[assignment]
+            # a shard read by offset gives each member's data as the range of offsets it takes (sliced in C)
+            self.body = range(len(mapped)) if isinstance(mapped, ByOffset) else memoryview(mapped)  # type: ignore[assignment]
         self.base = start_offset  # absolute offset of buf[0]
         self.chunk = max(int(chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
         self.next_read = self.chunk
@@ -99,15 +103,16 @@ class Walk:
         # where scan reads the headers of a map from (buf is the map from the file's start then; else buf is a chunk)
         self.header_fd = mapped_file(stream, mapped) if self.scan is not None and mapped is not None else -1
         self.copy_below = MAPPED_COPY if mapped is not None else 0  # members as bytes sliced from buf, not views
-        self.stream, self.each = stream, False  # each: every header's checksum checked as it is read
+        self.stream, self.span = stream, MAPPED_SPAN
+        self.blocks: list[bytes] | None = None  # read by offset: the window's headers, for the batch check
 
     @classmethod
     def by_offset(cls, shard: ByOffset, url: object, limits: DecodeLimits | None) -> Walk:
-        """A walk of a shard read by offset that reads its headers alone: each member's data is ``(offset,
-        size)``, never read, and no member is too large (:func:`~.tarindex.walk_headers`)."""
-        walk = cls(shard, url, 0, None, None, limits, False, shard, -1, shard.size)  # type: ignore[arg-type]
+        """A walk of a shard read by offset that reads its headers alone: each member's data is the ``range`` of
+        offsets it takes, never read, and no member is too large (:func:`~.tarindex.walk_headers`)."""
+        walk = cls(shard, url, 0, None, None, limits, False, shard, -1, BY_OFFSET)  # type: ignore[arg-type]
         walk.max_member, walk.scan, walk.copy_below, walk.header_fd = sys.maxsize, None, 0, -1
-        walk.each = True  # a shard read by offset is no buffer for the batch check of checksums
+        walk.span, walk.blocks = 0, []  # a window ends after a member that crosses it; its headers kept apart
         return walk
 
     def members(self, map_file: bool = True) -> Iterator[Member]:
@@ -118,7 +123,11 @@ class Walk:
                 yield from self.from_file(self.stream, map_file)
             origin, n = self.next_window()
             out, headers, pos, n, straddle, ended, problem = self.walk(origin, n)
-            bad = -1 if self.each else first_bad_checksum(self.buf, headers, origin)
+            if self.blocks is None:
+                bad = first_bad_checksum(self.buf, headers, origin)
+            else:  # the headers read by offset, one after the other
+                bad = first_bad_checksum(b"".join(self.blocks), list(range(0, BLOCK * len(headers), BLOCK)))
+                self.blocks.clear()
             if bad >= 0:
                 yield from members_before(out, self.base + headers[bad])
                 raise corrupt_header(self.base + headers[bad], self.url)
@@ -133,7 +142,7 @@ class Walk:
                 raise self.src.short(ENDS_IN_HEADER, offset=self.base + pos)
             if straddle < 0:
                 self.skip = pos - n
-            elif self.each:  # read by offset: the member runs past the end of the shard
+            elif self.blocks is not None:  # read by offset: the member runs past the end of the shard
                 raise self.cut_short(straddle)
             else:
                 yield from self.straddling(straddle, n)
@@ -197,7 +206,7 @@ class Walk:
             self.copy_below,
             self.skipping,
         )
-        plain, size, pos, each = ext.plain, self.size, origin, self.each
+        plain, size, pos, blocks, span = ext.plain, self.size, origin, self.blocks, self.span
         out: list[Member] = []
         headers: list[int] = []
         straddle = -1
@@ -213,9 +222,6 @@ class Walk:
                 if header[0] == 0 and header == ZERO_BLOCK:
                     ended = True
                     break
-                if each and not checksum_ok(header):
-                    problem = corrupt_header(base + pos, url)
-                    break
                 field = header[124:135]
                 try:  # the common case: eleven octal digits (an 8 or a 9 raises)
                     size = int(field, 8) if field.isdigit() else parse_number(header[124:136], "size")
@@ -223,6 +229,8 @@ class Walk:
                     problem = _bad_size(header, exn, url, base + pos)
                     break
                 headers.append(pos)
+                if blocks is not None:
+                    blocks.append(header)
                 dpos = pos + BLOCK
                 kind = header[156]
                 if not plain and kind not in EXTENSIONS and ext.pax is not None and "size" in ext.pax:
@@ -237,7 +245,7 @@ class Walk:
                     # It ends on a block boundary: a window ending inside the header after the data would take
                     # that header for a cut shard
                     after = dend + (-size) % BLOCK
-                    n = self.end = min(len(mapped), after + self.chunk if dend - origin < MAPPED_SPAN else after)
+                    n = self.end = min(len(mapped), after + self.chunk if dend - origin < span else after)
                 if plain and kind in REGULAR:
                     name = decode_name(ustar_name(header, 0))
                     if want is None or want(name):
@@ -375,13 +383,6 @@ def _bad_size(header: bytes, exn: Exception, url: object, offset: int) -> TarFor
 def _too_big(member: str | None, size: int, limits: DecodeLimits, url: object, offset: int) -> OverLimitError:
     what = f"member {member!r} is" if member is not None else "a tar extension header is"
     return limits.over(what, size, "field_bytes", "tarfile_to_samples", url=url, member=member, offset=offset)
-
-
-class Spans:
-    """What a walk by offset slices members' data from: ``(offset, size)`` of each, not its bytes."""
-
-    def __getitem__(self, span: slice) -> tuple[int, int]:
-        return span.start, span.stop - span.start
 
 
 def members_before(out: list[Member], offset: int) -> list[Member]:

@@ -34,13 +34,13 @@ def long_link_shard(target_size: int) -> bytes:
 
 
 @pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
-def test_by_offset_gives_each_members_offset_and_size_where_the_stream_gives_its_bytes(fmt):
+def test_by_offset_gives_each_members_range_of_offsets_where_the_stream_gives_its_bytes(fmt):
     members = [("k0.txt", b"zero"), ("d" * 120 + "/k1.bin", bytes(3000)), ("\u00e9/k2.json", b"{}")]
     data = tar_bytes(members, fmt=fmt)
     streamed = stream_walk(data, chunk=1024)  # windows that cut members: the walk reads past them
     walked = spans(data)
     assert [(name, at) for name, _, at in walked] == [(name, at) for name, _, at in streamed]
-    assert [data[offset : offset + size] for _, (offset, size), _ in walked] == [body for _, body in members]
+    assert [data[span.start : span.stop] for _, span, _ in walked] == [body for _, body in members]
     assert [bytes(body) for _, body, _ in streamed] == [body for _, body in members]
 
 
