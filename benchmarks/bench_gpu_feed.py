@@ -13,7 +13,11 @@ device:
 * ``wds-gpu``: ``crop_images(..., device="cuda")`` in the workers (they only read and draw the crops) and
   ``wds_torch.to_device`` in the main process: the batch decoded by nvJPEG and cut on the GPU, the next two
   prepared by a thread on a side stream while the model runs; ``wds-gpu-nvimgcodec`` the same with nvImageCodec's
-  decoder (``WDS_DEVICE_DECODER=nvimgcodec``), when it is installed.
+  decoder (``WDS_DEVICE_DECODER=nvimgcodec``) and ``wds-gpu-nvimgcodec-hw`` with its JPEG engines first
+  (``nvimgcodec-hw``), when it is installed;
+* ``wds-gpu-split=S``: ``wds-gpu`` with a share ``S`` of each batch cut by the workers on the host
+  (``to_device(split=S)``, for each of ``--split``: a number, or ``auto``, whose rows warm up for
+  ``--split-warmup`` steps while the tuner climbs, and say the share it chose).
 
 Sections (``--rows``, all by default):
 
@@ -27,8 +31,8 @@ Sections (``--rows``, all by default):
   the device (``wds-gpu``), for each of ``--workers``;
 * ``train``: each of ``--models`` (torchvision's, random init; ``bfloat16`` autocast, ``channels_last``, SGD) trained
   for ``--steps`` steps after ``--warmup``, the step synchronised: images/s, the share of the step spent waiting for
-  data, the CPU cores the process and its workers used, and the same step on a synthetic batch already on the
-  device (the ceiling) measured in the same run.
+  data, the CPU cores the process and its workers used, the share cut on the host (``split`` rows), and the same
+  step on a synthetic batch already on the device (the ceiling) measured in the same run.
 
 Without CUDA the sections but ``plans`` say so and stop, unless ``--device cpu``: the same code on the CPU
 (``--models tiny``, a small CNN, for a quick check of the script itself).  Needs torch and torchvision (and
@@ -39,8 +43,8 @@ fetches (here) the wheels it needs into ``.whl/`` and says the one command to ru
 needed: their Python twins run).  The defaults take about five minutes on an H100 with 16 cores.
 
     python benchmarks/bench_gpu_feed.py [--rows plans,decode,loader,train] [--workers 2,4,8,16]
-        [--models resnet18,resnet50] [--systems webdataset,wds,wds-gpu] [--batch 256] [--steps 30] [--warmup 8]
-        [--images 4096] [--device cuda]
+        [--models resnet18,resnet50] [--systems webdataset,wds,wds-gpu,wds-gpu-split] [--split 0.25,auto]
+        [--batch 256] [--steps 30] [--warmup 8] [--split-warmup 160] [--images 4096] [--device cuda]
 """
 
 from __future__ import annotations
@@ -116,14 +120,18 @@ def loader(system: str, shards: list[str], args, workers: int) -> Any:
                                        persistent_workers=True, prefetch_factor=4)  # fmt: skip
 
 
-def feed(system: str, batches: Any, device: Any) -> Any:
-    """Batches ``(uint8 images, int64 labels)`` on ``device``."""
+def feed(system: str, batches: Any, device: Any, seen: dict | None = None) -> Any:
+    """Batches ``(uint8 images, int64 labels)`` on ``device`` (``seen["moved"]``: what ``to_device`` gave)."""
     import torch
 
     import wds_torch
 
     if system.startswith("wds-gpu"):
-        for images, labels in wds_torch.to_device(batches, device):
+        split = system.split("=", 1)[1] if "=" in system else None
+        moved = wds_torch.to_device(batches, device, split=split if split in (None, "auto") else float(split))
+        if seen is not None:
+            seen["moved"] = moved
+        for images, labels in moved:
             yield images, labels.long()
         return
     for images, labels in batches:
@@ -166,7 +174,10 @@ def _with_nvimgcodec(args) -> bool:
 def _systems(args) -> list[str]:
     chosen = args.systems.split(",")
     if "wds-gpu" in chosen and _with_nvimgcodec(args):
-        chosen.append("wds-gpu-nvimgcodec")
+        chosen += ["wds-gpu-nvimgcodec", "wds-gpu-nvimgcodec-hw"]
+    if "wds-gpu-split" in chosen:
+        chosen.remove("wds-gpu-split")
+        chosen += [f"wds-gpu-split={share}" for share in args.split]
     kept = []
     for system in chosen:
         if system == "webdataset" and importlib.util.find_spec("webdataset") is None:
@@ -177,7 +188,10 @@ def _systems(args) -> list[str]:
 
 
 def _decoder(system: str) -> None:
-    os.environ["WDS_DEVICE_DECODER"] = "nvimgcodec" if system.endswith("nvimgcodec") else "torchvision"
+    for name in ("nvimgcodec-hw", "nvimgcodec", "torchvision"):
+        if system.endswith(name) or name == "torchvision":
+            os.environ["WDS_DEVICE_DECODER"] = name
+            return
 
 
 def _ready(args) -> Any:
@@ -220,7 +234,7 @@ def decode_rows(args) -> list[dict] | None:
         return None
     source = iter(dataset("wds-gpu", make_shards(args), args.batch, args.device))
     batches = [next(source)[0] for _ in range(min(args.steps, 8))]  # planned crops, in memory
-    decoders = ["torchvision"] + (["nvimgcodec"] if _with_nvimgcodec(args) else [])
+    decoders = ["torchvision"] + (["nvimgcodec", "nvimgcodec-hw"] if _with_nvimgcodec(args) else [])
     rows: list[dict] = []
     for decoder in decoders if device.type == "cuda" else ["wds (the CPU twin)"]:
         _decoder(decoder)
@@ -355,8 +369,9 @@ def train_rows(args) -> list[dict] | None:
 
 def _training(name: str, system: str, shards: list[str], args, workers: int, device: Any, ceiling: float) -> dict:
     step = _trainer(name, device)
-    source = feed(system, loader(system, shards, args, workers), device)
-    for _ in range(args.warmup):
+    seen: dict = {}
+    source = feed(system, loader(system, shards, args, workers), device, seen)
+    for _ in range(args.split_warmup if system.endswith("=auto") else args.warmup):
         step(*next(source))
     _synchronize(device)
     waited = 0.0
@@ -369,14 +384,22 @@ def _training(name: str, system: str, shards: list[str], args, workers: int, dev
         _synchronize(device)
     seconds = time.perf_counter() - started
     rate = args.steps * args.batch / seconds
-    return {"images/s": rate, "of the ceiling": f"{rate / ceiling:.0%}", "waiting for data": f"{waited / seconds:.0%}",
-            "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)}  # fmt: skip
+    row = {"images/s": rate, "of the ceiling": f"{rate / ceiling:.0%}", "waiting for data": f"{waited / seconds:.0%}",
+           "CPU cores used": round((_cpu_seconds() - cpu) / seconds, 1)}  # fmt: skip
+    split = seen["moved"].split_report() if "moved" in seen else None
+    if split is not None:
+        row["split"] = f"{split['share']:.2f}" + (" (auto)" if split["mode"] == "auto" else "")
+    return row
 
 
 def options(parser) -> None:
     parser.add_argument("--workers", type=lambda text: [int(w) for w in text.split(",")], default=[2, 4, 8, 16])
     parser.add_argument("--models", type=lambda text: text.split(","), default=["resnet18", "resnet50"])
-    parser.add_argument("--systems", default="webdataset,wds,wds-gpu", help="of webdataset, wds, wds-gpu")
+    parser.add_argument("--systems", default="webdataset,wds,wds-gpu,wds-gpu-split",
+                        help="of webdataset, wds, wds-gpu, wds-gpu-split")  # fmt: skip
+    parser.add_argument("--split", type=lambda text: text.split(","), default=["0.25", "auto"],
+                        help="the shares of the wds-gpu-split rows: numbers, or auto")  # fmt: skip
+    parser.add_argument("--split-warmup", type=int, default=160, help="steps before measuring a split=auto row")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=30, help="measured steps (batches) a run")
     parser.add_argument("--warmup", type=int, default=8, help="steps before measuring (workers start, caches fill)")

@@ -13,6 +13,7 @@ import importlib.util
 import sys
 from typing import Any
 
+import wds_core.stages.devicecrop
 import wds_core.state
 from wds_core import *  # noqa: F401,F403
 from wds_core import WEBDATASET_NAMES as _core_webdataset_names
@@ -22,6 +23,7 @@ from wds_core.reexport import core_attribute
 from . import codecs as _codecs
 from . import datasets as _datasets
 from . import device as _device
+from . import devicecut as _devicecut
 from . import indexed as _indexed
 from .codecs import torch_audio as torch_audio
 from .codecs import torch_dumps as torch_dumps
@@ -60,6 +62,7 @@ for _name in WEBDATASET_FORMS:
 # a DataLoader read by a pipeline run stops its workers when the run is closed (the pipeline knows no framework)
 wds_core.state.plug_in(source_closer=_datasets.stop_workers)
 _codecs.register()  # torch's image specs and .pth codecs, in the core's tables
+wds_core.stages.devicecrop.register_pinner(_devicecut.pin_planned)  # DataLoader's pin-memory thread pins plans
 
 _TORCH_NAMES = [*_datasets.__all__, *_device.__all__, *_indexed.__all__, *_codecs.__all__, "install_as_webdataset"]
 # wds_core's native names, the torch ones, and webdataset's spellings, which come through wds_torch (the core

@@ -34,10 +34,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from wds_core.errors import SpecError
 from wds_core.io.forklocks import fork_safe_event
-from wds_core.stages.devicecrop import PlannedCrops
+from wds_core.stages.devicecrop import HostShare, PlannedCrops
 
 from .devicecut import cut_planned
+from .split import SplitTuner, host_share_of
 
 __all__ = ["DeviceBatches", "to_device"]
 
@@ -47,7 +49,8 @@ def to_device(batches: Iterable[Any], device: str | torch.device | None = None, 
     when there is one): planned crops decoded and cut there (:func:`cut_planned`), tensors and numeric arrays
     moved.  Options (:class:`DeviceBatches`): ``dtype`` the images' (uint8 by default, float32 with
     ``mean``/``std``); ``channels_last`` their memory format; ``prefetch`` how many batches a thread prepares
-    ahead (``True``: 2; by default 2 on CUDA, none elsewhere); ``non_blocking`` copies."""
+    ahead (``True``: 2; by default 2 on CUDA, none elsewhere); ``non_blocking`` copies; ``split`` the share of each
+    batch the workers cut on the host (a number from 0 to 1, or ``"auto"``: :mod:`wds_torch.split`)."""
     return DeviceBatches(batches, device, **options)
 
 
@@ -72,8 +75,13 @@ class DeviceBatches:
         channels_last: bool = False,
         prefetch: bool | int | None = None,
         non_blocking: bool = True,
+        split: float | str | None = None,
     ) -> None:
-        self.batches = batches
+        if not (split is None or split == "auto" or (isinstance(split, (int, float)) and 0 <= split <= 1)):
+            raise SpecError(f"split is a share of each batch from 0 to 1, or 'auto', got {split!r}")
+        self.batches, self.split = batches, split
+        self.tuner: SplitTuner | None = None
+        self.share: HostShare | None = None  # the stage's share of each batch cut on the host, once known
         self.device = None if device is None else torch.device(device)
         self.dtype, self.channels_last, self.prefetch, self.non_blocking = dtype, channels_last, prefetch, non_blocking
         self._state: Any = None  # the loader's state after the last batch given out, while batches are held ahead
@@ -109,10 +117,14 @@ class DeviceBatches:
             return
         device = self._where(first)
         depth = self._depth(device)
+        self._find_share(first, device)
+        given = self.tuner.given if self.tuner is not None else _nothing
         if depth == 0:
             yield self._move(first, device)
+            given()
             for batch in source:
                 yield self._move(batch, device)
+                given()
             return
         state_of = getattr(self.batches, "state_dict", None)
         ahead = _Ahead(self._move, source, first, state_of if callable(state_of) else None, device, depth)
@@ -120,9 +132,31 @@ class DeviceBatches:
             for moved, state in ahead:
                 self._state = state
                 yield moved
+                given()
             self._state = None
         finally:
             ahead.close()
+
+    def _find_share(self, batch: Any, device: torch.device) -> None:
+        planned = _first_planned(batch)
+        self.share = None if planned is None else HostShare.find(planned.finish.share)
+        if self.split is None:
+            return
+        if planned is None:
+            raise SpecError("split= shares crop_images(..., device=...)'s batches: these hold no planned crops")
+        self.share = host_share_of(planned)
+        if self.split == "auto":
+            if self.tuner is None or self.tuner.share is not self.share:  # batches made before a change: settled
+                self.tuner = SplitTuner(self.share, settle=max(16, _in_flight(self.batches) + self._depth(device)))
+        else:
+            self.share.set(float(self.split))
+
+    def split_report(self) -> dict[str, Any] | None:
+        """The share of each batch cut on the host: ``{"mode": "fixed" | "auto", "share": ...}`` (and the tuner's
+        last choices, ``(share, batches/s)``), or ``None`` before the first batch of planned crops."""
+        if self.tuner is not None:
+            return self.tuner.report()
+        return None if self.share is None else {"mode": "fixed", "share": self.share.get()}
 
     def _move(self, batch: Any, device: torch.device) -> Any:
         if isinstance(batch, PlannedCrops):
@@ -249,6 +283,17 @@ class _Ahead:
                 pass
         while not self.ready.empty():
             self.ready.get_nowait()
+
+
+def _in_flight(batches: Any) -> int:
+    """How many batches a loader (a WebLoader's, a DataLoader) has asked its workers for ahead of the caller."""
+    loader = getattr(batches, "loader", batches)
+    workers = getattr(loader, "num_workers", 0)
+    return int(workers) * int(getattr(loader, "prefetch_factor", None) or 2) if isinstance(workers, int) else 0
+
+
+def _nothing() -> None:
+    pass
 
 
 def _state(state_of: Any) -> Any:

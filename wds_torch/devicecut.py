@@ -25,7 +25,7 @@ import torch.nn.functional as F  # noqa: N812
 from wds_core.errors import DecodingError, SpecError
 from wds_core.stages.devicecrop import PlannedCrops, is_jpeg_data
 
-__all__ = ["CUT_BYTES", "cut_planned", "decode_planned", "device_decoder"]
+__all__ = ["CUT_BYTES", "cut_planned", "decode_planned", "device_decoder", "pin_planned"]
 
 
 # ---------------------------------------------------------------- decoding
@@ -61,13 +61,15 @@ def _decode_host(crops: PlannedCrops, i: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
 
 
-DECODERS = ("torchvision", "nvimgcodec")
+DECODERS = ("torchvision", "nvimgcodec", "nvimgcodec-hw")
 
 
 def device_decoder() -> str:
     """The GPU JPEG decoder in use: ``WDS_DEVICE_DECODER`` (``torchvision``: nvJPEG through
-    ``torchvision.io.decode_jpeg``, the default; ``nvimgcodec``: NVIDIA's nvImageCodec, which uses the hardware
-    JPEG decoders of A100/H100 as well, ``pip install nvidia-nvimgcodec-cu12``)."""
+    ``torchvision.io.decode_jpeg``, the default; ``nvimgcodec``: NVIDIA's nvImageCodec with its default backends,
+    ``pip install nvidia-nvimgcodec-cu12``; ``nvimgcodec-hw``: its hardware backend first, the JPEG engines of
+    A100/H100/H200, which leave the SMs to the model, and for what they refuse (or on a GPU without them) the
+    default backends, then the host)."""
     choice = os.environ.get("WDS_DEVICE_DECODER", "torchvision")
     if choice not in DECODERS:
         raise SpecError(f"WDS_DEVICE_DECODER must be one of {', '.join(DECODERS)}, got {choice!r}")
@@ -75,15 +77,22 @@ def device_decoder() -> str:
 
 
 @functools.cache
-def _nvimgcodec(index: int) -> tuple[Any, Any]:
-    """nvImageCodec's decoder for GPU ``index``, and its parameters: RGB, and no EXIF rotation (the CPU path does
+def _nvimgcodec(index: int, hardware: bool = False) -> tuple[Any, Any]:
+    """nvImageCodec's decoder for GPU ``index`` (its hardware backend alone with ``hardware``: ``None`` where it
+    cannot be made, a GPU without JPEG engines), and its parameters: RGB, and no EXIF rotation (the CPU path does
     none, and the crops are planned on the stored size)."""
     from nvidia import nvimgcodec
 
     params = nvimgcodec.DecodeParams(
         apply_exif_orientation=False, color_spec=nvimgcodec.ColorSpec.SRGB, sample_format=nvimgcodec.SampleFormat.I_RGB
     )
-    return nvimgcodec.Decoder(device_id=index), params
+    if not hardware:
+        return nvimgcodec.Decoder(device_id=index), params
+    try:
+        engines = [nvimgcodec.Backend(nvimgcodec.BackendKind.HW_GPU_ONLY)]
+        return nvimgcodec.Decoder(device_id=index, backends=engines), params
+    except Exception:  # no such backend here: the default backends take every image
+        return None, params
 
 
 def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> list[torch.Tensor]:
@@ -93,13 +102,13 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> lis
     reduced: list[bool] = np.any(crops.reduced, axis=1).tolist()
     jpegs = [i for i in which if not reduced[i] and is_jpeg_data(crops.image(i))]
     out: dict[int, Any] = {}
-    if jpegs and device_decoder() == "nvimgcodec":
+    choice = device_decoder() if jpegs else ""
+    if choice.startswith("nvimgcodec"):
         stream = torch.cuda.current_stream(device).cuda_stream
-        decoder, params = _nvimgcodec(device.index or 0)
-        images = decoder.decode([_encoded(crops, i) for i in jpegs], params=params, cuda_stream=stream)
-        for i, image in zip(jpegs, images):
-            if image is not None:  # HWC on the device, viewed without a copy
-                out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)
+        if choice == "nvimgcodec-hw":  # the JPEG engines first; what they refuse goes on to the default backends
+            jpegs = _decode_nvimgcodec(_nvimgcodec(device.index or 0, True), crops, jpegs, device, stream, out)
+        if jpegs:
+            _decode_nvimgcodec(_nvimgcodec(device.index or 0), crops, jpegs, device, stream, out)
     elif jpegs:
         from torchvision.io import ImageReadMode, decode_jpeg
 
@@ -114,6 +123,44 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> lis
         for i, image in zip(jpegs, decoded):
             out[i] = image
     return [out[i] if out.get(i) is not None else _decode_host(crops, i).to(device, non_blocking=True) for i in which]
+
+
+def _decode_nvimgcodec(
+    made: tuple[Any, Any], crops: PlannedCrops, jpegs: list[int], device: torch.device, stream: int, out: dict[int, Any]
+) -> list[int]:
+    """The images ``jpegs`` decoded at once by an nvImageCodec decoder into ``out``: those it refused (all of them
+    when it is ``None`` or fails as a whole), for the next decoder to take, one by one."""
+    decoder, params = made
+    if decoder is None:
+        return jpegs
+    try:
+        images = decoder.decode([_encoded(crops, i) for i in jpegs], params=params, cuda_stream=stream)
+    except Exception:
+        return jpegs
+    refused = []
+    for i, image in zip(jpegs, images):
+        if image is None:
+            refused.append(i)
+        else:  # HWC on the device, viewed without a copy
+            out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)
+    return refused
+
+
+def pin_planned(crops: PlannedCrops) -> PlannedCrops:
+    """``crops`` with its JPEG bytes and host-cut pixels copied to page-locked memory (numpy views of pinned
+    tensors, which they keep alive): what DataLoader's pin-memory thread calls (``PlannedCrops.pin_memory``), so
+    that the thread preparing batches for the device copies them over without pinning them itself."""
+    data = _pinned(crops.data)
+    cut = _pinned(crops.cut)
+    return PlannedCrops(data, crops.offsets, crops.sizes, crops.boxes, crops.flips, crops.out, crops.finish,
+                        crops.keys, crops.urls, crops.reduced, crops.host, cut)  # fmt: skip
+
+
+def _pinned(array: Any) -> Any:
+    tensor = torch.as_tensor(array)
+    if tensor.numel() == 0 or tensor.is_pinned():
+        return array
+    return tensor.pin_memory().numpy()
 
 
 def _encoded(crops: PlannedCrops, i: int) -> np.ndarray:
@@ -141,8 +188,24 @@ def cut_planned(
     """The batch ``crops`` decoded (or ``images``, already decoded) and cut on ``device``: ``B x 3 x H x W``
     (``B x H x W x 3`` with ``layout="hwc"``), uint8, or float32 ``(x / 255 - mean) / std`` with ``mean``/``std``
     (``dtype`` overrides either).  A part of the batch at a time (:func:`_parts`): each part's images are decoded
-    when its turn comes and let go before the next."""
+    when its turn comes and let go before the next.  The images the workers cut already (``crops.host``) are
+    copied over and finished with the others."""
     where = torch.device(device or crops.finish.device)
+    host = np.asarray(crops.host, bool)
+    if not host.any():
+        return _finish(_cut(crops, where, images), crops, dtype, channels_last)
+    out = torch.empty((len(crops), 3, *crops.out), dtype=torch.float32, device=where)
+    on_device = np.flatnonzero(~host)
+    if len(on_device):
+        chosen = None if images is None else [images[i] for i in on_device.tolist()]
+        out[torch.as_tensor(on_device, device=where)] = _cut(crops.select(on_device), where, chosen)
+    cut = torch.as_tensor(crops.cut).to(where, non_blocking=True)  # K x H x W x 3 uint8
+    out[torch.as_tensor(np.flatnonzero(host), device=where)] = cut.permute(0, 3, 1, 2).to(torch.float32)
+    return _finish(out, crops, dtype, channels_last)
+
+
+def _cut(crops: PlannedCrops, where: torch.device, images: list[torch.Tensor] | None) -> torch.Tensor:
+    """The images of ``crops`` decoded (or ``images``) and cut on ``where``: ``B x 3 x H x W`` float32, 0-255."""
     count = len(crops)
     out_h, out_w = crops.out
     planned = torch.tensor([crops.decoded_size(i) for i in range(count)], dtype=torch.float64).reshape(-1, 2)
@@ -178,8 +241,7 @@ def cut_planned(
         out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
         del canvas, grid
         outs.append(F.avg_pool2d(out, k) if k > 1 else out)
-    out = outs[0] if len(outs) == 1 else torch.cat(outs)
-    return _finish(out, crops, dtype, channels_last)
+    return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 
 CUT_BYTES = 1 << 30

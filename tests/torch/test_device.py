@@ -8,24 +8,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import wds_torch  # noqa: E402
-from tests.conftest import write_shard  # noqa: E402
-from tests.torch.test_devicecut import photo  # noqa: E402
 from wds_core.stages.devicecrop import PlannedCrops  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    root = tmp_path_factory.mktemp("photos")
-    for s in range(4):
-        samples = [{"__key__": f"s{s}-{i:03d}", "jpg": photo(s * 100 + i, *((375, 500), (500, 333), (600, 800))[i % 3]),
-                    "cls": b"%d" % ((s * 100 + i) % 7)} for i in range(12)]  # fmt: skip
-        write_shard(root / f"shard-{s}.tar", samples, ("jpg", "cls"))
-    return str(root / "shard-{0..3}.tar")
-
-
-def test_through_a_dataloader_the_same_samples_order_labels_and_crops(shards):
+def test_through_a_dataloader_the_same_samples_order_labels_and_crops(photo_shards):
     def dataset(**device):
-        return (wds_torch.WebDataset(shards, seed=3, shuffle=True).shuffle(20)
+        return (wds_torch.WebDataset(photo_shards, seed=3, shuffle=True).shuffle(20)
                 .crop_images(96, flip=0.5, layout="chw", interpolation="opencv", **device)
                 .to_tuple("__key__", "jpg", "cls").batched(8))  # fmt: skip
 
@@ -41,9 +29,9 @@ def test_through_a_dataloader_the_same_samples_order_labels_and_crops(shards):
         assert (ours.int() - torch.as_tensor(theirs).int()).abs().float().mean() < 2.5
 
 
-def test_the_state_given_is_the_loader_s_after_the_last_batch_given_out(shards):
+def test_the_state_given_is_the_loader_s_after_the_last_batch_given_out(photo_shards):
     """With the next batch prepared ahead (as on CUDA), the state is still that of the batches given out."""
-    dataset = (wds_torch.WebDataset(shards, seed=1, shuffle=True).crop_images(32, flip=0.5, layout="chw",
+    dataset = (wds_torch.WebDataset(photo_shards, seed=1, shuffle=True).crop_images(32, flip=0.5, layout="chw",
                device="cpu").to_tuple("__key__", "jpg").batched(4))  # fmt: skip
     pytest.importorskip("torchdata")
     full = [list(keys) for keys, _ in wds_torch.WebLoader(dataset, batch_size=None, num_workers=2).to_device()]
@@ -57,13 +45,13 @@ def test_the_state_given_is_the_loader_s_after_the_last_batch_given_out(shards):
     assert first + rest == full
 
 
-def test_without_torchdata_the_device_is_fed_and_only_a_checkpoint_fails(shards, monkeypatch):
+def test_without_torchdata_the_device_is_fed_and_only_a_checkpoint_fails(photo_shards, monkeypatch):
     """Issue 60: the preparing thread asked the loader's state every batch, and without torchdata the first batch
     failed with a CheckpointError though no checkpoint was asked for."""
     from wds_core.errors import CheckpointError
 
     monkeypatch.setattr(wds_torch.datasets, "_Stateful", None)  # a machine without torchdata
-    dataset = (wds_torch.WebDataset(shards, seed=1, shuffle=True).crop_images(32, layout="chw", device="cpu")
+    dataset = (wds_torch.WebDataset(photo_shards, seed=1, shuffle=True).crop_images(32, layout="chw", device="cpu")
                .to_tuple("__key__", "jpg").batched(4))  # fmt: skip
     batches = wds_torch.WebLoader(dataset, batch_size=None, num_workers=2).to_device(prefetch=True)
     assert sum(len(keys) for keys, _ in batches) == 48
@@ -71,12 +59,13 @@ def test_without_torchdata_the_device_is_fed_and_only_a_checkpoint_fails(shards,
     next(it)
     with pytest.raises(CheckpointError):
         batches.state_dict()
+    it.close()  # the preparing thread stops
 
 
-def test_a_large_batch_of_plans_is_handed_over_through_shared_memory(shards):
+def test_a_large_batch_of_plans_is_handed_over_through_shared_memory(photo_shards):
     from wds_torch import transfer
 
-    dataset = wds_torch.WebDataset(shards).crop_images(32, device="cpu").to_tuple("jpg", "cls").batched(48)
+    dataset = wds_torch.WebDataset(photo_shards).crop_images(32, device="cpu").to_tuple("jpg", "cls").batched(48)
     batches = list(wds_torch.WebLoader(dataset, batch_size=None, num_workers=1))
     planned_batch = batches[0][0]
     assert isinstance(planned_batch, PlannedCrops) and planned_batch.nbytes > transfer.MIN_BATCH_BYTES

@@ -126,6 +126,28 @@ def _png(seed: int) -> bytes:
     return out.getvalue()
 
 
+def stand_in_nvimgcodec(monkeypatch, decoder, choice, stream):
+    """``decoder`` (a class) as nvImageCodec's ``Decoder``, chosen by ``WDS_DEVICE_DECODER=choice``, the current
+    CUDA stream's handle ``stream``."""
+    import sys
+    import types
+
+    nvidia = types.ModuleType("nvidia")
+    nvidia.nvimgcodec = types.SimpleNamespace(
+        Decoder=decoder,
+        Backend=lambda kind: types.SimpleNamespace(kind=kind),
+        BackendKind=types.SimpleNamespace(HW_GPU_ONLY="HW_GPU_ONLY"),
+        DecodeParams=types.SimpleNamespace,
+        ColorSpec=types.SimpleNamespace(SRGB="SRGB"),
+        SampleFormat=types.SimpleNamespace(I_RGB="I_RGB"),
+    )
+    monkeypatch.setitem(sys.modules, "nvidia", nvidia)
+    monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", nvidia.nvimgcodec)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=stream))
+    monkeypatch.setenv("WDS_DEVICE_DECODER", choice)
+    devicecut._nvimgcodec.cache_clear()
+
+
 def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_rest_to_the_host(monkeypatch):
     """``_decode_cuda``, the one piece that needs a GPU, with stand-ins for torchvision's and nvImageCodec's
     decoders (which here refuse CMYK JPEGs, as nvJPEG does): the JPEGs go to them in one batch, in order, on the
@@ -176,18 +198,7 @@ def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_r
             return [None if refuses(bytes(s)) else np.array(PIL.Image.open(io.BytesIO(bytes(s))).convert("RGB"))
                     for s in sources]  # fmt: skip
 
-    nvidia = types.ModuleType("nvidia")
-    nvidia.nvimgcodec = types.SimpleNamespace(
-        Decoder=Decoder,
-        DecodeParams=types.SimpleNamespace,
-        ColorSpec=types.SimpleNamespace(SRGB="SRGB"),
-        SampleFormat=types.SimpleNamespace(I_RGB="I_RGB"),
-    )
-    monkeypatch.setitem(sys.modules, "nvidia", nvidia)
-    monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", nvidia.nvimgcodec)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=1234))
-    monkeypatch.setenv("WDS_DEVICE_DECODER", "nvimgcodec")
-    devicecut._nvimgcodec.cache_clear()
+    stand_in_nvimgcodec(monkeypatch, Decoder, "nvimgcodec", 1234)
     calls.clear()
     try:
         decoded = devicecut._decode_cuda(batch, torch.device("cpu"), range(len(batch)))
@@ -195,6 +206,43 @@ def test_the_gpu_decoders_against_stand_ins_batch_what_they_take_and_leave_the_r
         devicecut._nvimgcodec.cache_clear()
     assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
     assert calls == [("nvimgcodec", 3, 1234, 0)]
+
+
+@pytest.mark.parametrize("engines", ["there", "absent"])
+def test_the_jpeg_engines_first_then_the_default_backends_then_the_host_image_by_image(monkeypatch, engines):
+    """``WDS_DEVICE_DECODER=nvimgcodec-hw`` against a stand-in for nvImageCodec: its hardware backend (here refusing
+    CMYK and images wider than 75 pixels, as an engine refuses what it cannot take) gets the batch's JPEGs; what it
+    refuses goes to the default backends, what they refuse to the host, image by image; on a GPU without engines
+    (the backend cannot be made) the default backends take them all."""
+
+    crop = image_crop(32, device="cpu")
+    datas = [photo(1, 60, 80), _cmyk_jpeg(2), _png(3), photo(4, 70, 50)]
+    batch = PlannedCrops.collate([crop.planned(data, Uniform(k), f"k{k}") for k, data in enumerate(datas)])
+    expected = [devicecut._decode_host(batch, i) for i in range(len(datas))]
+    calls = []
+
+    class Decoder:
+        def __init__(self, device_id, backends=None):
+            self.kind = "default" if backends is None else backends[0].kind
+            if self.kind == "HW_GPU_ONLY" and engines == "absent":
+                raise RuntimeError("nvImageCodec: no hardware decoder backend on this device")
+
+        def decode(self, sources, params, cuda_stream):
+            calls.append((self.kind, [bytes(s) for s in sources]))
+            images = [PIL.Image.open(io.BytesIO(bytes(s))) for s in sources]
+            return [None if image.mode == "CMYK" or (self.kind == "HW_GPU_ONLY" and image.width > 75)
+                    else np.array(image.convert("RGB")) for image in images]  # fmt: skip
+
+    stand_in_nvimgcodec(monkeypatch, Decoder, "nvimgcodec-hw", 7)
+    try:
+        decoded = devicecut._decode_cuda(batch, torch.device("cpu"), range(len(batch)))
+    finally:
+        devicecut._nvimgcodec.cache_clear()
+    assert all(torch.equal(got, want) for got, want in zip(decoded, expected))
+    if engines == "there":
+        assert calls == [("HW_GPU_ONLY", [datas[0], datas[1], datas[3]]), ("default", [datas[0], datas[1]])]
+    else:
+        assert calls == [("default", [datas[0], datas[1], datas[3]])]
 
 
 def test_a_batch_too_large_for_one_cut_is_cut_a_part_at_a_time_with_the_same_pixels(monkeypatch):
@@ -263,3 +311,51 @@ def test_lying_headers_cost_the_device_what_the_cpu_path_spends(monkeypatch, tmp
     assert planned(image_crop(224, device="cpu"), [huge]).decoded_size(0) == (1125, 1125)
     with pytest.raises(DecodeLimitError, match="9000x9000.*expansion"):
         planned(image_crop(8000, policy="center", device="cpu"), [huge])  # its crop needs it whole
+
+
+def test_dataloaders_pin_memory_thread_pins_the_plans_so_the_device_side_does_not(monkeypatch):
+    """Issue 60: the JPEG bytes were pinned by the thread preparing batches for the device, batch by batch; with
+    ``pin_memory=True`` DataLoader's pin-memory thread does it now (``PlannedCrops.pin_memory``), host-cut pixels
+    too, and the decode copies from there.  Pinning itself needs CUDA: a stand-in records it here."""
+    import sys
+    import types
+
+    from torch.utils.data._utils.pin_memory import pin_memory
+
+    pinned, pins = set(), []
+
+    def pin(tensor):
+        copy = tensor.clone()
+        pinned.add(copy.data_ptr())
+        pins.append(copy.numel())
+        return copy
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin)
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda tensor: tensor.data_ptr() in pinned)
+    crop = image_crop(32, device="cpu")
+    datas = [photo(k, 60, 80) for k in range(3)]
+    plans = [crop.planned(data, Uniform(k), f"k{k}", host=k == 1) for k, data in enumerate(datas)]
+    batch = PlannedCrops.collate(plans)
+    moved, labels = pin_memory((batch, torch.arange(3)))  # what DataLoader's thread does with a batch
+    assert isinstance(moved, PlannedCrops) and moved is not batch and len(pins) == 3  # bytes, pixels, labels
+    assert [bytes(moved.image(k)) for k in (0, 2)] == [datas[0], datas[2]] and np.array_equal(moved.cut, batch.cut)
+    assert torch.from_numpy(moved.data).is_pinned() and moved.keys == batch.keys
+
+    views = []
+    torchvision_io = types.ModuleType("torchvision.io")
+    torchvision_io.ImageReadMode = types.SimpleNamespace(RGB="RGB")
+
+    def decode_jpeg(given, mode, device):
+        views.extend(given)
+        return [torch.from_numpy(np.array(PIL.Image.open(io.BytesIO(v.numpy().tobytes())).convert("RGB")))
+                .permute(2, 0, 1) for v in given]  # fmt: skip
+
+    torchvision_io.decode_jpeg = decode_jpeg
+    monkeypatch.setitem(sys.modules, "torchvision", types.ModuleType("torchvision"))
+    monkeypatch.setitem(sys.modules, "torchvision.io", torchvision_io)
+    monkeypatch.delenv("WDS_DEVICE_DECODER", raising=False)
+    before = len(pins)
+    devicecut._decode_cuda(moved.select([0, 2]), torch.device("cpu"), range(2))
+    assert len(pins) == before and len(views) == 2  # nothing pinned again
+    devicecut._decode_cuda(batch.select([0, 2]), torch.device("cpu"), range(2))
+    assert len(pins) == before + 1  # a batch that did not go through the pin-memory thread is pinned here

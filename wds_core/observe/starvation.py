@@ -65,13 +65,14 @@ class Starvation:
     def report(self) -> dict[str, Any]:
         """``{"share", "waiting_seconds", "wall_seconds", "items", "first_wait_seconds", "share_after_first"}``
         of the epoch being iterated (or the last one); ``share_after_first`` leaves out the wait for the first
-        item, when workers start."""
+        item, when workers start.  Batches from ``wds_torch.to_device`` add ``device_split``, the share of each
+        batch the workers cut on the host."""
         if self.started is None:
             return {"share": 0.0, "waiting_seconds": 0.0, "wall_seconds": 0.0, "items": 0,
                     "first_wait_seconds": 0.0, "share_after_first": 0.0}  # fmt: skip
         wall = (self.ended if self.ended is not None else time.perf_counter()) - self.started
         after = wall - self.first_wait
-        return {
+        report = {
             "share": self.waiting_seconds / wall if wall > 0 else 0.0,
             "waiting_seconds": self.waiting_seconds,
             "wall_seconds": wall,
@@ -79,3 +80,7 @@ class Starvation:
             "first_wait_seconds": self.first_wait,
             "share_after_first": (self.waiting_seconds - self.first_wait) / after if after > 0 else 0.0,
         }
+        split = getattr(self.iterable, "split_report", None)  # batches fed to a device: what it cut, what the host
+        if callable(split) and split() is not None:
+            report["device_split"] = split()
+        return report

@@ -14,6 +14,7 @@ how the two resizes' pixels differ.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import math
@@ -27,20 +28,19 @@ from typing import Any
 import numpy as np
 
 from ..errors import DecodingError, SpecError, install_hint
-from ..fieldcodecs.bounded import check_pixels, current_limits
+from ..fieldcodecs.bounded import check_pixels
 from ..fieldcodecs.images import image_spec
 from ..fieldcodecs.jpeg import (
     decode_jpeg,
     decode_jpeg_region,
     jpeg_decoder,
     jpeg_size,
-    reduced_size,
     reduction,
     scaled_size,
 )
 from ..rng import Rng, derive_seed
 from ..state import RunContext
-from .devicecrop import DEVICE_IMAGE_BYTES, Finish, PlannedCrop
+from .devicecrop import Finish, HostShare, PlannedCrop, reduced_on_host
 
 __all__ = ["ImageCrop", "SlowPathWarning", "center_crop_box", "decode_at_scale", "random_resized_crop_box", "slow_path"]
 
@@ -238,6 +238,8 @@ class ImageCrop:
     spec: str = "rgb8"
     interpolation: str = "auto"
     device: str | None = None
+    split: float = 0.0
+    host_share: HostShare | None = dataclasses.field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.interpolation == "auto":
@@ -267,6 +269,9 @@ class ImageCrop:
             if self.policy == "shorter":
                 raise SpecError("crop_images(device=...) batches images of one size: use policy 'random-resized' "
                                 "or 'center'")  # fmt: skip
+            object.__setattr__(self, "host_share", HostShare(self.split))  # what to_device(split=) turns
+        elif self.split:
+            raise SpecError("split= is the share of each batch cut on the host, beside the device: give device= too")
 
     def bind(self, ctx: RunContext) -> BoundCrop:
         """The cropper for one run: its random choices come from ``ctx``'s seed and epoch."""
@@ -291,6 +296,10 @@ class ImageCrop:
 
     def cut(self, data: Any, rand: Uniform) -> np.ndarray:
         """One image (encoded bytes, or an already decoded PIL image or HxWxC uint8 array) cut as planned."""
+        return self._finish(self._cut(data, rand))  # type: ignore[no-any-return]
+
+    def _cut(self, data: Any, rand: Uniform) -> Any:
+        """The cut before :meth:`_finish`: an RGB PIL image or HxWx3 uint8 array of the output's size."""
         import PIL.Image
 
         opencv = _opencv() if self.interpolation != "pillow" else None
@@ -300,8 +309,8 @@ class ImageCrop:
             box, out_size, flip = self.plan(img.height, img.width, rand)
             if opencv is not None:
                 crop = _cut_out(np.asarray(img), box, (img.height, img.width))
-                return self._finish(_resized(opencv, crop, out_size, flip))
-            return self._finish(_pillow_resized(img, box, 1.0, 1.0, out_size, flip))
+                return _resized(opencv, crop, out_size, flip)
+            return _pillow_resized(img, box, 1.0, 1.0, out_size, flip)
         data = bytes(data)
         size, opened = _stored_size(data, compiled=opencv is not None)  # the region decoder takes jpeg_size's
         height, width = size
@@ -319,16 +328,26 @@ class ImageCrop:
                 if pixels is None:
                     pixels = np.asarray(decode_at_scale(data, need_h, need_w, opened))
                 region = _cut_out(pixels, box, size)
-            return self._finish(_resized(opencv, region, (out_h, out_w), flip))
+            return _resized(opencv, region, (out_h, out_w), flip)
         img = decode_at_scale(data, need_h, need_w, opened)
-        return self._finish(_pillow_resized(img, box, img.height / height, img.width / width, (out_h, out_w), flip))
+        return _pillow_resized(img, box, img.height / height, img.width / width, (out_h, out_w), flip)
 
-    def planned(self, data: Any, rand: Uniform, key: str | None = None, url: str | None = None) -> PlannedCrop:
+    def planned(
+        self, data: Any, rand: Uniform, key: str | None = None, url: str | None = None, host: bool = False
+    ) -> PlannedCrop:
         """The plan for one encoded image, cut later on :attr:`device`: its size from its header (nothing decoded;
         a header that claims more pixels than a field may hold is refused here), the box and flip :meth:`plan`
-        draws, the bytes."""
+        draws, the bytes; with ``host``, the image cut here instead (the same box and flip), its pixels handed on
+        for the device to finish with the rest of its batch."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise DecodingError(f"crop_images(device=...) takes encoded images, got {type(data).__name__}")
+        token = None if self.host_share is None else self.host_share.token
+        finish = Finish(str(self.device), self.layout, self.mean, self.std, token)
+        if host:
+            pixels = np.ascontiguousarray(np.asarray(self._cut(data, rand)))
+            h, w = pixels.shape[:2]
+            whole = (0.0, 0.0, float(h), float(w))
+            return PlannedCrop(b"", (h, w), whole, (h, w), False, finish, key, url, pixels=pixels)
         data = bytes(data)
         size, opened = _stored_size(data, compiled=True)
         if opened is not None:
@@ -337,8 +356,7 @@ class ImageCrop:
         check_pixels(width, height, 3, "image")
         box, out, flip = self.plan(height, width, rand)
         top, left, h, w = (float(v) for v in box)
-        finish = Finish(str(self.device), self.layout, self.mean, self.std)
-        reduced = _reduced_on_host(data, height, width, box, out)
+        reduced = reduced_on_host(data, height, width, box, out)
         return PlannedCrop(data, (height, width), (top, left, h, w), out, flip, finish, key, url, reduced)
 
     def _finish(self, out: Any) -> Any:
@@ -364,26 +382,6 @@ class ImageCrop:
         return array if array.flags.writeable and array.flags.c_contiguous else array.copy()
 
 
-def _reduced_on_host(data: bytes, height: int, width: int, box: Any, out: tuple[int, int]) -> tuple[int, int]:
-    """``(0, 0)`` for an image the device decodes whole; for one whose whole decode would take more than its bytes
-    may inflate to (the decode limits' ``expansion``), or than :data:`DEVICE_IMAGE_BYTES`, the least size its crop
-    needs, at which the host decodes it (see :mod:`.devicecrop`); refused when even that is over the limits."""
-    limits = current_limits()
-    allowed = limits.allowed(len(data))
-    if 3 * height * width <= min(allowed, DEVICE_IMAGE_BYTES):
-        return (0, 0)
-    need = (min(math.ceil(out[0] * height / box[2]), height), min(math.ceil(out[1] * width / box[3]), width))
-    small_h, small_w = reduced_size(height, width, *need)
-    if 3 * small_h * small_w > allowed:
-        raise limits.refuse(
-            f"the image header says {width}x{height}, and its crop needs at least {small_w}x{small_h} of it from "
-            f"{len(data):,} bytes:",
-            3 * small_h * small_w,
-            f"allowed:{len(data)}",
-        )
-    return need
-
-
 class BoundCrop:
     """An :class:`ImageCrop` for one run: ``decode(sample)`` cuts the sample's first image field."""
 
@@ -399,7 +397,10 @@ class BoundCrop:
         rand = Uniform(derive_seed(self.seed, sample.get("__url__"), sample.get("__key__")))
         try:
             if self.crop.device is not None:
-                value: Any = self.crop.planned(sample[field], rand, sample.get("__key__"), sample.get("__url__"))
+                key, url = sample.get("__key__"), sample.get("__url__")
+                share = self.crop.host_share
+                host = share is not None and share.takes(url, key)
+                value: Any = self.crop.planned(sample[field], rand, key, url, host)
             else:
                 value = self.crop.cut(sample[field], rand)
         except Exception as exn:
@@ -425,6 +426,7 @@ def image_crop(
     spec: str = "rgb8",
     interpolation: str = "auto",
     device: str | None = None,
+    split: float = 0.0,
 ) -> ImageCrop:
     """An :class:`ImageCrop` from friendly arguments (``size`` an int or ``(h, w)``; ``fields`` a ``;`` list)."""
     pair = (int(size), int(size)) if isinstance(size, (int, np.integer)) else (int(size[0]), int(size[1]))
@@ -443,4 +445,5 @@ def image_crop(
         spec=spec,
         interpolation=interpolation,
         device=device,
+        split=float(split),
     )

@@ -20,15 +20,30 @@ Nothing here needs a framework: the plans are numpy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import multiprocessing
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from multiprocessing.context import get_spawning_popen
 from typing import Any
 
 import numpy as np
 
-from ..errors import SampleError
+from ..errors import SampleError, SpecError
+from ..fieldcodecs.bounded import current_limits
 from ..fieldcodecs.jpeg import reduced_size
+from ..rng import derive_seed
 
-__all__ = ["DEVICE_IMAGE_BYTES", "PlannedCrop", "PlannedCrops", "is_jpeg_data"]
+__all__ = [
+    "DEVICE_IMAGE_BYTES",
+    "HostShare",
+    "PlannedCrop",
+    "PlannedCrops",
+    "is_jpeg_data",
+    "reduced_on_host",
+    "register_pinner",
+]
 
 DEVICE_IMAGE_BYTES = 200 << 20
 """The most one image's whole decode (its uint8 pixels) may take on the device; a larger one is decoded on the host,
@@ -40,14 +55,74 @@ def is_jpeg_data(data: Any) -> bool:
     return bytes(data[:3]) == b"\xff\xd8\xff"
 
 
+class HostShare:
+    """The share of each batch the workers cut on the host (0: the device cuts every image), one number shared by
+    the process that made it and the loader's workers (forked, or started with the pipeline): ``to_device(split=)``
+    sets it while they run.  Which images are cut on the host is a function of each sample's shard and key
+    (:meth:`takes`), so a fixed share cuts the same images in the same place in any run, worker or resume.  The
+    process that made it finds it again by its ``token`` (:meth:`find`), which the batches carry."""
+
+    def __init__(self, share: float = 0.0, token: str | None = None, shared: Any = None) -> None:
+        self.token = token or uuid.uuid4().hex
+        self.value = shared if shared is not None else multiprocessing.RawValue("d", 0.0)
+        if shared is None:
+            self.set(share)
+            _MADE[self.token] = self
+
+    def get(self) -> float:
+        return float(self.value.value)
+
+    def set(self, share: float) -> None:
+        if not 0.0 <= float(share) <= 1.0:
+            raise SpecError(f"the share of a batch cut on the host is between 0 and 1, got {share!r}")
+        self.value.value = float(share)
+
+    def takes(self, url: Any, key: Any) -> bool:
+        """Whether the sample ``(url, key)`` is cut on the host at the share in force now."""
+        share = self.value.value
+        return share > 0.0 and (share >= 1.0 or derive_seed("host share", url, key) < share * 2.0**64)
+
+    @staticmethod
+    def find(token: str | None) -> HostShare | None:
+        """The share this process made with ``token`` (``None`` in a worker, or for a share made elsewhere)."""
+        return None if token is None else _MADE.get(token)
+
+    def __reduce__(self) -> Any:
+        if get_spawning_popen() is not None:  # a worker being started: the shared number itself
+            return (HostShare, (0.0, self.token, self.value))
+        return (_copied, (self.get(), self.token))  # anywhere else: the share in force, no longer shared
+
+    def __repr__(self) -> str:
+        return f"HostShare({self.get():.3f})"
+
+
+_MADE: weakref.WeakValueDictionary[str, HostShare] = weakref.WeakValueDictionary()
+
+
+_PINNERS: list[Any] = []  # what PlannedCrops.pin_memory calls: wds_torch's
+
+
+def register_pinner(pin: Any) -> None:
+    """``pin(crops) -> crops`` copies a batch's arrays to page-locked memory (``wds_torch`` registers its own)."""
+    _PINNERS.append(pin)
+
+
+def _copied(share: float, token: str) -> HostShare:
+    copy = HostShare.__new__(HostShare)
+    copy.token, copy.value = token, multiprocessing.RawValue("d", share)
+    return copy
+
+
 @dataclass(frozen=True)
 class Finish:
-    """What every image of a batch becomes after the cut: where (``device``), ``layout``, ``mean``/``std``."""
+    """What every image of a batch becomes after the cut: where (``device``), ``layout``, ``mean``/``std``;
+    ``share``: the token of the stage's :class:`HostShare`."""
 
     device: str
     layout: str = "chw"
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
+    share: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,18 +140,34 @@ class PlannedCrop:
     key: str | None = None
     url: str | None = None
     reduced: tuple[int, int] = (0, 0)
+    pixels: np.ndarray | None = field(default=None, compare=False)  # cut on the host already (:class:`HostShare`)
 
     def __repr__(self) -> str:
-        return f"PlannedCrop({self.key!r}, {len(self.data)} bytes, size={self.size}, box={self.box}, out={self.out})"
+        where = "cut on the host" if self.pixels is not None else f"{len(self.data)} bytes"
+        return f"PlannedCrop({self.key!r}, {where}, size={self.size}, box={self.box}, out={self.out})"
 
 
 class PlannedCrops:
     """A batch of :class:`PlannedCrop`: ``data`` (uint8, every image's bytes one after the other) cut at
     ``offsets`` (int64, B + 1), ``sizes`` (int32, B x 2), ``boxes`` (float64, B x 4), ``flips`` (bool, B),
     ``reduced`` (int32, B x 2: :attr:`PlannedCrop.reduced`), and what they share: ``out`` and ``finish``; ``keys``
-    and ``urls`` name the samples in messages."""
+    and ``urls`` name the samples in messages.  ``host`` (bool, B) marks the images the workers cut already, whose
+    pixels are ``cut`` (uint8, K x H x W x 3, in batch order; no bytes in ``data``)."""
 
-    __slots__ = ("boxes", "data", "finish", "flips", "keys", "offsets", "out", "reduced", "sizes", "urls")
+    __slots__ = (
+        "boxes",
+        "cut",
+        "data",
+        "finish",
+        "flips",
+        "host",
+        "keys",
+        "offsets",
+        "out",
+        "reduced",
+        "sizes",
+        "urls",
+    )
 
     def __init__(
         self,
@@ -90,10 +181,14 @@ class PlannedCrops:
         keys: list[str | None],
         urls: list[str | None],
         reduced: np.ndarray | None = None,
+        host: np.ndarray | None = None,
+        cut: np.ndarray | None = None,
     ) -> None:
         self.data, self.offsets, self.sizes, self.boxes, self.flips = data, offsets, sizes, boxes, flips
         self.out, self.finish, self.keys, self.urls = out, finish, keys, urls
         self.reduced = np.zeros((len(sizes), 2), np.int32) if reduced is None else reduced
+        self.host = np.zeros(len(sizes), bool) if host is None else host
+        self.cut = np.zeros((0, *out, 3), np.uint8) if cut is None else cut
 
     @classmethod
     def collate(cls, crops: list[PlannedCrop]) -> PlannedCrops:
@@ -108,6 +203,7 @@ class PlannedCrops:
                     f"({first.out}, {first.finish}) and ({crop.out}, {crop.finish})",
                     member=crop.key,
                 )
+        cut = [crop.pixels for crop in crops if crop.pixels is not None]
         lengths = np.fromiter((len(crop.data) for crop in crops), np.int64, len(crops))
         offsets = np.zeros(len(crops) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -125,6 +221,8 @@ class PlannedCrops:
             [crop.key for crop in crops],
             [crop.url for crop in crops],
             np.array([crop.reduced for crop in crops], np.int32).reshape(-1, 2),
+            np.array([crop.pixels is not None for crop in crops], bool),
+            np.stack(cut) if cut else None,
         )
 
     def __len__(self) -> int:
@@ -134,8 +232,33 @@ class PlannedCrops:
     def nbytes(self) -> int:
         """What its arrays take: a DataLoader worker of ``wds_torch`` hands a large batch over through shared
         memory (``wds_torch.transfer``), which counts it by this."""
-        arrays = (self.data, self.offsets, self.sizes, self.boxes, self.flips, self.reduced)
+        arrays = (self.data, self.offsets, self.sizes, self.boxes, self.flips, self.reduced, self.host, self.cut)
         return sum(int(array.nbytes) for array in arrays) + 64 * len(arrays)
+
+    def select(self, rows: Any) -> PlannedCrops:
+        """The batch of the images ``rows`` (indexes, in order): a view of the bytes when they lie one after the
+        other (the images cut on the host hold none, so those the device cuts do)."""
+        rows = np.asarray(rows, np.int64)
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        if len(rows) == 0:
+            data, offsets = self.data[:0], np.zeros(1, np.int64)
+        elif np.array_equal(starts[1:], ends[:-1]):
+            data, offsets = self.data[int(starts[0]) : int(ends[-1])], np.append(starts, ends[-1]) - starts[0]
+        else:
+            data = np.concatenate([self.data[int(a) : int(z)] for a, z in zip(starts, ends)])
+            offsets = np.concatenate(([0], np.cumsum(ends - starts)))
+        taken = rows.tolist()
+        host = self.host[rows]
+        cut = self.cut[np.cumsum(self.host)[rows[host]] - 1] if host.any() else None
+        return PlannedCrops(data, offsets, self.sizes[rows], self.boxes[rows], self.flips[rows], self.out, self.finish,
+                            [self.keys[i] for i in taken], [self.urls[i] for i in taken], self.reduced[rows], host,
+                            cut)  # fmt: skip
+
+    def pin_memory(self) -> PlannedCrops:
+        """The batch with its bytes and pixels in page-locked memory, by the pinner a framework registered
+        (:func:`register_pinner`; itself when there is none): PyTorch's DataLoader calls this in its pin-memory
+        thread (``pin_memory=True``), so that the copy to the device starts from there."""
+        return self if not _PINNERS else _PINNERS[-1](self)  # type: ignore[no-any-return]
 
     def decoded_size(self, i: int) -> tuple[int, int]:
         """The size image ``i`` is decoded at: its stored size, or the reduced one its plan gives."""
@@ -162,3 +285,23 @@ class PlannedCrops:
 
     def __repr__(self) -> str:
         return f"PlannedCrops({len(self)} images, {len(self.data):,} bytes, out={self.out}, {self.finish.device})"
+
+
+def reduced_on_host(data: bytes, height: int, width: int, box: Any, out: tuple[int, int]) -> tuple[int, int]:
+    """``(0, 0)`` for an image the device decodes whole; for one whose whole decode would take more than its bytes
+    may inflate to (the decode limits' ``expansion``), or than :data:`DEVICE_IMAGE_BYTES`, the least size its crop
+    needs, at which the host decodes it (see :mod:`.devicecrop`); refused when even that is over the limits."""
+    limits = current_limits()
+    allowed = limits.allowed(len(data))
+    if 3 * height * width <= min(allowed, DEVICE_IMAGE_BYTES):
+        return (0, 0)
+    need = (min(math.ceil(out[0] * height / box[2]), height), min(math.ceil(out[1] * width / box[3]), width))
+    small_h, small_w = reduced_size(height, width, *need)
+    if 3 * small_h * small_w > allowed:
+        raise limits.refuse(
+            f"the image header says {width}x{height}, and its crop needs at least {small_w}x{small_h} of it from "
+            f"{len(data):,} bytes:",
+            3 * small_h * small_w,
+            f"allowed:{len(data)}",
+        )
+    return need

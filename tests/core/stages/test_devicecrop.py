@@ -10,7 +10,7 @@ import pytest
 import wds_core
 from wds_core.errors import DecodingError, SampleError, SpecError
 from wds_core.stages.crop import Uniform, image_crop
-from wds_core.stages.devicecrop import PlannedCrop, PlannedCrops, is_jpeg_data
+from wds_core.stages.devicecrop import HostShare, PlannedCrop, PlannedCrops, is_jpeg_data
 
 
 def jpeg(height: int = 120, width: int = 160, seed: int = 0) -> bytes:
@@ -84,3 +84,84 @@ def test_decoded_images_are_refused_and_jpegs_known():
     with pytest.raises(DecodingError, match="encoded images"):
         image_crop(8, device="cpu").planned(np.zeros((8, 8, 3), np.uint8), Uniform(0))
     assert is_jpeg_data(jpeg()) and not is_jpeg_data(b"\x89PNG\r\n")
+
+
+def test_the_host_share_picks_images_by_shard_and_key_in_proportion():
+    share = HostShare(0.3)
+    keys = [("s.tar", f"k{i:04d}") for i in range(4000)]
+    taken = [share.takes(url, key) for url, key in keys]
+    assert abs(sum(taken) / len(keys) - 0.3) < 0.03
+    assert taken == [HostShare(0.3).takes(url, key) for url, key in keys]  # the same images, whoever asks
+    share.set(0.6)
+    more = [share.takes(url, key) for url, key in keys]
+    assert all(m for t, m in zip(taken, more) if t)  # a larger share keeps the images of a smaller one
+    share.set(0.0)
+    assert not any(share.takes(url, key) for url, key in keys[:100])
+    share.set(1.0)
+    assert all(share.takes(url, key) for url, key in keys[:100])
+    with pytest.raises(SpecError, match="between 0 and 1"):
+        share.set(1.5)
+
+
+def test_the_host_share_is_found_by_its_token_and_pickles_as_its_value():
+    share = HostShare(0.25)
+    assert HostShare.find(share.token) is share and HostShare.find("elsewhere") is None and HostShare.find(None) is None
+    copy = pickle.loads(pickle.dumps(share))
+    assert copy.token == share.token and copy.get() == 0.25
+    share.set(0.5)
+    assert copy.get() == 0.25  # pickled outside a worker's start: the value, no longer shared
+
+
+def _read_share_after(share, ready, done, out):
+    ready.set()
+    done.wait(10)
+    out.put(share.get())
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_see_the_share_set_after_they_started(method):
+    """The loader's workers (forked, or spawned with the pipeline) read the number the main process turns."""
+    import multiprocessing
+
+    context = multiprocessing.get_context(method)
+    share = HostShare(0.1)
+    ready, done, out = context.Event(), context.Event(), context.Queue()
+    worker = context.Process(target=_read_share_after, args=(share, ready, done, out))
+    worker.start()
+    assert ready.wait(60)
+    share.set(0.7)
+    done.set()
+    assert out.get(timeout=60) == 0.7
+    worker.join(10)
+
+
+def test_an_image_cut_on_the_host_is_the_cpu_path_s_cut_of_the_same_box_and_flip():
+    data = jpeg(120, 160, 3)
+    crop = image_crop(48, flip=0.5, device="cpu", split=1.0)
+    planned = crop.planned(data, Uniform(11), "k", "s.tar", host=True)
+    cpu = image_crop(48, flip=0.5).cut(data, Uniform(11))
+    assert planned.pixels is not None and np.array_equal(planned.pixels, cpu) and planned.data == b""
+    assert "cut on the host" in repr(planned)
+
+
+def test_a_batch_of_images_cut_on_the_host_and_not_collates_selects_and_pickles():
+    crop = image_crop(24, device="cpu")
+    plans = [crop.planned(jpeg(seed=k), Uniform(k), f"k{k}", host=k % 2 == 1) for k in range(5)]
+    batch = PlannedCrops.collate(plans)
+    assert batch.host.tolist() == [False, True, False, True, False] and batch.cut.shape == (2, 24, 24, 3)
+    assert np.array_equal(batch.cut[1], plans[3].pixels)
+    again = pickle.loads(pickle.dumps(batch))
+    assert np.array_equal(again.cut, batch.cut) and again.host.tolist() == batch.host.tolist()
+    device = batch.select([0, 2, 4])
+    assert [bytes(device.image(i)) for i in range(3)] == [bytes(batch.image(k)) for k in (0, 2, 4)]
+    assert device.keys == ["k0", "k2", "k4"] and not device.host.any() and len(device.cut) == 0
+    scattered = batch.select([4, 3, 0])  # not one after the other: copied
+    assert [bytes(scattered.image(i)) for i in (0, 2)] == [bytes(batch.image(4)), bytes(batch.image(0))]
+    assert scattered.host.tolist() == [False, True, False] and np.array_equal(scattered.cut[0], plans[3].pixels)
+
+
+def test_a_split_needs_a_device():
+    with pytest.raises(SpecError, match="give device= too"):
+        image_crop(24, split=0.5)
+    with pytest.raises(SpecError, match="between 0 and 1"):
+        image_crop(24, device="cpu", split=2.0)
