@@ -65,12 +65,16 @@ def test_without_torchdata_the_device_is_fed_and_only_a_checkpoint_fails(photo_s
 def test_a_large_batch_of_plans_is_handed_over_through_shared_memory(photo_shards):
     from wds_torch import transfer
 
-    dataset = wds_torch.WebDataset(photo_shards).crop_images(32, device="cpu").to_tuple("jpg", "cls").batched(48)
+    dataset = (wds_torch.WebDataset(photo_shards).crop_images(32, device="cpu", split=0.2).to_tuple("jpg", "cls")
+               .batched(48))  # fmt: skip
     batches = list(wds_torch.WebLoader(dataset, batch_size=None, num_workers=1))
     planned_batch = batches[0][0]
     assert isinstance(planned_batch, PlannedCrops) and planned_batch.nbytes > transfer.MIN_BATCH_BYTES
     if transfer.HAVE_SLOTS:  # the JPEGs arrive as a view of the worker's slot, not a copy out of a pipe
         assert not planned_batch.data.flags.owndata
+    host = int(planned_batch.host.sum())  # the images the worker cut: their pixels came along
+    assert 0 < host < 48 and planned_batch.cut.shape == (host, 32, 32, 3)
+    assert wds_torch.devicecut.cut_planned(planned_batch, "cpu").shape == (48, 32, 32, 3)  # layout "hwc"
 
 
 def _preparing_threads():
