@@ -237,7 +237,9 @@ def test_the_looks_go_on_while_a_long_read_gathers_a_trickle(pipelines):
     report = profile.report()
     assert profile.ticks >= 0.5 * report["wall_seconds"] / profile.interval
     reader = next(s for s in report["stages"] if s["name"] == "tarfile_to_samples")
-    assert reader["waiting_seconds"] > 0.7 * reader["seconds"]
+    # about 60 looks, each waiting or not: the share varies by about 0.06 around three quarters (0.62-0.82 in six
+    # runs here; a threshold of 0.7 failed one run in five, on any commit); a busy reader would be near 0
+    assert reader["waiting_seconds"] > 0.5 * reader["seconds"]
 
 
 @pytest.mark.slow
