@@ -39,7 +39,7 @@ from wds_core.io.forklocks import fork_safe_event
 from wds_core.stages.devicecrop import HostShare, PlannedCrops
 
 from .devicecut import cut_planned
-from .split import SplitTuner, host_share_of
+from .split import SplitTuner
 
 __all__ = ["DeviceBatches", "to_device"]
 
@@ -144,7 +144,11 @@ class DeviceBatches:
             return
         if planned is None:
             raise SpecError("split= shares crop_images(..., device=...)'s batches: these hold no planned crops")
-        self.share = host_share_of(planned)
+        if self.share is None:
+            raise SpecError(
+                "split= sets the share of crop_images(..., device=...) in the process that built the dataset: these "
+                "batches come from a stage made elsewhere"
+            )
         if self.split == "auto":
             if self.tuner is None or self.tuner.share is not self.share:  # batches made before a change: settled
                 self.tuner = SplitTuner(self.share, settle=max(16, _in_flight(self.batches) + self._depth(device)))

@@ -13,6 +13,7 @@ headers say.  Only :func:`_decode_cuda` needs a GPU; ``device="cpu"`` runs the r
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import os
@@ -150,10 +151,9 @@ def pin_planned(crops: PlannedCrops) -> PlannedCrops:
     """``crops`` with its JPEG bytes and host-cut pixels copied to page-locked memory (numpy views of pinned
     tensors, which they keep alive): what DataLoader's pin-memory thread calls (``PlannedCrops.pin_memory``), so
     that the thread preparing batches for the device copies them over without pinning them itself."""
-    data = _pinned(crops.data)
-    cut = _pinned(crops.cut)
-    return PlannedCrops(data, crops.offsets, crops.sizes, crops.boxes, crops.flips, crops.out, crops.finish,
-                        crops.keys, crops.urls, crops.reduced, crops.host, cut)  # fmt: skip
+    pinned = copy.copy(crops)
+    pinned.data, pinned.cut = _pinned(crops.data), _pinned(crops.cut)
+    return pinned
 
 
 def _pinned(array: Any) -> Any:

@@ -17,18 +17,7 @@ from typing import Any
 from wds_core.errors import SpecError
 from wds_core.stages.devicecrop import HostShare
 
-__all__ = ["SplitTuner", "host_share_of"]
-
-
-def host_share_of(crops: Any) -> HostShare:
-    """The share that the stage behind a batch of planned crops reads in the workers (made in this process)."""
-    share = HostShare.find(crops.finish.share)
-    if share is None:
-        raise SpecError(
-            "split= sets the share of crop_images(..., device=...) in the process that built the dataset: these "
-            "batches come from a stage made elsewhere"
-        )
-    return share
+__all__ = ["SplitTuner"]
 
 
 class SplitTuner:

@@ -80,7 +80,8 @@ class Starvation:
             "first_wait_seconds": self.first_wait,
             "share_after_first": (self.waiting_seconds - self.first_wait) / after if after > 0 else 0.0,
         }
-        split = getattr(self.iterable, "split_report", None)  # batches fed to a device: what it cut, what the host
-        if callable(split) and split() is not None:
-            report["device_split"] = split()
+        said = getattr(self.iterable, "split_report", None)  # batches fed to a device: what it cut, what the host
+        split = said() if callable(said) else None
+        if split is not None:
+            report["device_split"] = split
         return report

@@ -108,9 +108,7 @@ def register_pinner(pin: Any) -> None:
 
 
 def _copied(share: float, token: str) -> HostShare:
-    copy = HostShare.__new__(HostShare)
-    copy.token, copy.value = token, multiprocessing.RawValue("d", share)
-    return copy
+    return HostShare(share, token, multiprocessing.RawValue("d", share))
 
 
 @dataclass(frozen=True)
