@@ -4,10 +4,11 @@ The workers only read: ``crop_images(224, flip=0.5, layout="chw", device="cuda")
 sample's crop from its JPEG header (the same box and flip as the CPU path, so the random stream, the order and
 checkpoints are unchanged) and batches the bytes with their plans (:mod:`wds_core.stages.devicecrop`).  In the main
 process :func:`to_device` decodes each batch on the GPU (``torchvision.io.decode_jpeg`` on a list: nvJPEG, batched),
-and cuts, resizes, flips and normalises the whole batch in one ``grid_sample`` (bilinear, pixel centres as
-OpenCV's and torchvision's ``antialias=False``; a batch whose boxes shrink by more than 2x is sampled at 2-4x the
-output and averaged, so that it does not alias); with CUDA a thread prepares the next two batches on a side stream
-while the model runs on this one.  Every other tensor and numeric array of the batch moves to the device too::
+and cuts, resizes, flips and normalises the whole batch in two batched matrix products (each image's resampling
+along each axis as a matrix: bilinear, pixel centres as OpenCV's and torchvision's ``antialias=False``; a batch
+whose boxes shrink by more than 2x is sampled at 2-4x the output and averaged, so that it does not alias); with CUDA
+a thread prepares the next two batches on a side stream while the model runs on this one.  Every other tensor and
+numeric array of the batch moves to the device too::
 
     dataset = (wds_torch.WebDataset(urls, shuffle=True, seed=0).shuffle(1000)
                .crop_images(224, flip=0.5, layout="chw", mean=MEAN, std=STD, device="cuda")
@@ -19,7 +20,7 @@ while the model runs on this one.  Every other tensor and numeric array of the b
         ...
     state = batches.state_dict()                      # the loader's state after the last batch given out
 
-``device="cpu"`` runs the same code on the CPU (wds's JPEG decoder, the same ``grid_sample``): the twin that tests
+``device="cpu"`` runs the same code on the CPU (wds's JPEG decoder, the same products in float32): the twin that tests
 run without a GPU.  The decoding and cutting are :mod:`wds_torch.devicecut`'s; this module moves the batches and
 prepares them ahead.
 """

@@ -5,9 +5,11 @@ bytes, their boxes and flips).  On CUDA the JPEGs are decoded at once by nvJPEG 
 a list) or nvImageCodec (:func:`device_decoder`); anything the GPU decoder does not take is decoded on the host.
 An image its plan reduces (a header that claims more than its bytes can hold, or a huge photo:
 :mod:`wds_core.stages.devicecrop`) is decoded on the host at that scale and copied over.  The batch is decoded
-and cut a part at a time, each part's decoded images, canvas, grid and output within :data:`CUT_BYTES`, decoded
-only when its turn comes and let go before the next: what a batch takes on the device is bounded whatever its
-headers say.  Only :func:`_decode_cuda` needs a GPU; ``device="cpu"`` runs the rest as the tests' twin.
+and cut a part at a time, each part's decoded images, their canvas, the resampling matrices and the products
+within :data:`CUT_BYTES`, decoded only when its turn comes and let go before the next: what a batch takes on the
+device is bounded whatever its headers say.  The cut is two batched matrix products a part (:func:`_cut`), in
+float16 on a GPU (its tensor cores; no float32 copy of the images), into the output allocated once.  Only
+:func:`_decode_cuda` needs a GPU; ``device="cpu"`` runs the rest as the tests' twin.
 :func:`wds_torch.device.to_device` calls these on the loader's batches.
 """
 
@@ -17,11 +19,11 @@ import copy
 import functools
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F  # noqa: N812
 
 from wds_core.errors import DecodingError, SpecError
 from wds_core.stages.devicecrop import PlannedCrops, is_jpeg_data
@@ -188,112 +190,171 @@ def cut_planned(
     """The batch ``crops`` decoded (or ``images``, already decoded) and cut on ``device``: ``B x 3 x H x W``
     (``B x H x W x 3`` with ``layout="hwc"``), uint8, or float32 ``(x / 255 - mean) / std`` with ``mean``/``std``
     (``dtype`` overrides either).  A part of the batch at a time (:func:`_parts`): each part's images are decoded
-    when its turn comes and let go before the next.  The images the workers cut already (``crops.host``) are
-    copied over and finished with the others."""
+    when its turn comes, cut (:func:`_cut`) into the output, allocated once, and let go before the next.  The
+    images the workers cut already (``crops.host``) are copied over and finished with the others."""
     where = torch.device(device or crops.finish.device)
+    given, out = _output(crops, where, dtype, channels_last)
     host = np.asarray(crops.host, bool)
-    if not host.any():
-        return _finish(_cut(crops, where, images), crops, dtype, channels_last)
-    out = torch.empty((len(crops), 3, *crops.out), dtype=torch.float32, device=where)
     on_device = np.flatnonzero(~host)
-    if len(on_device):
+    if len(on_device) == len(crops):
+        for part, pixels in _cut(crops, where, images):
+            out[part] = _finished(pixels, crops, out.dtype)
+    elif len(on_device):
         chosen = None if images is None else [images[i] for i in on_device.tolist()]
-        out[torch.as_tensor(on_device, device=where)] = _cut(crops.select(on_device), where, chosen)
-    cut = torch.as_tensor(crops.cut).to(where, non_blocking=True)  # K x H x W x 3 uint8
-    out[torch.as_tensor(np.flatnonzero(host), device=where)] = cut.permute(0, 3, 1, 2).to(torch.float32)
-    return _finish(out, crops, dtype, channels_last)
+        rows = torch.as_tensor(on_device, device=where)
+        for part, pixels in _cut(crops.select(on_device), where, chosen):
+            out[rows[part]] = _finished(pixels, crops, out.dtype)
+    if host.any():
+        cut = torch.as_tensor(crops.cut).to(where, non_blocking=True)  # K x H x W x 3 uint8, cut by the workers
+        rows = torch.as_tensor(np.flatnonzero(host), device=where)
+        out[rows] = _finished(cut.permute(0, 3, 1, 2).to(_compute_type(where)), crops, out.dtype)
+    return given
 
 
-def _cut(crops: PlannedCrops, where: torch.device, images: list[torch.Tensor] | None) -> torch.Tensor:
-    """The images of ``crops`` decoded (or ``images``) and cut on ``where``: ``B x 3 x H x W`` float32, 0-255."""
+def _output(
+    crops: PlannedCrops, where: torch.device, dtype: torch.dtype | None, channels_last: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch's output, allocated once in its final type, layout and memory format, and a ``B x 3 x H x W``
+    view of it that the parts are written into."""
+    finish = crops.finish
+    if finish.mean is not None and finish.std is not None:
+        dtype = dtype or torch.float32
+    else:
+        dtype = dtype or torch.uint8
+    count, (rows, cols) = len(crops), crops.out
+    if finish.layout == "hwc":
+        given = torch.empty((count, rows, cols, 3), dtype=dtype, device=where)
+        return given, given.permute(0, 3, 1, 2)
+    form = torch.channels_last if channels_last else torch.contiguous_format
+    given = torch.empty((count, 3, rows, cols), dtype=dtype, device=where, memory_format=form)
+    return given, given
+
+
+def _finished(pixels: torch.Tensor, crops: PlannedCrops, dtype: torch.dtype) -> torch.Tensor:
+    """``pixels`` (``b x 3 x H x W``, 0-255) as the output wants them: ``(x / 255 - mean) / std`` (one
+    multiply-add a channel), else rounded to uint8, in ``dtype``."""
+    finish = crops.finish
+    if dtype.is_floating_point and torch.finfo(dtype).bits > torch.finfo(pixels.dtype).bits:
+        pixels = pixels.to(dtype)
+    if finish.mean is not None and finish.std is not None:
+        std = torch.tensor(finish.std, dtype=pixels.dtype, device=pixels.device).view(1, 3, 1, 1)
+        mean = torch.tensor(finish.mean, dtype=pixels.dtype, device=pixels.device).view(1, 3, 1, 1)
+        pixels = torch.addcmul(-mean / std, pixels, 1.0 / (255.0 * std))
+    elif dtype == torch.uint8:
+        pixels = pixels.round().clamp_(0, 255)
+    return pixels.to(dtype)
+
+
+def _compute_type(where: torch.device) -> torch.dtype:
+    """What the cut computes in: float16 on a GPU (0-255 and their fractions to 1/8 exactly, the tensor cores'
+    type, half float32's traffic), float32 elsewhere (the CPU twin: exact, and what CPUs multiply fastest)."""
+    return torch.float16 if where.type == "cuda" else torch.float32
+
+
+def _cut(
+    crops: PlannedCrops, where: torch.device, images: list[torch.Tensor] | None
+) -> Iterator[tuple[slice, torch.Tensor]]:
+    """The images of ``crops`` decoded (or ``images``) and cut on ``where``, a part at a time: each part's
+    ``b x 3 x H x W`` pixels (0-255, in :func:`_compute_type`).  Each output pixel is the bilinear sample at its
+    centre (pixel centres at +0.5, edges clamped: OpenCV's and torchvision's ``antialias=False``); a batch whose
+    boxes shrink by more than 2x is sampled at k x k points a pixel (k up to 4) and averaged, so that it does not
+    alias.  Resampling is separable: each image's rows are a weighted sum of a few of its rows (``down``, an
+    ``H x tall`` matrix with ``2k`` weights a row: a box, its flip and its scale in one) and its columns likewise
+    (``across``), so that the cut of a part is two batched matrix products, whatever k, the boxes and the sizes."""
     count = len(crops)
     out_h, out_w = crops.out
-    planned = torch.tensor([crops.decoded_size(i) for i in range(count)], dtype=torch.float64).reshape(-1, 2)
-    stored = torch.from_numpy(crops.sizes.astype(np.float64)).reshape(-1, 2)
-    boxes = torch.from_numpy(crops.boxes).reshape(-1, 4)
-    flips = torch.from_numpy(crops.flips)
+    planned = np.array([crops.decoded_size(i) for i in range(count)], np.float64).reshape(-1, 2)
+    stored = crops.sizes.astype(np.float64).reshape(-1, 2)
+    boxes, flips = crops.boxes.reshape(-1, 4), np.asarray(crops.flips, bool)
     scale = planned / stored
-    shrinks = torch.maximum(boxes[:, 2] * scale[:, 0] / out_h, boxes[:, 3] * scale[:, 1] / out_w)
-    shrink = float(shrinks.max()) if count else 1.0
-    k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))  # sample finer, then average: no aliasing
-    rows, cols = out_h * k, out_w * k
-    outs = []
-    for part in _parts(planned, rows, cols):
+    shrink = float(np.max(np.maximum(boxes[:, 2] * scale[:, 0] / out_h, boxes[:, 3] * scale[:, 1] / out_w)))
+    k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))
+    kind = _compute_type(where)
+    for part in _parts(planned, out_h, out_w, kind.itemsize):
         decoded = images[part] if images is not None else decode_planned(crops, where, range(part.start, part.stop))
-        shapes = torch.tensor([image.shape[1:] for image in decoded], dtype=torch.float64).reshape(-1, 2)
-        scale = shapes / stored[part]  # 1 unless the plan reduced it, or a decoder gave another size than said
-        top, left = boxes[part, 0] * scale[:, 0], boxes[part, 1] * scale[:, 1]
-        height, width = boxes[part, 2] * scale[:, 0], boxes[part, 3] * scale[:, 1]
-        # where each output pixel's centre falls in its image (pixel centres at +0.5), clamped to the image
-        ys = top[:, None] + (torch.arange(rows, dtype=torch.float64) + 0.5)[None, :] * (height / rows)[:, None] - 0.5
-        xs = left[:, None] + (torch.arange(cols, dtype=torch.float64) + 0.5)[None, :] * (width / cols)[:, None] - 0.5
-        xs = torch.where(flips[part, None], xs.flip(1), xs)
-        ys = torch.minimum(ys.clamp(min=0), (shapes[:, 0] - 1)[:, None])
-        xs = torch.minimum(xs.clamp(min=0), (shapes[:, 1] - 1)[:, None])
-        tall, wide = int(shapes[:, 0].max()), int(shapes[:, 1].max())
-        canvas = _canvas(decoded, tall, wide, where)
+        shapes = np.array([tuple(image.shape[1:]) for image in decoded], np.int64).reshape(-1, 2)
+        tall, wide = (int(v) for v in shapes.max(0))
+        canvas = _canvas(decoded, tall, wide, where, kind)
         del decoded
-        # the sampling positions are B x (rows + cols) numbers: made here, the B x rows x cols grid on the device
-        gx = ((2 * xs + 1) / wide - 1).to(where, torch.float32, non_blocking=True)
-        gy = ((2 * ys + 1) / tall - 1).to(where, torch.float32, non_blocking=True)
-        n = len(gx)
-        grid = torch.stack((gx[:, None, :].expand(n, rows, cols), gy[:, :, None].expand(n, rows, cols)), dim=-1)
-        out = F.grid_sample(canvas, grid, mode="bilinear", padding_mode="border", align_corners=False)
-        del canvas, grid
-        outs.append(F.avg_pool2d(out, k) if k > 1 else out)
-    return outs[0] if len(outs) == 1 else torch.cat(outs)
+        scale = shapes / stored[part]  # 1 unless the plan reduced it, or a decoder gave another size than said
+        ys = _positions(boxes[part, 0] * scale[:, 0], boxes[part, 2] * scale[:, 0], out_h * k, shapes[:, 0])
+        xs = _positions(boxes[part, 1] * scale[:, 1], boxes[part, 3] * scale[:, 1], out_w * k, shapes[:, 1])
+        xs = np.where(flips[part, None], xs[:, ::-1], xs)
+        down = _matrix(ys, shapes[:, 0], k, tall, where, kind)  # b x H x tall
+        across = _matrix(xs, shapes[:, 1], k, wide, where, kind).transpose(1, 2)  # b x wide x W
+        n = len(shapes)
+        if tall * out_w * (wide + out_h) < out_h * wide * (tall + out_w):  # the order with fewer products
+            narrow = torch.bmm(canvas.view(n, 3 * tall, wide), across).view(n, 3, tall, out_w)
+            del canvas
+            yield part, torch.matmul(down[:, None], narrow)  # down's b x H x tall repeated for the 3 channels
+        else:
+            short = torch.matmul(down[:, None], canvas).view(n, 3 * out_h, wide)
+            del canvas
+            yield part, torch.bmm(short, across).view(n, 3, out_h, out_w)
 
 
-CUT_BYTES = 1 << 30
-"""What one part of :func:`cut_planned` may take (its decoded uint8 images, their float32 canvas, the grid and the
-output): a batch of large photos (256 of 4000x3000 would take 37 GB) is decoded and cut a part at a time.  One
-image alone always fits (:data:`~wds_core.stages.devicecrop.DEVICE_IMAGE_BYTES`: five times it is under this)."""
+def _positions(start: np.ndarray, length: np.ndarray, samples: int, limit: np.ndarray) -> np.ndarray:
+    """Where each of ``samples`` points along a box (``start``, ``length``: one a row) falls in its image: the
+    centre of each sample's cell, clamped to the image's first and last pixel (``limit`` pixels)."""
+    centres = (np.arange(samples, dtype=np.float64) + 0.5)[None, :] * (length / samples)[:, None]
+    return np.minimum(np.maximum(start[:, None] + centres - 0.5, 0.0), (limit - 1)[:, None].astype(np.float64))
 
 
-def _parts(shapes: torch.Tensor, rows: int, cols: int) -> list[slice]:
-    """Consecutive images of the batch decoded and cut together, each part within :data:`CUT_BYTES` (one image at
-    least), ``shapes`` the sizes they decode at."""
-    parts, start, tall, wide, pixels = [], 0, 0, 0, 0
-    for i, (height, width) in enumerate(shapes.tolist()):
-        taller, wider, more = max(tall, int(height)), max(wide, int(width)), pixels + 3 * int(height) * int(width)
-        if i > start and (i - start + 1) * (3 * taller * wider + 5 * rows * cols) * 4 + more > CUT_BYTES:
-            parts.append(slice(start, i))
-            start, taller, wider, more = i, int(height), int(width), 3 * int(height) * int(width)
-        tall, wide, pixels = taller, wider, more
-    parts.append(slice(start, len(shapes)))
-    return parts
+def _matrix(
+    positions: np.ndarray, limit: np.ndarray, k: int, size: int, where: torch.device, kind: torch.dtype
+) -> torch.Tensor:
+    """The resampling matrix along one axis: ``b x n x size``, row ``j`` the weights of the pixels output pixel
+    ``j`` reads (``positions``: ``b x n*k``, k points an output pixel, two pixels a point, weighted by how near
+    they are, averaged).  Made on ``where`` from the ``b x n x 2k`` taps (a scatter), not copied over whole."""
+    count, samples = positions.shape
+    low = np.floor(positions)
+    near = positions - low
+    low = low.astype(np.int64)
+    high = np.minimum(low + 1, (limit - 1)[:, None])
+    index = torch.from_numpy(np.stack((low, high), -1).reshape(count, samples // k, 2 * k))
+    weight = torch.from_numpy((np.stack((1.0 - near, near), -1) / k).reshape(count, samples // k, 2 * k))
+    matrix = torch.zeros((count, samples // k, size), dtype=kind, device=where)
+    return matrix.scatter_add_(2, index.to(where, non_blocking=True), weight.to(where, kind, non_blocking=True))
 
 
-def _canvas(images: list[torch.Tensor], tall: int, wide: int, where: torch.device) -> torch.Tensor:
-    """The images as one float32 ``B x 3 x tall x wide`` tensor, each at the top left of its place: a copy per
-    size, not per image (a batch of photos from one camera is one stack)."""
+def _canvas(images: list[torch.Tensor], tall: int, wide: int, where: torch.device, kind: torch.dtype) -> torch.Tensor:
+    """The decoded ``images`` (3 x H x W uint8, in whatever memory order their decoder gave) in one buffer
+    allocated once: ``B x 3 x tall x wide`` in ``kind``, each at the top left of its place (zeros around, which
+    the resampling weights never read).  A copy a size, not an image: a batch of photos from one camera is one
+    stack."""
     sizes: dict[tuple[int, int], list[int]] = {}
     for i, image in enumerate(images):
         sizes.setdefault((int(image.shape[1]), int(image.shape[2])), []).append(i)
     if len(sizes) == 1:
-        return torch.stack(images).to(torch.float32)
-    canvas = torch.zeros((len(images), 3, tall, wide), dtype=torch.float32, device=where)
+        return torch.stack(images).to(kind)
+    canvas = torch.zeros((len(images), 3, tall, wide), dtype=kind, device=where)
     for (height, width), members in sizes.items():
         if len(members) == 1:
             canvas[members[0], :, :height, :width] = images[members[0]]
         else:
             rows = torch.tensor(members, device=where)
-            canvas[rows, :, :height, :width] = torch.stack([images[i] for i in members]).to(torch.float32)
+            canvas[rows, :, :height, :width] = torch.stack([images[i] for i in members]).to(kind)
     return canvas
 
 
-def _finish(out: torch.Tensor, crops: PlannedCrops, dtype: torch.dtype | None, channels_last: bool) -> torch.Tensor:
-    finish = crops.finish
-    if finish.mean is not None and finish.std is not None:
-        mean = torch.tensor(finish.mean, dtype=torch.float32, device=out.device).view(1, -1, 1, 1)
-        std = torch.tensor(finish.std, dtype=torch.float32, device=out.device).view(1, -1, 1, 1)
-        out = (out * (1.0 / 255.0) - mean) / std
-        if dtype is not None:
-            out = out.to(dtype)
-    elif dtype is None or dtype == torch.uint8:
-        out = out.round_().clamp_(0, 255).to(torch.uint8)
-    else:
-        out = out.to(dtype)
-    if finish.layout == "hwc":
-        return out.permute(0, 2, 3, 1).contiguous()
-    return out.contiguous(memory_format=torch.channels_last) if channels_last else out.contiguous()
+CUT_BYTES = 1 << 30
+"""What one part of :func:`cut_planned` may take on the device (its decoded images, their canvas, the
+resampling matrices and the products): a batch of large photos (256 of 4000x3000 would take 9 GB decoded and 18 GB
+as a float16 canvas) is decoded and cut a part at a time.  One image alone always fits
+(:data:`~wds_core.stages.devicecrop.DEVICE_IMAGE_BYTES`: with its canvas in float32, five times it is under this)."""
+
+
+def _parts(shapes: np.ndarray, rows: int, cols: int, itemsize: int) -> list[slice]:
+    """Consecutive images of the batch decoded and cut together, each part within :data:`CUT_BYTES` (one image at
+    least), ``shapes`` the sizes they decode at and ``itemsize`` the bytes of the type the cut computes in: each
+    image's decode, its place on the canvas (as large as the part's largest), its matrices and products."""
+    parts, start, tall, wide, pixels = [], 0, 0, 0, 0
+    for i, (height, width) in enumerate(shapes.tolist()):
+        taller, wider, more = max(tall, int(height)), max(wide, int(width)), pixels + 3 * int(height) * int(width)
+        each = 3 * taller * wider + (rows + cols) * (taller + wider) + 3 * (rows + cols) * max(taller, wider)
+        if i > start and (i - start + 1) * each * itemsize + more > CUT_BYTES:
+            parts.append(slice(start, i))
+            start, taller, wider, more = i, int(height), int(width), 3 * int(height) * int(width)
+        tall, wide, pixels = taller, wider, more
+    parts.append(slice(start, len(shapes)))
+    return parts

@@ -79,6 +79,36 @@ def test_a_box_cut_bilinearly_with_pixel_centres_exactly():
     assert np.abs(got.astype(int) - np.round(expected).astype(int)).max() <= 1
 
 
+def test_the_cut_reads_only_the_pixels_of_its_boxes():
+    """Issue 60: each output pixel is a weighted sum of the pixels its taps name and no others: whatever lies
+    outside a box (and the pixel beyond its edge that bilinear sampling reaches) does not change the cut, in a
+    batch of mixed sizes (whose canvas pads the smaller images) and with a box shrunk 4x (k x k points a pixel)."""
+    datas = [photo(k, *((375, 500), (300, 700), (512, 512))[k % 3]) for k in range(6)]
+    plans = planned(image_crop(56, flip=0.5, layout="chw", device="cpu"), datas)
+    images = devicecut.decode_planned(plans, "cpu")
+    changed = []
+    for image, (top, left, height, width) in zip(images, plans.boxes):
+        outside = torch.full_like(image, 255) - image  # every pixel different...
+        y0, x0 = max(int(top) - 1, 0), max(int(left) - 1, 0)
+        y1, x1 = int(np.ceil(top + height)) + 1, int(np.ceil(left + width)) + 1
+        outside[:, y0:y1, x0:x1] = image[:, y0:y1, x0:x1]  # ...but the box and its edge
+        changed.append(outside)
+    assert torch.equal(cut_planned(plans, "cpu", images=changed), cut_planned(plans, "cpu", images=images))
+
+
+def test_on_a_gpu_the_cut_computes_in_float16_within_a_level_of_float32(monkeypatch):
+    """The GPU's cut computes in float16 (the canvas, the resampling matrices, the products): 0-255 and their
+    eighths are exact in it, so that its pixels are float32's within rounding.  The CPU runs it here."""
+    datas = [photo(k, *((375, 500), (300, 700))[k % 2]) for k in range(4)]
+    plans = planned(image_crop(64, flip=0.5, layout="chw", device="cpu"), datas)
+    normed = planned(image_crop(64, flip=0.5, layout="chw", mean=MEAN, std=STD, device="cpu"), datas)
+    exact, exact_normed = cut_planned(plans, "cpu"), cut_planned(normed, "cpu")
+    monkeypatch.setattr(devicecut, "_compute_type", lambda where: torch.float16)
+    half, half_normed = cut_planned(plans, "cpu"), cut_planned(normed, "cpu", dtype=torch.bfloat16)
+    assert (half.int() - exact.int()).abs().max() <= 1
+    assert half_normed.dtype == torch.bfloat16 and (half_normed.float() - exact_normed).abs().max() < 0.05
+
+
 def test_a_box_much_larger_than_the_output_is_averaged_not_aliased():
     stripes = np.zeros((400, 400, 3), np.uint8)
     stripes[:, ::2] = 255  # one-pixel stripes: a 10x shrink that samples them would give black or white
@@ -250,19 +280,18 @@ def test_a_batch_too_large_for_one_cut_is_cut_a_part_at_a_time_with_the_same_pix
     datas = [photo(k, *((375, 500), (512, 512), (300, 700))[k % 3]) for k in range(7)]
     crops = planned(image_crop(48, flip=0.5, layout="chw", device="cpu"), datas)
     whole = cut_planned(crops, "cpu")
-    shapes = torch.tensor([(375, 500), (512, 512), (300, 700)] * 2 + [(375, 500)], dtype=torch.float64)
-    assert devicecut._parts(shapes, 48, 48) == [slice(0, 7)]
-    one_image = (3 * 512 * 512 + 5 * 48 * 48) * 4
+    shapes = np.array([(375, 500), (512, 512), (300, 700)] * 2 + [(375, 500)], np.float64)
+    assert devicecut._parts(shapes, 48, 48, 4) == [slice(0, 7)]
+    each = 3 * 512 * 700 + 96 * (512 + 700) + 3 * 96 * 700  # canvas, matrices, products: at the part's largest
+    one_image = each * 4 + 3 * 512 * 512  # in float32, and its decode
     monkeypatch.setattr(devicecut, "CUT_BYTES", 2 * one_image)
-    parts = devicecut._parts(shapes, 48, 48)
+    parts = devicecut._parts(shapes, 48, 48, 4)
     assert len(parts) > 2 and [i for part in parts for i in range(7)[part]] == list(range(7))
     for part in parts:
         tall, wide = int(shapes[part, 0].max()), int(shapes[part, 1].max())
+        each = 3 * tall * wide + 96 * (tall + wide) + 3 * 96 * max(tall, wide)
         decoded = int((3 * shapes[part, 0] * shapes[part, 1]).sum())
-        assert (
-            part.stop - part.start == 1
-            or (part.stop - part.start) * (3 * tall * wide + 5 * 48 * 48) * 4 + decoded <= 2 * one_image
-        )
+        assert part.stop - part.start == 1 or (part.stop - part.start) * each * 4 + decoded <= 2 * one_image
     asked = []
     real = devicecut.decode_planned
     monkeypatch.setattr(devicecut, "decode_planned", lambda crops, where, which: asked.append(which) or real(
@@ -270,7 +299,7 @@ def test_a_batch_too_large_for_one_cut_is_cut_a_part_at_a_time_with_the_same_pix
     in_parts = cut_planned(crops, "cpu")
     assert asked == [range(part.start, part.stop) for part in parts]  # each part decoded when its turn comes
     assert in_parts.shape == whole.shape == (7, 3, 48, 48)
-    assert (in_parts.int() - whole.int()).abs().max() <= 1  # the grid's float32 positions, scaled to each part
+    assert torch.equal(in_parts, whole)  # each image's positions are its own, whatever part it is cut in
 
 
 def lying_jpeg(height: int, width: int) -> bytes:

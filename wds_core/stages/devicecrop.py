@@ -47,7 +47,8 @@ __all__ = [
 
 DEVICE_IMAGE_BYTES = 200 << 20
 """The most one image's whole decode (its uint8 pixels) may take on the device; a larger one is decoded on the host,
-reduced (about 70 megapixels: with its float32 canvas, five times this, it fits one part of the device's cut)."""
+reduced (about 70 megapixels: with its canvas, float32 on the CPU twin, five times this, it fits one part of the
+device's cut)."""
 
 
 def is_jpeg_data(data: Any) -> bool:
