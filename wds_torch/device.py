@@ -154,14 +154,13 @@ class DeviceBatches:
             if self.tuner is None or self.tuner.share is not self.share:  # batches made before a change: settled
                 self.tuner = SplitTuner(self.share, settle=max(16, _in_flight(self.batches) + self._depth(device)))
         else:
+            self.share.tuned_by = None  # a fixed share from now on
             self.share.set(float(self.split))
 
     def split_report(self) -> dict[str, Any] | None:
         """The share of each batch cut on the host: ``{"mode": "fixed" | "auto", "share": ...}`` (and the tuner's
         last choices, ``(share, batches/s)``), or ``None`` before the first batch of planned crops."""
-        if self.tuner is not None:
-            return self.tuner.report()
-        return None if self.share is None else {"mode": "fixed", "share": self.share.get()}
+        return None if self.share is None else self.share.report()
 
     def _move(self, batch: Any, device: torch.device) -> Any:
         if isinstance(batch, PlannedCrops):

@@ -48,6 +48,7 @@ class SplitTuner:
         self.started: float | None = None
         self.counted = 0
         self.choices: list[tuple[float, float]] = []  # (share, the rate measured at it), the last 32
+        share.tuned_by = self  # the share's report is this one's while it turns it
 
     def given(self) -> None:
         """One batch handed to the training loop."""

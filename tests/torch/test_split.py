@@ -54,20 +54,32 @@ def test_what_the_host_cuts_is_the_cpu_path_s_and_the_rest_is_the_device_s(photo
 
 
 def test_to_device_turns_the_share_and_says_it(photo_shards):
-    loader = wds_torch.WebLoader(dataset(photo_shards, device="cpu"), batch_size=None, num_workers=0)
+    """The share in force shows in ``split_report()``, the starvation report and a profile of the dataset (its
+    table too): fixed, or the tuner's with its last choices."""
+    data = dataset(photo_shards, device="cpu")
+    loader = wds_torch.WebLoader(data, batch_size=None, num_workers=0)
     batches = wds_torch.to_device(loader, split=1.0)
     watched = wds_core.Starvation(batches)
     assert batches.split_report() is None  # nothing known before the first batch
-    for _ in watched:
-        pass
+    with wds_core.Profile(data) as profile:
+        for _ in watched:
+            pass
     assert batches.split_report() == {"mode": "fixed", "share": 1.0}
-    assert watched.report()["device_split"] == {"mode": "fixed", "share": 1.0}
+    assert watched.report()["device_split"] == profile.report()["device_split"] == {"mode": "fixed", "share": 1.0}
+    assert "device split: the workers cut 100% of each batch on the host, the device the rest (fixed)" in (
+        profile.table())  # fmt: skip
     with pytest.raises(SpecError, match="from 0 to 1"):
         wds_torch.to_device(loader, split=1.5)
     with pytest.raises(SpecError, match="hold no planned crops"):
         list(wds_torch.to_device([torch.zeros(2)], "cpu", split=0.5))
     auto = wds_torch.to_device(loader, split="auto")
     assert sum(len(keys) for keys, _, _ in auto) == 48 and auto.split_report()["mode"] == "auto"
+    with wds_core.Profile(data) as profile:
+        list(auto)
+    assert profile.report()["device_split"] == auto.split_report()
+    assert "(auto" in profile.table()
+    list(wds_torch.to_device(loader, split=0.25))
+    assert auto.split_report() == {"mode": "fixed", "share": 0.25}  # the share is fixed again: no tuner's
 
 
 class Clock:

@@ -261,7 +261,9 @@ class Profile:
             stages.append(stage)
         samples = stages[-1]["items"] if stages else None
         bound = max(stages, key=lambda s: s["seconds"])["name"] if stages and sampled > 0 else None
+        split = self._device_split()
         return {
+            **({"device_split": split} if split is not None else {}),
             "wall_seconds": wall,
             "samples": samples,
             "outside_seconds": self.seconds.get(OUTSIDE, 0.0) * scale,
@@ -272,6 +274,15 @@ class Profile:
             "sampled_seconds": sampled,
             "sampler": self.sampler,
         }
+
+    def _device_split(self) -> dict[str, Any] | None:
+        """The share of each batch the workers cut on the host, where a stage plans crops for a device
+        (``crop_images(..., device=...)``: its share's report, :class:`~wds_core.stages.devicecrop.HostShare`)."""
+        for recipe in getattr(self.pipeline, "pipeline", ()):
+            share = getattr(recipe, "host_share", None)
+            if share is not None:
+                return share.report()  # type: ignore[no-any-return]
+        return None
 
     def table(self) -> str:
         """The report as a text table: stage, share of the wall time, waiting share, items, items/s."""
@@ -296,7 +307,20 @@ class Profile:
         samples = report["samples"]
         rate = f", {samples / wall:,.0f} samples/s" if samples else ""
         lines.append(f"{wall:.2f} s{rate}; bound by: {report['bound'] or 'nothing sampled'}")
+        split = report.get("device_split")
+        if split is not None:
+            lines.append(_split_line(split))
         return "\n".join(lines)
+
+
+def _split_line(split: dict[str, Any]) -> str:
+    """A device split's report in words: the share the workers cut on the host, and how it was set."""
+    share = split["share"]
+    said = f"device split: the workers cut {100 * share:.0f}% of each batch on the host, the device the rest"
+    if split.get("mode") != "auto":
+        return f"{said} (fixed)"
+    tried = ", ".join(f"{100 * at:.0f}% at {rate:,.1f} batches/s" for at, rate in split.get("choices", [])[-4:])
+    return f"{said} (auto{'; last measured: ' + tried if tried else ''})"
 
 
 def _busy(opened: tuple[float, float | None], now: float, cpu: float | None) -> float:

@@ -321,6 +321,12 @@ class CropImages(Decode):
     def __init__(self, crop: ImageCrop, handler: Handler = reraise_exception, num_threads: int = 0) -> None:
         super().__init__(crop, handler, num_threads)  # type: ignore[arg-type]
 
+    @property
+    def host_share(self) -> Any:
+        """The share of each batch cut on the host when the crops are planned for a device (``device=``), else
+        ``None``: what a profile of the pipeline reports (:class:`~wds_core.stages.devicecrop.HostShare`)."""
+        return self.decoder.host_share  # type: ignore[attr-defined]
+
     def build(self, src: Any, ctx: RunContext) -> StageIterator:
         bound = Decode(self.decoder.bind(ctx), self.handler, self.num_threads)  # type: ignore[attr-defined, arg-type]
         return bound.build(src, ctx)

@@ -66,6 +66,7 @@ class HostShare:
     def __init__(self, share: float = 0.0, token: str | None = None, shared: Any = None) -> None:
         self.token = token or uuid.uuid4().hex
         self.value = shared if shared is not None else multiprocessing.RawValue("d", 0.0)
+        self.tuned_by: Any = None  # what turns it while batches run (``split="auto"``'s tuner): it says so
         if shared is None:
             self.set(share)
             _MADE[self.token] = self
@@ -82,6 +83,14 @@ class HostShare:
         """Whether the sample ``(url, key)`` is cut on the host at the share in force now."""
         share = self.value.value
         return share > 0.0 and (share >= 1.0 or derive_seed("host share", url, key) < share * 2.0**64)
+
+    def report(self) -> dict[str, Any]:
+        """What :class:`~wds_core.observe.profiling.Profile` and the starvation report show: ``{"mode": "fixed",
+        "share": ...}``, or the tuner's report when one turns it (``"auto"``, with its last choices)."""
+        tuner = self.tuned_by
+        if tuner is not None:
+            return tuner.report()  # type: ignore[no-any-return]
+        return {"mode": "fixed", "share": self.get()}
 
     @staticmethod
     def find(token: str | None) -> HostShare | None:

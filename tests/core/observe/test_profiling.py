@@ -339,3 +339,24 @@ def test_advice_only_beyond_the_noise_and_as_code_that_runs():
     import wds_core
 
     assert wds_core.ReadAhead(in_flight=48).in_flight == 48  # what the printed code names is importable
+
+
+def test_a_profile_says_the_share_of_each_batch_cut_on_the_host(tmp_path):
+    """Issue 60: where a stage plans crops for a device, the profile reports the share of each batch the workers
+    cut on the host (set by ``split=`` or ``wds_torch.to_device``; no stage of that kind: no such key)."""
+    samples = []
+    for i in range(6):
+        out = io.BytesIO()
+        Image.fromarray(np.full((40, 60, 3), 40 * i, np.uint8)).save(out, format="JPEG")
+        samples.append({"__key__": f"k{i}", "jpg": out.getvalue()})
+    write_shard(tmp_path / "photos.tar", samples, ("jpg",))
+    planned = wds.WebDataset(str(tmp_path / "photos.tar")).crop_images(32, device="cpu", split=0.3)
+    with Profile(planned) as profile:
+        assert len(list(planned)) == 6
+    assert profile.report()["device_split"] == {"mode": "fixed", "share": 0.3}
+    assert profile.table().endswith("device split: the workers cut 30% of each batch on the host, the device the rest "
+                                    "(fixed)")  # fmt: skip
+    plain = wds.WebDataset(str(tmp_path / "photos.tar")).crop_images(32)
+    with Profile(plain) as profile:
+        list(plain)
+    assert "device_split" not in profile.report() and "device split" not in profile.table()
