@@ -276,10 +276,25 @@ def loader_rows(args) -> list[dict] | None:
 
 def _loader_alone(system: str, shards: list[str], args, workers: int, device: Any) -> dict:
     batches = loader(system, shards, args, workers)
-    source = feed(system, batches, device) if system.startswith("wds-gpu") else iter(batches)
+    seen: dict = {}
+    source = feed(system, batches, device, seen) if system.startswith("wds-gpu") else iter(batches)
     rate, cores = _taken(source, args, device)
-    return {"images/s": rate, "into": "the device" if system.startswith("wds-gpu") else "pinned memory",
-            "CPU cores used": cores}  # fmt: skip
+    row = {"images/s": rate, "into": "the device" if system.startswith("wds-gpu") else "pinned memory",
+           "CPU cores used": cores}  # fmt: skip
+    return {**row, **_prepared(seen)}
+
+
+def _prepared(seen: dict) -> dict:
+    """Where the thread preparing wds-gpu's batches spent its time (``to_device``'s ``feed_report``): waiting for
+    the loader, preparing (and the share of that on a CPU), waiting for the loop to take them."""
+    if "moved" not in seen:
+        return {}
+    said = seen["moved"].feed_report()
+    wall = said["wall_seconds"] or 1e-9
+    preparing = said["preparing_seconds"] or 1e-9
+    return {"prep: loader / preparing (on a CPU) / loop": f"{said['loader_seconds'] / wall:.0%} / "
+            f"{said['preparing_seconds'] / wall:.0%} ({said['preparing_cpu_seconds'] / preparing:.0%}) / "
+            f"{said['consumer_seconds'] / wall:.0%}"}  # fmt: skip
 
 
 def _taken(source: Any, args, device: Any) -> tuple[float, float]:
@@ -389,7 +404,7 @@ def _training(name: str, system: str, shards: list[str], args, workers: int, dev
     split = seen["moved"].split_report() if "moved" in seen else None
     if split is not None:
         row["split"] = f"{split['share']:.2f}" + (" (auto)" if split["mode"] == "auto" else "")
-    return row
+    return {**row, **_prepared(seen)}
 
 
 def options(parser) -> None:

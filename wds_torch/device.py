@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -86,6 +87,7 @@ class DeviceBatches:
         self.device = None if device is None else torch.device(device)
         self.dtype, self.channels_last, self.prefetch, self.non_blocking = dtype, channels_last, prefetch, non_blocking
         self._state: Any = None  # the loader's state after the last batch given out, while batches are held ahead
+        self.clock = _FeedClock()
 
     def __len__(self) -> int:
         return len(self.batches)  # type: ignore[arg-type]
@@ -120,15 +122,20 @@ class DeviceBatches:
         depth = self._depth(device)
         self._find_share(first, device)
         given = self.tuner.given if self.tuner is not None else _nothing
+        clock = self.clock = _FeedClock()
         if depth == 0:
-            yield self._move(first, device)
-            given()
-            for batch in source:
-                yield self._move(batch, device)
+            while True:
+                with clock.preparing():
+                    moved = self._move(first, device)
+                with clock.consumer():
+                    yield moved
                 given()
-            return
+                with clock.loader():
+                    first = next(source, _END)
+                if first is _END:
+                    return
         state_of = getattr(self.batches, "state_dict", None)
-        ahead = _Ahead(self._move, source, first, state_of if callable(state_of) else None, device, depth)
+        ahead = _Ahead(self._move, source, first, state_of if callable(state_of) else None, device, depth, clock)
         try:
             for moved, state in ahead:
                 self._state = state
@@ -156,6 +163,14 @@ class DeviceBatches:
         else:
             self.share.tuned_by = None  # a fixed share from now on
             self.share.set(float(self.split))
+
+    def feed_report(self) -> dict[str, Any]:
+        """Where the preparing of batches spent its time this epoch (or the last): ``{"batches", "wall_seconds",
+        "loader_seconds"`` (waiting for the loader's next batch), ``"preparing_seconds"`` (decoding, cutting,
+        copies; ``"preparing_cpu_seconds"`` of it on a CPU: the rest waits for the GPU or the GIL),
+        ``"consumer_seconds"}`` (batches ready, waiting for the training loop to take them).  The loader's
+        share says the workers or the pin-memory thread bound the feed; preparing's, the decode and cut."""
+        return self.clock.report()
 
     def split_report(self) -> dict[str, Any] | None:
         """The share of each batch cut on the host: ``{"mode": "fixed" | "auto", "share": ...}`` (and the tuner's
@@ -201,9 +216,16 @@ class _Ahead:
     state after it was taken (``state_of``) and, on CUDA, the event its side-stream work ends with."""
 
     def __init__(
-        self, move: Any, source: Iterator[Any], first: Any, state_of: Any, device: torch.device, depth: int
+        self,
+        move: Any,
+        source: Iterator[Any],
+        first: Any,
+        state_of: Any,
+        device: torch.device,
+        depth: int,
+        clock: _FeedClock,
     ) -> None:
-        self.device = device
+        self.device, self.clock = device, clock
         self.ready: queue.Queue[Any] = queue.Queue(depth)
         self.stopping = fork_safe_event()
         self.thread = threading.Thread(
@@ -218,24 +240,27 @@ class _Ahead:
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)  # this thread's current device
                 side = torch.cuda.Stream(self.device)
+            clock = self.clock
             while not self.stopping.is_set():
                 item: tuple[Any, Any, torch.cuda.Event | None]
-                if side is None:
-                    item = (move(batch, self.device), state, None)
-                else:
-                    with torch.cuda.stream(side):
-                        moved = move(batch, self.device)
-                        done = torch.cuda.Event()
-                        done.record(side)
-                    item = (moved, state, done)
-                    del moved
+                with clock.preparing():
+                    if side is None:
+                        item = (move(batch, self.device), state, None)
+                    else:
+                        with torch.cuda.stream(side):
+                            moved = move(batch, self.device)
+                            done = torch.cuda.Event()
+                            done.record(side)
+                        item = (moved, state, done)
+                        del moved
                 del batch
-                if not self._put(item):
-                    return
+                with clock.consumer():
+                    if not self._put(item):
+                        return
                 del item
-                try:
-                    batch = next(source)
-                except StopIteration:
+                with clock.loader():
+                    batch = next(source, _END)
+                if batch is _END:
                     self._put(_END)
                     return
                 state = _state(state_of)
@@ -287,6 +312,49 @@ class _Ahead:
                 pass
         while not self.ready.empty():
             self.ready.get_nowait()
+
+
+class _FeedClock:
+    """The time the preparing of batches spends waiting for the loader, preparing (and how much of that on a CPU)
+    and waiting for the training loop: :meth:`DeviceBatches.feed_report`.  Two clock reads a step, not a batch's
+    image."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.seconds = {"loader": 0.0, "preparing": 0.0, "preparing_cpu": 0.0, "consumer": 0.0}
+        self.batches = 0
+
+    def loader(self) -> _Timed:
+        return _Timed(self, "loader")
+
+    def preparing(self) -> _Timed:
+        self.batches += 1
+        return _Timed(self, "preparing", cpu=True)
+
+    def consumer(self) -> _Timed:
+        return _Timed(self, "consumer")
+
+    def report(self) -> dict[str, Any]:
+        report: dict[str, Any] = {"batches": self.batches, "wall_seconds": time.perf_counter() - self.started}
+        report.update((f"{name}_seconds", seconds) for name, seconds in self.seconds.items())
+        return report
+
+
+class _Timed:
+    __slots__ = ("clock", "cpu", "name", "started", "started_cpu")
+
+    def __init__(self, clock: _FeedClock, name: str, cpu: bool = False) -> None:
+        self.clock, self.name, self.cpu = clock, name, cpu
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+        self.started_cpu = time.thread_time() if self.cpu else 0.0
+
+    def __exit__(self, *exc: Any) -> None:
+        seconds = self.clock.seconds
+        seconds[self.name] += time.perf_counter() - self.started
+        if self.cpu:
+            seconds["preparing_cpu"] += time.thread_time() - self.started_cpu
 
 
 def _in_flight(batches: Any) -> int:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from wds_core.errors import DecodingError, SpecError
-from wds_core.stages.devicecrop import PlannedCrops, is_jpeg_data
+from wds_core.stages.devicecrop import PlannedCrops
 
 __all__ = ["CUT_BYTES", "cut_planned", "decode_planned", "device_decoder", "pin_planned"]
 
@@ -102,8 +102,7 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> lis
     """The GPU's part: the JPEGs of ``which`` decoded at once on the current stream (:func:`device_decoder`); what
     the GPU decoder does not take (PNG, WebP, a CMYK or broken JPEG) and what the plan reduces decoded here and
     copied over, so that an image neither decodes is named by the host decoder's error."""
-    reduced: list[bool] = np.any(crops.reduced, axis=1).tolist()
-    jpegs = [i for i in which if not reduced[i] and is_jpeg_data(crops.image(i))]
+    jpegs: list[int] = (np.flatnonzero(crops.jpeg_rows(which)) + which.start).tolist()
     out: dict[int, Any] = {}
     choice = device_decoder() if jpegs else ""
     if choice.startswith("nvimgcodec"):
@@ -118,7 +117,8 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> lis
         host = torch.from_numpy(crops.data)
         if not host.is_pinned():
             host = host.pin_memory()
-        views = [host[int(crops.offsets[i]) : int(crops.offsets[i + 1])] for i in jpegs]
+        every = torch.tensor_split(host, crops.offsets[1:-1].tolist())  # each image's bytes, viewed in one call
+        views = [every[i] for i in jpegs]
         try:
             decoded = decode_jpeg(views, mode=ImageReadMode.RGB, device=device)
         except RuntimeError:  # one of them is refused: the others one at a time
@@ -261,9 +261,8 @@ def _cut(
     alias.  Resampling is separable: each image's rows are a weighted sum of a few of its rows (``down``, an
     ``H x tall`` matrix with ``2k`` weights a row: a box, its flip and its scale in one) and its columns likewise
     (``across``), so that the cut of a part is two batched matrix products, whatever k, the boxes and the sizes."""
-    count = len(crops)
     out_h, out_w = crops.out
-    planned = np.array([crops.decoded_size(i) for i in range(count)], np.float64).reshape(-1, 2)
+    planned = crops.decoded_sizes().astype(np.float64)
     stored = crops.sizes.astype(np.float64).reshape(-1, 2)
     boxes, flips = crops.boxes.reshape(-1, 4), np.asarray(crops.flips, bool)
     scale = planned / stored

@@ -103,6 +103,33 @@ def test_batches_prepared_ahead_by_a_thread_come_in_order_and_no_further_ahead_t
     assert not _preparing_threads()
 
 
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_the_feed_report_says_whether_the_loader_the_preparing_or_the_loop_holds_batches_back(prefetch):
+    """Issue 60: why a feed delivers less (with more workers, say) is read from where the preparing spends its
+    time: waiting for the loader's next batch, preparing it (and how much of that on a CPU), or for the loop."""
+    import time
+
+    def source(pause):
+        for k in range(8):
+            time.sleep(pause)
+            yield torch.full((2,), k)
+
+    def taken(batches, pause):
+        for _ in batches:
+            time.sleep(pause)
+        return batches.feed_report()
+
+    slow_loader = taken(wds_torch.to_device(source(0.03), "cpu", prefetch=prefetch), 0.0)
+    slow_loop = taken(wds_torch.to_device(source(0.0), "cpu", prefetch=prefetch), 0.03)
+    for said in (slow_loader, slow_loop):
+        assert said["batches"] == 8
+        assert said["preparing_cpu_seconds"] <= said["preparing_seconds"] + 0.01
+        parts = said["loader_seconds"] + said["preparing_seconds"] + said["consumer_seconds"]
+        assert parts <= said["wall_seconds"] + 0.01
+    assert slow_loader["loader_seconds"] > 0.15 > slow_loader["consumer_seconds"]
+    assert slow_loop["consumer_seconds"] > 0.1 > slow_loop["loader_seconds"]
+
+
 def test_an_error_while_preparing_ahead_is_raised_where_its_batch_would_have_been():
     def source():
         for k in range(5):

@@ -65,7 +65,8 @@ class Starvation:
     def report(self) -> dict[str, Any]:
         """``{"share", "waiting_seconds", "wall_seconds", "items", "first_wait_seconds", "share_after_first"}``
         of the epoch being iterated (or the last one); ``share_after_first`` leaves out the wait for the first
-        item, when workers start.  Batches from ``wds_torch.to_device`` add ``device_split``, the share of each
+        item, when workers start.  Batches from ``wds_torch.to_device`` add ``device_feed`` (where preparing them
+        spent its time: ``DeviceBatches.feed_report``) and ``device_split``, the share of each
         batch the workers cut on the host."""
         if self.started is None:
             return {"share": 0.0, "waiting_seconds": 0.0, "wall_seconds": 0.0, "items": 0,
@@ -84,4 +85,7 @@ class Starvation:
         split = said() if callable(said) else None
         if split is not None:
             report["device_split"] = split
+        feed = getattr(self.iterable, "feed_report", None)  # and where their preparing spent its time
+        if callable(feed):
+            report["device_feed"] = feed()
         return report

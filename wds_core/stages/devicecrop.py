@@ -276,6 +276,25 @@ class PlannedCrops:
             return height, width
         return reduced_size(height, width, least_h, least_w)
 
+    def decoded_sizes(self) -> np.ndarray:
+        """:meth:`decoded_size` of every image: ``B x 2`` int64, from the arrays (a call per reduced image only)."""
+        sizes = self.sizes.astype(np.int64).reshape(-1, 2)
+        for i in np.flatnonzero(np.any(self.reduced > 0, axis=1)).tolist():
+            sizes[i] = self.decoded_size(i)
+        return sizes
+
+    def jpeg_rows(self, rows: range) -> np.ndarray:
+        """Which of the images ``rows`` are JPEGs the device may take (:func:`is_jpeg_data`, and not reduced by
+        their plan): a bool array, from the bytes' first three at once."""
+        at = np.arange(rows.start, rows.stop, dtype=np.int64)
+        starts, lengths = self.offsets[at], self.offsets[at + 1] - self.offsets[at]
+        whole = lengths >= 3
+        last = max(len(self.data) - 1, 0)
+        data = self.data if len(self.data) else np.zeros(1, np.uint8)
+        marks = [data[np.minimum(starts + k, last)] for k in range(3)]  # what is past a short image's end: masked
+        jpeg = whole & (marks[0] == 0xFF) & (marks[1] == 0xD8) & (marks[2] == 0xFF)
+        return jpeg & ~np.any(self.reduced[at] > 0, axis=1)  # type: ignore[no-any-return]
+
     def image(self, i: int) -> memoryview:
         """The encoded bytes of image ``i`` (a view of the batch's buffer)."""
         return memoryview(self.data.data)[int(self.offsets[i]) : int(self.offsets[i + 1])]

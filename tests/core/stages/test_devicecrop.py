@@ -86,6 +86,27 @@ def test_decoded_images_are_refused_and_jpegs_known():
     assert is_jpeg_data(jpeg()) and not is_jpeg_data(b"\x89PNG\r\n")
 
 
+def test_which_images_the_device_takes_and_their_decoded_sizes_are_read_from_the_arrays_at_once():
+    """Issue 60: no Python call per image on the device's hot path: which images are JPEGs the device decodes
+    (not PNGs, not the ones their plan reduces) and the sizes all decode at come from the batch's arrays."""
+    png = io.BytesIO()
+    PIL.Image.fromarray(np.zeros((50, 70, 3), np.uint8)).save(png, format="PNG")
+    datas = [jpeg(100, 90, 0), png.getvalue(), jpeg(60, 80, 1), jpeg(70, 70, 2)]
+    crop = image_crop(32, "center", device="cuda")
+    plans = [crop.planned(data, Uniform(k), f"k{k}") for k, data in enumerate(datas)]
+    plans[3] = PlannedCrop(plans[3].data, plans[3].size, plans[3].box, plans[3].out, plans[3].flip, plans[3].finish,
+                           reduced=(35, 35))  # fmt: skip
+    batch = PlannedCrops.collate(plans)
+    assert batch.jpeg_rows(range(4)).tolist() == [True, False, True, False]
+    assert batch.jpeg_rows(range(1, 3)).tolist() == [False, True]
+    assert [is_jpeg_data(batch.image(i)) for i in range(4)] == [True, False, True, True]
+    assert batch.decoded_sizes().tolist() == [list(batch.decoded_size(i)) for i in range(4)]
+    assert batch.decoded_sizes().tolist()[:3] == [[100, 90], [50, 70], [60, 80]] and batch.decoded_sizes()[3, 0] < 70
+    short = PlannedCrops.collate([PlannedCrop(b"\xff\xd8", (8, 8), (0.0, 0.0, 8.0, 8.0), (4, 4), False, crop.planned(
+        datas[0], Uniform(0)).finish)])  # fmt: skip
+    assert short.jpeg_rows(range(1)).tolist() == [False]  # two bytes: not even a JPEG's start
+
+
 def test_the_host_share_picks_images_by_shard_and_key_in_proportion():
     share = HostShare(0.3)
     keys = [("s.tar", f"k{i:04d}") for i in range(4000)]
