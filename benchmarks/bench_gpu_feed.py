@@ -173,7 +173,7 @@ def _with_nvimgcodec(args) -> bool:
 
 def _systems(args) -> list[str]:
     chosen = args.systems.split(",")
-    if "wds-gpu" in chosen and _with_nvimgcodec(args):
+    if "wds-gpu" in chosen and _with_nvimgcodec(args) and args.decoder == "torchvision":
         chosen += ["wds-gpu-nvimgcodec", "wds-gpu-nvimgcodec-hw"]
     if "wds-gpu-split" in chosen:
         chosen.remove("wds-gpu-split")
@@ -187,11 +187,20 @@ def _systems(args) -> list[str]:
     return kept
 
 
-def _decoder(system: str) -> None:
-    for name in ("nvimgcodec-hw", "nvimgcodec", "torchvision"):
-        if system.endswith(name) or name == "torchvision":
+def _decoder(system: str, args) -> None:
+    """The GPU decoder of ``system``'s rows: the one its name ends with, else ``--decoder`` (where nvImageCodec is
+    missing, ``torchvision``'s nvJPEG, said once)."""
+    for name in ("nvimgcodec-hw", "nvimgcodec"):
+        if system.endswith(name):
             os.environ["WDS_DEVICE_DECODER"] = name
             return
+    chosen = args.decoder
+    if chosen.startswith("nvimgcodec") and not _with_nvimgcodec(args):
+        if not getattr(args, "said_missing", False):
+            print(f"(nvImageCodec is not installed here: the rows of --decoder {chosen} decode with torchvision)")
+            args.said_missing = True
+        chosen = "torchvision"
+    os.environ["WDS_DEVICE_DECODER"] = chosen
 
 
 def _ready(args) -> Any:
@@ -237,7 +246,7 @@ def decode_rows(args) -> list[dict] | None:
     decoders = ["torchvision"] + (["nvimgcodec", "nvimgcodec-hw"] if _with_nvimgcodec(args) else [])
     rows: list[dict] = []
     for decoder in decoders if device.type == "cuda" else ["wds (the CPU twin)"]:
-        _decoder(decoder)
+        os.environ["WDS_DEVICE_DECODER"] = decoder if device.type == "cuda" else "torchvision"
         _run_row(rows, {"decoder": decoder}, functools.partial(_decoding, batches, device, args))
     return rows
 
@@ -267,7 +276,7 @@ def loader_rows(args) -> list[dict] | None:
     shards = make_shards(args)
     rows: list[dict] = []
     for system in _systems(args):
-        _decoder(system)
+        _decoder(system, args)
         for workers in args.workers:
             row = {"system": system, "workers": workers}
             _run_row(rows, row, functools.partial(_loader_alone, system, shards, args, workers, device))
@@ -374,7 +383,7 @@ def train_rows(args) -> list[dict] | None:
                      "images/s": ceiling, "of the ceiling": "100%"})  # fmt: skip
         print(rows[-1], flush=True)
         for system in _systems(args):
-            _decoder(system)
+            _decoder(system, args)
             for workers in args.workers:
                 row = {"model": name, "system": system, "workers": workers}
                 measure = functools.partial(_training, name, system, shards, args, workers, device, ceiling)
@@ -420,6 +429,9 @@ def options(parser) -> None:
     parser.add_argument("--warmup", type=int, default=8, help="steps before measuring (workers start, caches fill)")
     parser.add_argument("--images", type=int, default=4096, help="JPEGs in the data set (read resampled)")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--decoder", default="torchvision", choices=["torchvision", "nvimgcodec", "nvimgcodec-hw"],
+                        help="the GPU decoder of every wds-gpu row (torchvision: with rows for nvImageCodec's too, "
+                        "where it is installed)")  # fmt: skip
 
 
 if __name__ == "__main__":
