@@ -7,8 +7,9 @@ An image its plan reduces (a header that claims more than its bytes can hold, or
 :mod:`wds_core.stages.devicecrop`) is decoded on the host at that scale and copied over.  The batch is decoded
 and cut a part at a time, each part's decoded images, their canvas, the resampling matrices and the products
 within :data:`CUT_BYTES`, decoded only when its turn comes and let go before the next: what a batch takes on the
-device is bounded whatever its headers say.  The cut is two batched matrix products a part (:func:`_cut`), in
-float16 on a GPU (its tensor cores; no float32 copy of the images), into the output allocated once.  Only
+device is bounded whatever its headers say.  With nvImageCodec each JPEG is decoded as its box's region alone
+(:func:`_decodes_regions`).  The cut is two batched matrix products a part (:func:`_cut`), in float16 on a GPU
+(its tensor cores; no float32 copy of the images), into the output allocated once.  Only
 :func:`_decode_cuda` needs a GPU; ``device="cpu"`` runs the rest as the tests' twin.
 :func:`wds_torch.device.to_device` calls these on the loader's batches.
 """
@@ -98,19 +99,23 @@ def _nvimgcodec(index: int, hardware: bool = False) -> tuple[Any, Any]:
         return None, params
 
 
-def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> list[torch.Tensor]:
+def _decode_cuda(
+    crops: PlannedCrops, device: torch.device, which: range, regions: _Regions | None = None
+) -> list[torch.Tensor]:
     """The GPU's part: the JPEGs of ``which`` decoded at once on the current stream (:func:`device_decoder`); what
     the GPU decoder does not take (PNG, WebP, a CMYK or broken JPEG) and what the plan reduces decoded here and
-    copied over, so that an image neither decodes is named by the host decoder's error."""
+    copied over, so that an image neither decodes is named by the host decoder's error.  With ``regions``,
+    nvImageCodec decodes only each JPEG's region (:class:`_Regions`, which notes those it did)."""
     jpegs: list[int] = (np.flatnonzero(crops.jpeg_rows(which)) + which.start).tolist()
     out: dict[int, Any] = {}
     choice = device_decoder() if jpegs else ""
     if choice.startswith("nvimgcodec"):
         stream = torch.cuda.current_stream(device).cuda_stream
+        sources = _Sources(crops, regions)
         if choice == "nvimgcodec-hw":  # the JPEG engines first; what they refuse goes on to the default backends
-            jpegs = _decode_nvimgcodec(_nvimgcodec(device.index or 0, True), crops, jpegs, device, stream, out)
+            jpegs = _decode_nvimgcodec(_nvimgcodec(device.index or 0, True), sources, jpegs, device, stream, out)
         if jpegs:
-            _decode_nvimgcodec(_nvimgcodec(device.index or 0), crops, jpegs, device, stream, out)
+            _decode_nvimgcodec(_nvimgcodec(device.index or 0), sources, jpegs, device, stream, out)
     elif jpegs:
         from torchvision.io import ImageReadMode, decode_jpeg
 
@@ -129,15 +134,16 @@ def _decode_cuda(crops: PlannedCrops, device: torch.device, which: range) -> lis
 
 
 def _decode_nvimgcodec(
-    made: tuple[Any, Any], crops: PlannedCrops, jpegs: list[int], device: torch.device, stream: int, out: dict[int, Any]
+    made: tuple[Any, Any], sources: _Sources, jpegs: list[int], device: torch.device, stream: int, out: dict[int, Any]
 ) -> list[int]:
-    """The images ``jpegs`` decoded at once by an nvImageCodec decoder into ``out``: those it refused (all of them
-    when it is ``None`` or fails as a whole), for the next decoder to take, one by one."""
+    """The images ``jpegs`` decoded at once by an nvImageCodec decoder into ``out`` (each its region, where
+    ``sources`` has one): those it refused (all of them when it is ``None`` or fails as a whole), for the next
+    decoder to take, one by one."""
     decoder, params = made
     if decoder is None:
         return jpegs
     try:
-        images = decoder.decode([_encoded(crops, i) for i in jpegs], params=params, cuda_stream=stream)
+        images = decoder.decode([sources.of(i) for i in jpegs], params=params, cuda_stream=stream)
     except Exception:
         return jpegs
     refused = []
@@ -146,7 +152,58 @@ def _decode_nvimgcodec(
             refused.append(i)
         else:  # HWC on the device, viewed without a copy
             out[i] = torch.as_tensor(image, device=device).permute(2, 0, 1)
+            sources.decoded(i)
     return refused
+
+
+class _Regions:
+    """The region of each image of a batch its cut reads (``B x 4``: top, left, bottom, right in stored pixels;
+    its box and two pixels around, within the image; none for an image its plan reduces), and the images that were
+    decoded as their region alone (``origins``: the region's top left; ``-1`` where decoded whole)."""
+
+    MARGIN = 2  # bilinear reads one pixel past a box; a region decoder may get its edge's pixel wrong (nvJPEG < 13.2)
+
+    def __init__(self, crops: PlannedCrops) -> None:
+        boxes = crops.boxes.reshape(-1, 4)
+        sizes = crops.sizes.astype(np.int64).reshape(-1, 2)
+        top = np.maximum(np.floor(boxes[:, 0]).astype(np.int64) - self.MARGIN, 0)
+        left = np.maximum(np.floor(boxes[:, 1]).astype(np.int64) - self.MARGIN, 0)
+        bottom = np.minimum(np.ceil(boxes[:, 0] + boxes[:, 2]).astype(np.int64) + self.MARGIN, sizes[:, 0])
+        right = np.minimum(np.ceil(boxes[:, 1] + boxes[:, 3]).astype(np.int64) + self.MARGIN, sizes[:, 1])
+        self.bounds = np.stack((top, left, bottom, right), 1)
+        self.whole = np.any(crops.reduced > 0, axis=1) | (top == 0) & (left == 0) & (bottom == sizes[:, 0]) & (
+            right == sizes[:, 1]
+        )
+        self.origins = np.full((len(boxes), 2), -1, np.int64)
+
+
+class _Sources:
+    """What nvImageCodec decodes for each image: its bytes, or a code stream of its region (:class:`_Regions`,
+    where this nvImageCodec has code streams and regions: 0.6 and later)."""
+
+    def __init__(self, crops: PlannedCrops, regions: _Regions | None) -> None:
+        self.crops, self.regions = crops, regions
+        if regions is not None:
+            from nvidia import nvimgcodec
+
+            self.codec = nvimgcodec
+            if not hasattr(nvimgcodec, "CodeStream") or not hasattr(nvimgcodec, "Region"):
+                self.regions = None
+
+    def of(self, i: int) -> Any:
+        encoded = _encoded(self.crops, i)
+        regions = self.regions
+        if regions is None or regions.whole[i]:
+            return encoded
+        top, left, bottom, right = (int(v) for v in regions.bounds[i])
+        region = self.codec.Region(top, left, bottom, right)
+        return self.codec.CodeStream(encoded).get_sub_code_stream(region=region)
+
+    def decoded(self, i: int) -> None:
+        """Image ``i`` came back from nvImageCodec: as its region, where it was asked for one."""
+        regions = self.regions
+        if regions is not None and not regions.whole[i]:
+            regions.origins[i] = regions.bounds[i, :2]
 
 
 def pin_planned(crops: PlannedCrops) -> PlannedCrops:
@@ -245,6 +302,17 @@ def _finished(pixels: torch.Tensor, crops: PlannedCrops, dtype: torch.dtype) -> 
     return pixels.to(dtype)
 
 
+def _decodes_regions(where: torch.device) -> bool:
+    """Whether the cut has nvImageCodec decode each JPEG's region alone (its box and two pixels around: less to
+    decode and to hold; the JPEG engines take regions): on a GPU with ``WDS_DEVICE_DECODER=nvimgcodec`` or
+    ``nvimgcodec-hw``, unless ``WDS_DEVICE_REGIONS=0``."""
+    return (
+        where.type == "cuda"
+        and device_decoder().startswith("nvimgcodec")
+        and os.environ.get("WDS_DEVICE_REGIONS", "1") != "0"
+    )
+
+
 def _compute_type(where: torch.device) -> torch.dtype:
     """What the cut computes in: float16 on a GPU (0-255 and their fractions to 1/8 exactly, the tensor cores'
     type, half float32's traffic), float32 elsewhere (the CPU twin: exact, and what CPUs multiply fastest)."""
@@ -269,15 +337,27 @@ def _cut(
     shrink = float(np.max(np.maximum(boxes[:, 2] * scale[:, 0] / out_h, boxes[:, 3] * scale[:, 1] / out_w)))
     k = 1 if shrink <= 2 else min(4, math.ceil(shrink / 2))
     kind = _compute_type(where)
+    regions = _Regions(crops) if images is None and _decodes_regions(where) else None
     for part in _parts(planned, out_h, out_w, kind.itemsize):
-        decoded = images[part] if images is not None else decode_planned(crops, where, range(part.start, part.stop))
+        if images is not None:
+            decoded = images[part]
+        elif regions is not None:
+            decoded = _decode_cuda(crops, where, range(part.start, part.stop), regions)
+        else:
+            decoded = decode_planned(crops, where, range(part.start, part.stop))
         shapes = np.array([tuple(image.shape[1:]) for image in decoded], np.int64).reshape(-1, 2)
         tall, wide = (int(v) for v in shapes.max(0))
         canvas = _canvas(decoded, tall, wide, where, kind)
         del decoded
-        scale = shapes / stored[part]  # 1 unless the plan reduced it, or a decoder gave another size than said
-        ys = _positions(boxes[part, 0] * scale[:, 0], boxes[part, 2] * scale[:, 0], out_h * k, shapes[:, 0])
-        xs = _positions(boxes[part, 1] * scale[:, 1], boxes[part, 3] * scale[:, 1], out_w * k, shapes[:, 1])
+        extent, origin = shapes, np.zeros_like(shapes)
+        if regions is not None:  # an image decoded as its region: its whole is the stored size, shifted
+            origins = regions.origins[part]
+            extent = np.where(origins >= 0, crops.sizes[part].astype(np.int64).reshape(-1, 2), shapes)
+            origin = np.maximum(origins, 0)
+        scale = extent / stored[part]  # 1 unless the plan reduced it, or a decoder gave another size than said
+        top, left = boxes[part, 0] * scale[:, 0] - origin[:, 0], boxes[part, 1] * scale[:, 1] - origin[:, 1]
+        ys = _positions(top, boxes[part, 2] * scale[:, 0], out_h * k, shapes[:, 0])
+        xs = _positions(left, boxes[part, 3] * scale[:, 1], out_w * k, shapes[:, 1])
         xs = np.where(flips[part, None], xs[:, ::-1], xs)
         down = _matrix(ys, shapes[:, 0], k, tall, where, kind)  # b x H x tall
         across = _matrix(xs, shapes[:, 1], k, wide, where, kind).transpose(1, 2)  # b x wide x W

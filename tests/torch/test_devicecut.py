@@ -388,3 +388,82 @@ def test_dataloaders_pin_memory_thread_pins_the_plans_so_the_device_side_does_no
     assert len(pins) == before and len(views) == 2  # nothing pinned again
     devicecut._decode_cuda(batch.select([0, 2]), torch.device("cpu"), range(2))
     assert len(pins) == before + 1  # a batch that did not go through the pin-memory thread is pinned here
+
+
+def test_the_jpeg_engines_decode_each_box_s_region_alone_and_cut_the_same_pixels(monkeypatch):
+    """Issue 60: with nvImageCodec (0.6 and later: code streams and regions) each JPEG is decoded as its box and
+    two pixels around (``CodeStream(data).get_sub_code_stream(region=Region(top, left, bottom, right))``), and the
+    cut shifts its box into the region: the same pixels as from the whole image.  A CMYK JPEG both backends refuse
+    goes to the host whole; an nvImageCodec without regions decodes whole images."""
+    import sys
+
+    from wds_core.fieldcodecs import image_spec
+    from wds_core.fieldcodecs.images import decode_image
+
+    datas = [photo(k, *((375, 500), (300, 700))[k % 2]) for k in range(6)] + [_cmyk_jpeg(9), _png(8)]
+    plans = planned(image_crop(48, flip=0.5, layout="chw", device="cpu"), datas)
+    whole = cut_planned(plans, "cpu")
+    asked = []
+
+    class Region:
+        def __init__(self, top, left, bottom, right):
+            self.bounds = (top, left, bottom, right)
+
+    class CodeStream:
+        def __init__(self, data, region=None):
+            self.data, self.region = bytes(data), region
+
+        def get_sub_code_stream(self, region):
+            return CodeStream(self.data, region)
+
+    class Decoder:
+        def __init__(self, device_id, backends=None):
+            self.kind = "default" if backends is None else "engines"
+
+        def decode(self, sources, params, cuda_stream):
+            out = []
+            for source in sources:
+                region = source.region if isinstance(source, CodeStream) else None
+                asked.append((self.kind, region.bounds if region else None))
+                data = source.data if isinstance(source, CodeStream) else bytes(source)
+                if PIL.Image.open(io.BytesIO(data)).mode == "CMYK":
+                    out.append(None)
+                    continue
+                pixels = decode_image(data, image_spec("rgb8"))  # the host's decoder: the same pixels
+                top, left, bottom, right = region.bounds if region else (0, 0, *pixels.shape[:2])
+                out.append(np.ascontiguousarray(pixels[top:bottom, left:right]))
+            return out
+
+    stand_in_nvimgcodec(monkeypatch, Decoder, "nvimgcodec-hw", 7)
+    monkeypatch.setattr(devicecut, "_decodes_regions", lambda where: True)
+    try:
+        without = cut_planned(plans, "cpu")  # this stand-in has no code streams yet: whole images
+        assert asked and all(bounds is None for _, bounds in asked)
+        nvimgcodec = sys.modules["nvidia.nvimgcodec"]
+        monkeypatch.setattr(nvimgcodec, "CodeStream", CodeStream, raising=False)
+        monkeypatch.setattr(nvimgcodec, "Region", Region, raising=False)
+        asked.clear()
+        regional = cut_planned(plans, "cpu")
+    finally:
+        devicecut._nvimgcodec.cache_clear()
+    assert torch.equal(without, whole)
+    diff = (regional.int() - whole.int()).abs()
+    assert diff.max() <= 1 and diff.float().mean() < 0.02
+    engines = [bounds for kind, bounds in asked if kind == "engines"]
+    assert len(engines) == 7 and [kind for kind, _ in asked[7:]] == ["default"]  # the CMYK one, refused again
+    for (top, left, bottom, right), (y, x, h, w), (height, width) in zip(engines, plans.boxes, plans.sizes):
+        assert top == max(int(np.floor(y)) - 2, 0) and bottom == min(int(np.ceil(y + h)) + 2, height)
+        assert left == max(int(np.floor(x)) - 2, 0) and right == min(int(np.ceil(x + w)) + 2, width)
+    decoded = sum((bottom - top) * (right - left) for top, left, bottom, right in engines[:6])
+    assert decoded < 0.8 * sum(h * w for h, w in plans.sizes[:6])  # less to decode than the whole images
+
+
+def test_regions_are_decoded_on_a_gpu_with_nvimgcodec_unless_turned_off(monkeypatch):
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    monkeypatch.setenv("WDS_DEVICE_DECODER", "nvimgcodec-hw")
+    assert devicecut._decodes_regions(cuda) and not devicecut._decodes_regions(cpu)
+    monkeypatch.setenv("WDS_DEVICE_REGIONS", "0")
+    assert not devicecut._decodes_regions(cuda)
+    monkeypatch.delenv("WDS_DEVICE_REGIONS")
+    monkeypatch.setenv("WDS_DEVICE_DECODER", "torchvision")  # nvJPEG through torchvision decodes whole images
+    assert not devicecut._decodes_regions(cuda)
