@@ -158,8 +158,9 @@ def _decode_nvimgcodec(
 
 class _Regions:
     """The region of each image of a batch its cut reads (``B x 4``: top, left, bottom, right in stored pixels;
-    its box and two pixels around, within the image; none for an image its plan reduces), and the images that were
-    decoded as their region alone (``origins``: the region's top left; ``-1`` where decoded whole)."""
+    its box and two pixels around, within the image; ``whole`` where that is the whole image), and the images that
+    were decoded as their region alone (``origins``: the region's top left; ``-1`` where decoded whole).  Only the
+    JPEGs the device decodes are asked for by region (:meth:`PlannedCrops.jpeg_rows`: none their plan reduces)."""
 
     MARGIN = 2  # bilinear reads one pixel past a box; a region decoder may get its edge's pixel wrong (nvJPEG < 13.2)
 
@@ -171,9 +172,7 @@ class _Regions:
         bottom = np.minimum(np.ceil(boxes[:, 0] + boxes[:, 2]).astype(np.int64) + self.MARGIN, sizes[:, 0])
         right = np.minimum(np.ceil(boxes[:, 1] + boxes[:, 3]).astype(np.int64) + self.MARGIN, sizes[:, 1])
         self.bounds = np.stack((top, left, bottom, right), 1)
-        self.whole = np.any(crops.reduced > 0, axis=1) | (top == 0) & (left == 0) & (bottom == sizes[:, 0]) & (
-            right == sizes[:, 1]
-        )
+        self.whole = (top == 0) & (left == 0) & (bottom == sizes[:, 0]) & (right == sizes[:, 1])
         self.origins = np.full((len(boxes), 2), -1, np.int64)
 
 
@@ -349,12 +348,12 @@ def _cut(
         tall, wide = (int(v) for v in shapes.max(0))
         canvas = _canvas(decoded, tall, wide, where, kind)
         del decoded
-        extent, origin = shapes, np.zeros_like(shapes)
-        if regions is not None:  # an image decoded as its region: its whole is the stored size, shifted
+        scale = shapes / stored[part]  # 1 unless the plan reduced it, or a decoder gave another size than said
+        origin = np.zeros_like(shapes)
+        if regions is not None:  # an image decoded as its region: at the stored scale, its box shifted into it
             origins = regions.origins[part]
-            extent = np.where(origins >= 0, crops.sizes[part].astype(np.int64).reshape(-1, 2), shapes)
+            scale = np.where(origins >= 0, 1.0, scale)
             origin = np.maximum(origins, 0)
-        scale = extent / stored[part]  # 1 unless the plan reduced it, or a decoder gave another size than said
         top, left = boxes[part, 0] * scale[:, 0] - origin[:, 0], boxes[part, 1] * scale[:, 1] - origin[:, 1]
         ys = _positions(top, boxes[part, 2] * scale[:, 0], out_h * k, shapes[:, 0])
         xs = _positions(left, boxes[part, 3] * scale[:, 1], out_w * k, shapes[:, 1])

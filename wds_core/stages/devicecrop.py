@@ -51,9 +51,12 @@ reduced (about 70 megapixels: with its canvas, float32 on the CPU twin, five tim
 device's cut)."""
 
 
+_JPEG_START = b"\xff\xd8\xff"  # SOI and the first marker's 0xFF: how a JPEG's bytes begin
+
+
 def is_jpeg_data(data: Any) -> bool:
     """Whether ``data`` starts as a JPEG does (SOI and a marker)."""
-    return bytes(data[:3]) == b"\xff\xd8\xff"
+    return bytes(data[:3]) == _JPEG_START
 
 
 class HostShare:
@@ -279,9 +282,13 @@ class PlannedCrops:
     def decoded_sizes(self) -> np.ndarray:
         """:meth:`decoded_size` of every image: ``B x 2`` int64, from the arrays (a call per reduced image only)."""
         sizes = self.sizes.astype(np.int64).reshape(-1, 2)
-        for i in np.flatnonzero(np.any(self.reduced > 0, axis=1)).tolist():
+        for i in np.flatnonzero(self._reduced_rows(range(len(self)))).tolist():
             sizes[i] = self.decoded_size(i)
         return sizes
+
+    def _reduced_rows(self, rows: range) -> np.ndarray:
+        """Which of the images ``rows`` their plan reduces (decoded on the host at a DCT scale)."""
+        return np.any(self.reduced[rows.start : rows.stop] > 0, axis=1)  # type: ignore[no-any-return]
 
     def jpeg_rows(self, rows: range) -> np.ndarray:
         """Which of the images ``rows`` are JPEGs the device may take (:func:`is_jpeg_data`, and not reduced by
@@ -291,9 +298,10 @@ class PlannedCrops:
         whole = lengths >= 3
         last = max(len(self.data) - 1, 0)
         data = self.data if len(self.data) else np.zeros(1, np.uint8)
-        marks = [data[np.minimum(starts + k, last)] for k in range(3)]  # what is past a short image's end: masked
-        jpeg = whole & (marks[0] == 0xFF) & (marks[1] == 0xD8) & (marks[2] == 0xFF)
-        return jpeg & ~np.any(self.reduced[at] > 0, axis=1)  # type: ignore[no-any-return]
+        jpeg = whole & ~self._reduced_rows(rows)
+        for k, mark in enumerate(_JPEG_START):  # what is past a short image's end is read, and masked by ``whole``
+            jpeg &= data[np.minimum(starts + k, last)] == mark
+        return jpeg
 
     def image(self, i: int) -> memoryview:
         """The encoded bytes of image ``i`` (a view of the batch's buffer)."""
