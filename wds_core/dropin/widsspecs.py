@@ -128,9 +128,8 @@ def _read_at_most(stream: Any, limit: int) -> Any:
 def rebase_shardlist(shards: list[dict[str, Any]], base: str | None, allow_pipe: bool = False) -> list[dict[str, Any]]:
     """Each entry's ``url`` resolved against ``base`` (in place; nothing without a base)."""
     for shard in shards:
-        if base is not None:
-            shard["url"] = urlmerge(base, str(shard["url"]))
-        refuse_command(str(shard["url"]), "a dataset description", allow_pipe)
+        url = str(shard["url"]) if base is None else urlmerge(base, str(shard["url"]))
+        shard["url"] = refuse_command(url, "a dataset description", allow_pipe)  # data: never a command of its own
     return shards
 
 

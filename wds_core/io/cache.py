@@ -32,6 +32,7 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import SpecError, redact
 from . import files
+from .provenance import CommandURL
 from .streams import ReadStream
 
 __all__ = ["ShardCache"]
@@ -91,7 +92,7 @@ class ShardCache:
         prefix: list[str] = []
         if url.startswith("pipe:"):
             # pipe/<hash of the command>/<the URL it reads, when it names one>: readable and collision-free
-            command = url[len("pipe:") :]
+            command = url.shown()[len("pipe:") :] if isinstance(url, CommandURL) else url[len("pipe:") :]
             prefix = ["pipe", hashlib.sha256(command.encode()).hexdigest()[:12]]
             named = [word for word in command.split() if _URL_WORD.match(word)]
             if not named:

@@ -11,8 +11,9 @@ import os
 import subprocess
 from typing import Any, BinaryIO
 
-from ..errors import PipeError, SpecError, redact_url
+from ..errors import PipeError, redact_url
 from .files import temporary_file
+from .provenance import CommandURL, DataURL, check_command, from_data
 from .shardsink import ShardSink
 from .streams import ReadStream
 
@@ -21,17 +22,13 @@ __all__ = ["Command", "PipeSink", "PipeStream", "pipe_failure", "refuse_command"
 _STDERR_TAIL = 2000
 
 
-def refuse_command(url: str, where: str, allow_pipe: bool = False) -> str:
-    """``url`` as it is, unless it is a ``pipe:`` command read from data (``where``: a spec file, a descriptor...)
-    that its reader was not allowed to run (``allow_pipe``): a :class:`~wds_core.errors.SpecError` then.  Called on
-    every URL a reader of data makes, after joining it to the data's base or prefix (a base of ``pipe:cat /`` makes
-    a command of any relative name)."""
-    if allow_pipe or not isinstance(url, str) or not url.startswith("pipe:"):
-        return url
-    raise SpecError(
-        f"{where}: {redact_url(url)!r} runs a command; a command only comes from code: pass allow_pipe=True to "
-        "accept pipe: URLs from this file"
-    )
+def refuse_command(url: str, where: str, allow_pipe: bool = False) -> DataURL:
+    """``url``, read from data at ``where`` (a spec file, a descriptor...), as a :class:`~.provenance.DataURL` that
+    keeps where it came from: a ``pipe:`` command its reader was not allowed to run (``allow_pipe``) is a
+    :class:`~wds_core.errors.SpecError` at once, and, whatever happens to the URL after, again where a process would
+    start (:class:`Command`).  Called on every URL a reader of data makes, once it is whole (joined to the data's
+    base or prefix: a base of ``pipe:cat /`` makes a command of any relative name)."""
+    return from_data(url, where, allow_pipe)
 
 
 def pipe_failure(command: str, status: int, stderr: BinaryIO) -> PipeError:
@@ -40,7 +37,12 @@ def pipe_failure(command: str, status: int, stderr: BinaryIO) -> PipeError:
     stderr.seek(max(0, stderr.tell() - _STDERR_TAIL))
     tail = stderr.read().decode("utf-8", "replace").strip()
     detail = f"; its stderr ends with: {tail}" if tail else ""
-    return PipeError(f"command exited with status {status}{detail}", url=f"pipe:{command}")
+    return PipeError(f"command exited with status {status}{detail}", url=_shown(command))
+
+
+def _shown(command: str) -> str:
+    """The ``pipe:`` URL of ``command`` as messages show it (a rewrite's arguments after its script)."""
+    return "pipe:" + (command.shown() if isinstance(command, CommandURL) else command)
 
 
 def start_process(*args: Any, reading: bool = True, **kw: Any) -> Any:
@@ -54,16 +56,24 @@ def start_process(*args: Any, reading: bool = True, **kw: Any) -> Any:
 
 class Command:
     """A shell command started with its standard output (``writing=False``) or input (``writing=True``) as a pipe
-    (``stream``) and its standard error kept in a temporary file for the message."""
+    (``stream``) and its standard error kept in a temporary file for the message.
+
+    The one place a ``pipe:`` URL becomes a process: a command whose text came from data
+    (:class:`~.provenance.DataURL`) is refused here unless its reader allowed commands
+    (:func:`~.provenance.check_command`), whatever was done to the URL on the way; a rewrite's command
+    (:class:`~.provenance.CommandURL`) runs its script with the parts of the URL as the shell's positional
+    arguments, never as shell text."""
 
     def __init__(self, command: str, writing: bool = False) -> None:
-        self.command, self.url = command, f"pipe:{command}"
+        self.command, self.url = command, _shown(command)
+        check_command(command, self.url)
+        args = command.args if isinstance(command, CommandURL) else ()
         self.stderr = temporary_file()
         pipe, other = subprocess.PIPE, subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(
-                command, shell=True, stdin=pipe if writing else other, stdout=None if writing else pipe,
-                stderr=self.stderr,
+                [str(command), "sh", *args], shell=True, stdin=pipe if writing else other,
+                stdout=None if writing else pipe, stderr=self.stderr,
             )  # fmt: skip
         except OSError as exn:
             self.stderr.close()
@@ -128,7 +138,7 @@ class PipeStream(ReadStream):
             super().close()
 
     def __repr__(self) -> str:
-        return f"PipeStream({redact_url('pipe:' + self.command)!r})"
+        return f"PipeStream({redact_url(_shown(self.command))!r})"
 
 
 class PipeSink(ShardSink):

@@ -24,6 +24,7 @@ from typing import Any, overload
 
 import braceexpand
 
+from .provenance import DataURL
 from .urls import no_urls, spec_parts
 
 __all__ = ["LAZY_FROM", "PermutedNames", "ShardNames", "shard_names"]
@@ -208,9 +209,14 @@ def shard_names(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> Sequen
     """The URLs ``expand_urls(spec)`` gives, as a :class:`ShardNames` when there are many, else as a list."""
     if isinstance(spec, ShardNames):
         return spec
+    parts = spec_parts(spec)
+    if any(isinstance(part, DataURL) for part in parts):  # URLs from data: the list itself, each kept as it is
+        return [
+            url for part in parts for url in ([part] if isinstance(part, DataURL) else braceexpand.braceexpand(part))
+        ]
     patterns: list[_Pattern] = []
     plain: list[str] = []  # consecutive names without braces: one factor, not one pattern each
-    for part in spec_parts(spec):
+    for part in parts:
         if "{" not in part and "}" not in part and "\\" not in part:
             plain.append(part)
             continue

@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from typing import Any
 
 from ..errors import SpecError, is_secret_name, redact, redact_url
 from .config import check_prefix, config_file, config_path
 from .forklocks import ForkSafeLock
+from .provenance import same_origin
+from .shelltemplate import command_template
 
 __all__ = [
     "StorageOptions",
@@ -156,48 +157,37 @@ def rewrite_url(url: str, carried: dict[str, Any] | None = None) -> str:
     rewrite to ``pipe:`` from the environment or the file needs ``WDS_ALLOW_PIPE=1``.
     ``carried`` is a :func:`registered` snapshot from the process that made the
     pipeline: its rewrites count as registered here (those of this process win).
+
+    What a rewrite makes of a URL from data keeps its origin (:mod:`.provenance`): a rule that passes the URL's text
+    on (``mirror://(.*)=\\1``) cannot turn ``mirror://pipe:CMD`` from a spec file into a command that runs.  A rule
+    to a ``pipe:`` command makes the parts of the URL it substitutes the command's arguments, never shell text
+    (:mod:`.shelltemplate`).
     """
     if not isinstance(url, str):
         return url
     for name, pattern, replacement in _env_rewrites():
         match = pattern.match(url)
         if match:
-            return _checked(quoted_rest(_expanded(match, replacement), url[match.end() :]), name)
+            return _checked(_rewritten(url, replacement, match, url[match.end() :]), name)
     with _lock:
         rules = {**((carried or {}).get("rewrite") or {}), **_rewrites}
     prefix = _longest(rules, url)
     if prefix is not None:
-        return quoted_rest(rules[prefix], url[len(prefix) :])
+        return _rewritten(url, rules[prefix], None, url[len(prefix) :])
     table = config_file()["rewrite"]
     prefix = _longest(table, url)
     if prefix is not None:
-        return _checked(quoted_rest(table[prefix], url[len(prefix) :]), config_path())
+        return _checked(_rewritten(url, table[prefix], None, url[len(prefix) :]), config_path())
     return url
 
 
-def quoted_rest(replacement: str, rest: str) -> str:
-    """``replacement + rest``: a rewrite's target followed by the rest of the URL it rewrote, which is data, quoted
-    for the shell when the target is a ``pipe:`` command (``gs://mirror/x.tar; touch X`` runs no ``touch``)."""
-    if not replacement.startswith("pipe:") or not rest:
-        return replacement + rest
-    return replacement + shlex.quote(rest)
-
-
-_GROUP = re.compile(r"\\(?:g<(\w+)>|(\d{1,2}))")
-
-
-def _expanded(match: re.Match[str], replacement: str) -> str:
-    """``match.expand(replacement)``; into a ``pipe:`` command, each group (a part of the URL: data) is quoted for
-    the shell."""
-    if not replacement.startswith("pipe:"):
-        return match.expand(replacement)
-
-    def quoted(reference: re.Match[str]) -> str:
-        name = reference[1] or reference[2]
-        value = match.group(int(name) if name.isdigit() else name) or ""
-        return shlex.quote(value).replace("\\", "\\\\") if value else ""
-
-    return match.expand(_GROUP.sub(quoted, replacement))
+def _rewritten(url: str, replacement: str, match: re.Match[str] | None, rest: str) -> str:
+    """``url`` rewritten by a rule: ``replacement`` (a regular expression's template when ``match`` is given, else a
+    prefix) followed by ``rest``; a command of the rule's own (:func:`~.shelltemplate.command_template`), or text that
+    keeps ``url``'s origin."""
+    if replacement.startswith("pipe:"):
+        return command_template(replacement, match, rest)
+    return same_origin(url, (match.expand(replacement) if match is not None else replacement) + rest)
 
 
 def _longest(table: dict[str, Any], url: str) -> str | None:

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable
 import braceexpand
 
 from ..errors import EmptyDatasetError, SpecError, redact
+from .provenance import DataURL
 
-__all__ = ["expand_env", "expand_urls", "folder_of", "join_url", "no_urls", "spec_parts"]
+__all__ = ["expand_data", "expand_env", "expand_urls", "folder_of", "join_url", "no_urls", "spec_parts"]
 
 _VARIABLE = re.compile(r"\$\{(\w+)\}")
 _MAX_NESTING = 10
@@ -48,22 +49,27 @@ def expand_env(spec: str) -> str:
 
 def spec_parts(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
     """The brace patterns a shard spec joins (``::`` parts of a string, or a list's elements), with
-    ``${NAME}`` variables expanded and empty parts left out; a spec of another type is a :class:`SpecError`."""
+    ``${NAME}`` variables expanded and empty parts left out; a spec of another type is a :class:`SpecError`.
+    A :class:`~.provenance.DataURL` (a URL read from data, expanded once by its reader) is a part as it is."""
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
+    if isinstance(spec, DataURL):
+        return [spec]
     if isinstance(spec, str):
         given: Iterable[str | os.PathLike] = spec.split("::")
     elif isinstance(spec, Iterable) and not isinstance(spec, (bytes, dict)):
         given = spec
     else:
         raise SpecError(f"a shard spec must be a string or a list of strings, got {type(spec).__name__}")
-    parts = []
+    parts: list[str] = []
     for part in given:
         if isinstance(part, os.PathLike):
             part = os.fspath(part)
         if not isinstance(part, str):
             raise SpecError(f"shard URLs must be strings, got {type(part).__name__}: {part!r}")
-        if part != "":
+        if isinstance(part, DataURL):  # a URL its reader made whole: taken as it is, never expanded again
+            parts.append(part)
+        elif part != "":
             part = expand_env(part)
             check_braces(part)
             parts.append(part)
@@ -132,10 +138,23 @@ def expand_urls(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> list[s
     >>> expand_urls("data-{00..02}.tar::extra.tar")
     ['data-00.tar', 'data-01.tar', 'data-02.tar', 'extra.tar']
     """
-    urls = [url for part in spec_parts(spec) for url in braceexpand.braceexpand(part)]
+    urls = [url for part in spec_parts(spec) for url in _expanded(part)]
     if not urls:
         raise no_urls(spec)
     return urls
+
+
+def _expanded(part: str) -> list[str]:
+    return [part] if isinstance(part, DataURL) else list(braceexpand.braceexpand(part))
+
+
+def expand_data(pattern: object, origin: str) -> list[str]:
+    """The URLs of a brace pattern read from data (``origin`` names it: a source of a spec file...), as text, its
+    ``${NAME}`` variables and braces expanded once; whoever reads the data makes each URL whole and wraps it as a
+    :class:`~.provenance.DataURL`, which is never expanded again."""
+    if not isinstance(pattern, (str, int, float)) or isinstance(pattern, bool):
+        raise SpecError(f"{origin}: a shard pattern is text, got {type(pattern).__name__}: {pattern!r}")
+    return [str(url) for url in expand_urls(str(pattern))]
 
 
 def folder_of(url: str) -> str:
@@ -145,7 +164,10 @@ def folder_of(url: str) -> str:
     return os.path.dirname(os.path.abspath(url)) + os.sep
 
 
-_PLAIN_RELATIVE = re.compile(r"(?:[^/]*[^/.][^/]*/)*[^/]*[^/.][^/]*")  # no empty, "." or ".." segment
+def _plain_relative(url: str) -> bool:
+    """Whether ``url`` is a relative name with nothing to normalise: no empty segment, none of dots alone (a loop
+    over its segments: the regular expression it replaces backtracked for minutes on a long name from data)."""
+    return all(segment.strip(".") for segment in url.split("/"))
 
 
 def url_joiner(base: str | None) -> Callable[[str], str]:
@@ -157,7 +179,7 @@ def url_joiner(base: str | None) -> Callable[[str], str]:
     prefix = join_url(base, "x")[:-1]
 
     def join(url: str) -> str:
-        if _PLAIN_RELATIVE.fullmatch(url) and "://" not in url and not url.startswith("pipe:") and url != "-":
+        if _plain_relative(url) and "://" not in url and not url.startswith("pipe:") and url != "-":
             return prefix + url  # what normalising base/url gives: url has nothing to normalise
         return join_url(base, url)
 

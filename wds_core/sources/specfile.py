@@ -40,7 +40,7 @@ from ..errors import SampleError, SpecError, install_hint
 from ..handlers import Handler, reraise_exception
 from ..io.commands import refuse_command
 from ..io.storage import Storage
-from ..io.urls import expand_urls, folder_of, join_url
+from ..io.urls import expand_data, folder_of, join_url
 from ..rng import Rng, derive_seed
 from ..stages.mapping import PerSample
 from ..tar.grouping import is_meta
@@ -103,7 +103,9 @@ def _number(entry: dict[str, Any], key: str, where: str, integer: bool = False) 
     return value
 
 
-def _source(entry: Any, index: int, base: str | None, prefix: str, buckets: str, allow_pipe: bool) -> Source:
+def _source(
+    entry: Any, index: int, base: str | None, prefix: str, buckets: str, allow_pipe: bool, spec_name: str | None
+) -> Source:
     where = f"source {index}"
     if not isinstance(entry, dict) or "shards" not in entry:
         raise SpecError(f"{where}: each source is a mapping with 'shards'")
@@ -123,12 +125,13 @@ def _source(entry: Any, index: int, base: str | None, prefix: str, buckets: str,
     if not isinstance(bucket, str):
         raise SpecError(f"{where}: buckets is a URL prefix (or a list of one), got {type(bucket).__name__}")
     patterns = entry["shards"] if isinstance(entry["shards"], list) else [entry["shards"]]
-    urls = []
+    urls: list[str] = []
+    origin = f"{spec_name}: {where}" if spec_name else where
     for pattern in patterns:
-        for url in expand_urls(str(pattern)):
+        for url in expand_data(pattern, origin):  # once: the URLs are data from here on, never expanded again
             url = prefix + (bucket.rstrip("/") + "/" + url if bucket else url)
             url = url if url.startswith("pipe:") else join_url(base, url)
-            urls.append(refuse_command(url, where, allow_pipe))
+            urls.append(refuse_command(url, origin, allow_pipe))
     if not urls:
         raise SpecError(f"{where}: no shards")
     weight = _number(entry, "weight", where)
@@ -163,9 +166,9 @@ def load_spec(
     spec: Any, allow_pipe: bool = False, storage_options: Storage | dict | None = None
 ) -> tuple[list[Source], dict[str, Any]]:
     """The sources of a spec file, path, URL or parsed dict, and its top-level options."""
-    base = None
+    base = name = None
     if isinstance(spec, str):
-        base = folder_of(spec)
+        base, name = folder_of(spec), spec
         spec = _parse(Storage.of(storage_options).read_bytes(spec), spec)
     if isinstance(spec, list):
         spec = {"datasets": spec}
@@ -178,7 +181,7 @@ def load_spec(
     if not isinstance(entries, list) or not entries:
         raise SpecError("the dataset spec lists no sources under 'dataset'")
     prefix, buckets = str(spec.get("prefix") or ""), spec.get("buckets") or ""
-    sources = [_source(entry, i, base, prefix, buckets, allow_pipe) for i, entry in enumerate(entries)]
+    sources = [_source(entry, i, base, prefix, buckets, allow_pipe, name) for i, entry in enumerate(entries)]
     return sources, {"longest": bool(spec.get("longest", True))}
 
 

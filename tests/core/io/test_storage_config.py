@@ -79,7 +79,8 @@ def test_rewrites_to_shell_commands_need_permission(tmp_path, monkeypatch):
     with pytest.raises(SpecError, match="WDS_ALLOW_PIPE=1"):
         rewrite_url("gs://bucket/x.tar")
     monkeypatch.setenv("WDS_ALLOW_PIPE", "1")
-    assert rewrite_url("gs://bucket/x.tar") == "pipe:ssh proxyhost gsutil cat gs://bucket/x.tar"
+    command = rewrite_url("gs://bucket/x.tar")  # the rest of the URL is the command's argument, never shell text
+    assert command == 'pipe:ssh proxyhost gsutil cat gs://"${1}"' and command.args == ("bucket/x.tar",)
     monkeypatch.delenv("WDS_ALLOW_PIPE")
     monkeypatch.delenv("WDS_REWRITE")
     config = tmp_path / "c.yaml"
@@ -88,7 +89,7 @@ def test_rewrites_to_shell_commands_need_permission(tmp_path, monkeypatch):
     with pytest.raises(SpecError, match="WDS_ALLOW_PIPE"):
         rewrite_url("http://host/x.tar")
     wds_core.register_rewrite("http://host/", "pipe:cat /tmp/")  # code may rewrite to a command
-    assert rewrite_url("http://host/x.tar") == "pipe:cat /tmp/x.tar"
+    assert rewrite_url("http://host/x.tar").shown() == "pipe:cat /tmp/\"${1}\" 'x.tar'"
 
 
 def test_rewrite_applies_when_reading(tmp_path, shards, monkeypatch):

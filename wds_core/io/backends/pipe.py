@@ -6,6 +6,7 @@ from collections import Counter
 from typing import BinaryIO, cast
 
 from ..commands import PipeSink, PipeStream
+from ..provenance import command_of
 from ..shardsink import ShardSink
 from .base import Backend, Settings
 
@@ -16,10 +17,10 @@ class PipeBackend(Backend):
     name = "a pipe: command"
 
     def open(self, url: str, settings: Settings, stats: Counter[str] | None = None) -> BinaryIO:
-        return cast(BinaryIO, PipeStream(url[len("pipe:") :]))
+        return cast(BinaryIO, PipeStream(command_of(url)))
 
     def create(self, url: str, settings: Settings) -> ShardSink:
-        return PipeSink(url[len("pipe:") :])
+        return PipeSink(command_of(url))
 
 
 PIPE = PipeBackend()
