@@ -65,42 +65,46 @@ __all__ = [
     "redact_url",
 ]
 
-# Names whose values are secrets: query parameters, options, environment assignments, command-line flags.
-SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "session", "signature", "bearer",
-                "authorization", "cookie")  # fmt: skip
-# Query parameters whose values grant access whatever their names say: Azure SAS's sig, CloudFront's Policy (its
-# Signature and Key-Pair-Id are caught by the words above), an OAuth code.
-SECRET_PARAMS = ("sig", "policy", "code")
-_PARAMETER = re.compile(rf"((?:^|[?&;]|%26|%3[fF])(?:{'|'.join(SECRET_PARAMS)})(?:=|%3[dD]))[^&#;\s'\"]*", re.I)
+# The rule: a header, query or fragment parameter, option, environment variable or command flag whose name contains
+# one of these words (any case, any separator) holds a secret, and its value is masked wherever text is shown.
+SECRET_WORDS = ("key", "token", "secret", "sig", "auth", "password", "passwd", "credential", "session", "cookie",
+                "bearer")  # fmt: skip
+# Query parameters whose values grant access whatever their names say: CloudFront's Policy, an OAuth code.
+SECRET_PARAMS = ("policy", "code")
+_WORDS = "|".join(SECRET_WORDS)
+_NAME = rf"[-\w.]*(?:{_WORDS})[-\w.]*"  # a name that says it holds a secret: api_key, X-Functions-Key, sig...
+_EQUALS = r"(?:=|%3[dD])"
+_BEFORE = r"(?:^|[?&;:#,/\s'\"(\[{]|%2[36]|%3[fF])"  # what a name follows: a URL's query or fragment, a space...
+_PARAMETER = re.compile(rf"({_BEFORE}(?:{'|'.join(SECRET_PARAMS)}){_EQUALS})[^&#;\s'\"]*", re.I)
+_ASSIGNED = re.compile(rf"({_BEFORE}{_NAME}{_EQUALS})[^&#;\s'\"]*", re.IGNORECASE)
 # curl's user and password (-u alice:PASS, --user, --proxy-user, -U): the value is a secret when it has a colon
 _USER_FLAG = re.compile(r"((?:^|\s)(?:-u|-U|--user|--proxy-user)(?:\s+|=)?['\"]?)[^\s'\":]*:[^\s'\"]*")
-_WORDS = "|".join(SECRET_WORDS)
 _USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]*@")
-_ASSIGNED = re.compile(rf"((?:^|[?&;:\s'\"])[-\w.]*(?:{_WORDS})[-\w.]*=)[^&;\s'\"]*", re.IGNORECASE)
-_FLAG = re.compile(rf"((?:^|\s)--?[-\w]*(?:{_WORDS})[-\w]*\s+['\"]?)[^\s'\"]+", re.IGNORECASE)
-# (a name that ends in Error, Exception or Warning is an exception's type before its message, not a header:
-# "NoCredentialsError: Unable to locate credentials" keeps what it says)
-_HEADER = re.compile(
-    r"((?:authorization|proxy-authorization|cookie|[-\w]*(?:token|secret|password|api-?key|credential|signature)"
-    r"[-\w]*)(?<!error)(?<!exception)(?<!warning)\s*:\s*)[^'\"\n]+",
-    re.IGNORECASE,
-)
+_FLAG = re.compile(rf"((?:^|\s)--?{_NAME}\s+['\"]?)[^\s'\"]+", re.IGNORECASE)
+# a header (X-Functions-Key: ...); a name that ends in Error, Exception or Warning is an exception's type before its
+# message, not a header: "NoCredentialsError: Unable to locate credentials" keeps what it says
+_HEADER = re.compile(rf"((?<![-\w.]){_NAME}(?<!error)(?<!exception)(?<!warning)\s*:\s*)[^'\"\n]+", re.IGNORECASE)
+# a quoted name in a mapping's repr or JSON ('secret': 'value', "api_key": "value")
+_QUOTED = re.compile(rf"((['\"]){_NAME}\2\s*:\s*)(['\"])(?:(?!\3).)*\3", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether an option or parameter called ``name`` holds a secret (``secret``, ``aws_access_key_id``...)."""
+    """Whether an option, parameter, header or variable called ``name`` holds a secret (its name contains ``key``,
+    ``token``, ``secret``, ``sig``, ``auth``, ``password``, ``credential``, ``session``, ``cookie``...)."""
     lowered = name.lower()
-    return (any(word in lowered for word in SECRET_WORDS) or lowered == "auth") and lowered not in ("key_prefix",)
+    return any(word in lowered for word in SECRET_WORDS)
 
 
 def redact(text: object) -> str:
-    """``text`` fit for a message, a log line or a repr: URL user info, secret query values (signed URLs' ``sig``,
-    ``X-Amz-Signature``, ``X-Goog-Credential``, ``Signature``, ``Policy``, ``Key-Pair-Id``, ``access_token``,
-    ``code``...) and options, ``NAME=value`` assignments of secret-looking names, ``--token value`` and
-    ``--oauth2-bearer`` flags, curl's ``-u user:password``, and ``Authorization:``-like headers hidden.  The one
-    redaction of wds: URLs, ``pipe:`` commands, error texts (every :class:`WdsError`'s whole message) and log lines
-    all go through it."""
+    """``text`` fit for a message, a log line or a repr, by one rule: the value of every header, query or fragment
+    parameter, option (a mapping's quoted key), ``NAME=value`` assignment and ``--flag value`` whose name contains
+    ``key``, ``token``, ``secret``, ``sig``, ``auth``, ``password``/``passwd``, ``credential``, ``session``,
+    ``cookie`` or ``bearer`` (any case, any separator: ``X-Functions-Key``, ``x-amz-server-side-encryption-customer-
+    key``, ``access_token``), CloudFront's ``Policy`` and OAuth's ``code``, the user info of any URL, and curl's ``-u
+    user:password``.  The one redaction of wds: URLs, ``pipe:`` commands, error texts (every :class:`WdsError`'s
+    whole message) and log lines all go through it."""
     text = _USERINFO.sub(r"\1***@", str(text))
+    text = _QUOTED.sub(r"\1\3***\3", text)
     text = _HEADER.sub(r"\1***", text)
     text = _FLAG.sub(r"\1***", text)
     text = _USER_FLAG.sub(r"\1***", text)

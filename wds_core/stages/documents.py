@@ -191,7 +191,7 @@ class Interleaved(CountingStage):
             elif "texts" in doc and "images" in doc:
                 layout = "obelics"
             else:
-                raise self._error(sample, f"neither MMC4 nor OBELICS keys in the document (keys: {sorted(doc)[:10]})")
+                raise self._error(sample, f"neither MMC4 nor OBELICS keys in the document (it has {sorted(doc)[:10]})")
         used: set[str] = set()
         sequence = self._mmc4(sample, doc, used) if layout == "mmc4" else self._obelics(sample, doc, used)
         images = 0
