@@ -159,17 +159,18 @@ def safe_member_path(root: str, name: str) -> str:
 
 def run_extract(args: argparse.Namespace) -> int:
     refused = written = 0
+    destination = files.Destination(args.directory)  # below it, no link is followed (one planted there is refused)
     with open_shard(args.url) as raw:
         stream, _ = open_decompressed(raw)
         for name, data, offset in iter_members(stream, args.url):
             try:
                 path = safe_member_path(args.directory, name)
+                target = destination.open_file(os.path.relpath(path, args.directory))
             except SpecError as exn:
                 print(f"wds extract: {exn} (offset {offset})", file=sys.stderr)
                 refused += 1
                 continue
-            files.makedirs(os.path.dirname(path) or ".")
-            with files.open_file(path, "wb") as target:
+            with target:
                 target.write(data)
             written += 1
     print(f"{written} files written to {args.directory}, {refused} refused", file=sys.stderr)

@@ -19,13 +19,12 @@ import bz2
 import gzip
 import lzma
 import os
-import re
-import secrets
 from typing import Any, BinaryIO
 
 from ..errors import ShardOpenError, SpecError
+from . import files
+from .partials import PARTIAL, temporary_name
 from .processes import process_running
-from .secure import verify_opened
 from .shardsink import ShardSink
 
 __all__ = [
@@ -64,14 +63,6 @@ class CommitOnExit:
             self.abort()
 
 
-def temporary_name(name: str) -> str:
-    """A hidden name beside ``name`` for the shard while it is written, unique to this writer."""
-    return f".{name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
-
-
-_PARTIAL = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.partial")
-
-
 def stale_partials(folder: str, name: str | None = None) -> list[str]:
     """Temporary files (of ``name``, or of any shard) in ``folder`` left by writers whose process is gone.
 
@@ -80,12 +71,12 @@ def stale_partials(folder: str, name: str | None = None) -> list[str]:
     folder shared by several machines may hold another machine's live pid).
     """
     try:
-        entries = os.listdir(folder)
+        entries = files.listdir(folder)
     except OSError:
         return []
     found = []
     for entry in entries:
-        matched = _PARTIAL.fullmatch(entry)
+        matched = PARTIAL.fullmatch(entry)
         if matched and (name is None or matched["name"] == name) and not process_running(int(matched["pid"])):
             found.append(os.path.join(folder, entry))
     return sorted(found)
@@ -100,9 +91,9 @@ def _write_error(exn: OSError, url: str) -> ShardOpenError:
 class LocalSink(ShardSink):
     """A local file under a temporary name; a write that fails leaves none of its bytes (the file is cut back).
 
-    The temporary file is made, and renamed into place, through a descriptor of the destination folder: in
-    secure mode the folder that was opened is the one checked (:func:`~.secure.verify_opened`), so a link
-    swapped after the check cannot take the shard elsewhere.
+    The temporary file is made, and renamed into place, through a descriptor of the destination folder, opened
+    through the file gate (:func:`~.files.open_folder`: in secure mode reached from its root, so no link swapped
+    in at any moment can take the shard elsewhere).
     """
 
     rewindable = True
@@ -115,11 +106,12 @@ class LocalSink(ShardSink):
         self.partial = os.path.join(folder, self.partial_name)
         self.fd = self.folder_fd = -1
         try:
-            os.makedirs(folder, exist_ok=True)
-            self.folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-            verify_opened(self.folder_fd, folder, "write")
+            self.folder_fd = files.open_folder(folder, make=True)
             for stale in stale_partials(folder, self.name):  # left by a writer of this shard that was killed
-                os.unlink(stale)
+                try:
+                    os.unlink(os.path.basename(stale), dir_fd=self.folder_fd)
+                except FileNotFoundError:
+                    pass  # cleaned by another writer meanwhile
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
             self.fd = os.open(self.partial_name, flags, 0o666, dir_fd=self.folder_fd)
         except BaseException as exn:

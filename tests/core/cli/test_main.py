@@ -153,6 +153,48 @@ def test_extract_refuses_escaping_members(tmp_path):
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "y.txt").exists()
 
 
+def test_extract_never_writes_through_a_link_in_its_folder(tmp_path):
+    """Issue 66: a link planted in the folder overwrote a file outside it, another put a member outside it; the
+    folder is now a root that no link it did not make leads out of, in any mode."""
+    outside, out = tmp_path / "outside", tmp_path / "out"
+    outside.mkdir()
+    out.mkdir()
+    (outside / "victim.txt").write_bytes(b"victim")
+    os.symlink(outside / "victim.txt", out / "a.txt")  # a member written there would overwrite the victim
+    os.symlink(outside, out / "sub")  # a member below it would land outside
+    (out / "old.txt").write_bytes(b"old")
+    shard = tmp_path / "s.tar"
+    members = [("a.txt", b"evil"), ("sub/b.txt", b"evil"), ("old.txt", b"new"), ("deep/c.txt", b"fine")]
+    shard.write_bytes(tar_bytes(members))
+    result = wds_cli("extract", shard, "-C", out, check=False)
+    assert result.returncode == 1 and result.stderr.count(b"symbolic link") == 2, result.stderr
+    assert (outside / "victim.txt").read_bytes() == b"victim" and sorted(os.listdir(outside)) == ["victim.txt"]
+    assert (out / "old.txt").read_bytes() == b"new" and (out / "deep" / "c.txt").read_bytes() == b"fine"
+    assert b"2 files written" in result.stderr and b"2 refused" in result.stderr
+
+
+def test_outputs_replace_a_link_at_their_name_instead_of_writing_through_it(tmp_path):
+    """wds create's shards and classes.json and --svg's chart are written beside and renamed into place: a link
+    planted at one of their names is replaced, and what it led to is left as it was."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("victim.tar", "victim.json", "victim.svg"):
+        (outside / name).write_bytes(b"victim")
+    src = tmp_path / "src"
+    (src / "cat").mkdir(parents=True)
+    for i in range(3):
+        (src / "cat" / f"{i}.txt").write_bytes(b"x")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    os.symlink(outside / "victim.tar", dest / "t-000000.tar")
+    os.symlink(outside / "victim.json", dest / "classes.json")
+    os.symlink(outside / "victim.svg", dest / "mix.svg")
+    wds_cli("create", src, "-o", dest / "t-%06d.tar", "--label-from-dir")
+    wds_cli("stats", dest / "t-000000.tar", "--shuffle", "--svg", dest / "mix.svg")
+    assert all((outside / name).read_bytes() == b"victim" for name in ("victim.tar", "victim.json", "victim.svg"))
+    assert not any(os.path.islink(dest / name) for name in ("t-000000.tar", "classes.json", "mix.svg"))
+
+
 @pytest.mark.slow
 def test_cp_to_a_folder_and_to_s3(data, tmp_path, s3):
     spec, keys = data

@@ -115,3 +115,114 @@ def test_the_package_s_own_temporary_files_are_not_data(roots):
             pass
     with files.temporary_file() as scratch:
         scratch.write(b"x")
+
+
+# ---------------------------------------------------------------- races: a link swapped in while the gate works
+# Issue 66: a name checked and then used let makedirs make a folder outside the roots and touch set the times of a
+# file outside them while a link was swapped; every operation of the gate is raced here by a process that flips a
+# folder of the roots between a real folder inside and a link to one outside, as fast as it can.
+
+FLIPPER = """
+import os, sys
+link, inside, outside = sys.argv[1:4]
+i = 0
+while True:
+    temporary = link + ".new"
+    if i % 2:
+        os.symlink(outside, temporary)
+    else:
+        os.symlink(inside, temporary)
+    os.replace(temporary, link)
+    i += 1
+"""
+
+
+@pytest.fixture
+def flipping(roots):
+    import subprocess
+    import sys
+
+    inside, outside = roots
+    real = inside / "real"
+    real.mkdir()
+    (real / "mine.txt").write_bytes(b"mine")
+    (outside / "theirs.txt").write_bytes(b"theirs")
+    os.utime(outside / "theirs.txt", (1_000_000, 1_000_000))
+    link = inside / "flip"
+    os.symlink(real, link)
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(link), str(real), str(outside)])
+    try:
+        yield inside, outside, link
+    finally:
+        flipper.kill()
+        flipper.wait()
+
+
+def _race(call, seconds=0.4):
+    """``call()`` over and over for ``seconds`` while the link flips; what it returned, refusals left out."""
+    import time
+
+    results, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            results.append(call())
+        except (SpecError, OSError):
+            pass
+    return results
+
+
+def _outside_untouched(outside):
+    assert sorted(os.listdir(outside)) == ["secret.txt", "theirs.txt"]
+    assert os.stat(outside / "theirs.txt").st_mtime == 1_000_000
+    assert (outside / "theirs.txt").read_bytes() == b"theirs"
+
+
+RACED = {
+    "makedirs": lambda link, n: files.makedirs(link / f"new{n}" / "deeper"),
+    "touch": lambda link, n: files.touch(link / "theirs.txt"),
+    "stat": lambda link, n: files.stat(link / "theirs.txt").st_size,
+    "exists": lambda link, n: files.exists(link / "theirs.txt") or None,
+    "isfile": lambda link, n: files.isfile(link / "theirs.txt") or None,
+    "listdir": lambda link, n: files.listdir(link),
+    "walk": lambda link, n: [names for _, _, names in files.walk(link)],
+    "glob": lambda link, n: files.glob(str(link / "*.txt")),
+    "glob in": lambda link, n: files.glob("*.txt", link),
+    "read": lambda link, n: files.read_file(link / "theirs.txt"),
+    "write": lambda link, n: files.write_atomic(link / f"w{n}.txt", b"w"),
+    "append": lambda link, n: files.append(link / "log.txt", b"x"),
+    "rename": lambda link, n: files.rename(link / "theirs.txt", link / "moved.txt"),
+    "remove": lambda link, n: files.remove(link / "theirs.txt"),
+    "open folder": lambda link, n: os.close(files.open_folder(link / f"made{n}", make=True)),
+}
+
+
+@pytest.mark.parametrize("operation", list(RACED))
+def test_no_operation_of_the_gate_reaches_outside_through_a_swapped_link(flipping, operation):
+    inside, outside, link = flipping
+    counter = iter(range(10**9))
+    results = _race(lambda: RACED[operation](link, next(counter)))
+    _outside_untouched(outside)
+    for result in results:
+        text = repr(result)
+        assert "theirs" not in text and result not in (6, True), (operation, result)  # 6: theirs.txt's size
+
+
+def test_a_link_inside_the_roots_is_followed_and_one_out_refused_by_every_operation(roots):
+    inside, outside = roots
+    (inside / "sub").mkdir()
+    (inside / "sub" / "x.txt").write_bytes(b"x")
+    os.symlink(inside / "sub", inside / "alias")  # absolute, and beneath the roots
+    os.symlink("sub/x.txt", inside / "relative.txt")
+    os.symlink("../outside/secret.txt", inside / "up.txt")
+    assert files.read_file(inside / "alias" / "x.txt") == b"x" and files.read_file(inside / "relative.txt") == b"x"
+    assert files.listdir(inside / "alias") == ["x.txt"] and files.isdir(inside / "alias")
+    assert files.glob(str(inside / "alias" / "*.txt")) == [str(inside / "alias" / "x.txt")]
+    files.touch(inside / "alias" / "x.txt")
+    files.makedirs(inside / "alias" / "made")
+    assert (inside / "sub" / "made").is_dir()
+    for call in (files.read_file, files.stat, files.touch, files.exists):
+        with pytest.raises(SpecError, match="leads out of the allowed roots"):
+            call(inside / "up.txt")
+    loop = inside / "loop"
+    os.symlink(loop, loop)
+    assert not files.exists(loop)

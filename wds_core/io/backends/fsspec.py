@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from ...errors import ShardOpenError, install_hint
-from ..destinations import temporary_name
+from ..partials import temporary_name
 from ..remote.retries import DEFAULT_RETRY, RetryPolicy, cut_off, describe_error, with_retries
 from ..shardsink import ShardSink
 
