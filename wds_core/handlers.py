@@ -12,6 +12,8 @@ import logging
 import warnings
 from collections.abc import Callable
 
+from .errors import redact
+
 __all__ = [
     "Handler",
     "ignore_and_continue",
@@ -39,7 +41,7 @@ def ignore_and_continue(exn: BaseException) -> bool:
 
 def warn_and_continue(exn: BaseException) -> bool:
     """Warn about the item, skip it and go on."""
-    warnings.warn(f"skipped after {type(exn).__name__}: {exn}", stacklevel=2)
+    warnings.warn(redact(f"skipped after {type(exn).__name__}: {exn}"), stacklevel=2)
     return True
 
 
@@ -50,5 +52,5 @@ def ignore_and_stop(exn: BaseException) -> bool:
 
 def warn_and_stop(exn: BaseException) -> bool:
     """Warn and end the stream."""
-    warnings.warn(f"stopped after {type(exn).__name__}: {exn}", stacklevel=2)
+    warnings.warn(redact(f"stopped after {type(exn).__name__}: {exn}"), stacklevel=2)
     return False

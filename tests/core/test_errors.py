@@ -1,9 +1,12 @@
 """The error hierarchy: what webdataset code catches still catches ours; messages and pickling."""
 
+import os
 import pickle
 import tarfile
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import wds_core as wds
 from wds_core.errors import MissingFieldError, SampleShapeError, TarFormatError
@@ -204,3 +207,84 @@ def test_a_non_wds_error_about_a_shard_names_it_redacted(tmp_path):
     with pytest.raises(Exception) as failed:
         list(wds.WebDataset(url))
     assert "SeCrEt" not in str(failed.value)
+
+
+# ---------------------------------------------------------------- issue 66: secrets planted everywhere, found nowhere
+
+WORDS = ["key", "token", "secret", "sig", "auth", "password", "passwd", "credential", "session", "cookie"]
+SEPARATORS = ["", "-", "_", "."]
+NAMES = st.builds(
+    lambda before, word, after, sep, upper: (
+        sep.join(filter(None, [before, word.upper() if upper else word, after]))
+    ),
+    st.sampled_from(["", "x", "X-Functions", "Ocp-Apim-Subscription", "x-amz-server-side-encryption-customer",
+                     "aws", "my", "api"]),
+    st.sampled_from(WORDS),
+    st.sampled_from(["", "id", "value", "Id"]),
+    st.sampled_from(SEPARATORS),
+    st.booleans(),
+)  # fmt: skip
+SECRETS = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=10, max_size=24).map(
+    lambda s: "Zq" + s
+)
+POSITIONS = {
+    "user info": lambda name, secret: f"https://alice:{secret}@127.0.0.1:9/x.tar",
+    "query": lambda name, secret: f"https://127.0.0.1:9/x.tar?part=1&{name}={secret}&n=2",
+    "fragment": lambda name, secret: f"/data/x.tar#{name}={secret}",
+    "header": lambda name, secret: f"pipe:curl -s -H '{name}: {secret}' https://127.0.0.1:9/x.tar",
+    "header, double quotes": lambda name, secret: f'pipe:curl -H "{name}:{secret}" https://127.0.0.1:9/x.tar',
+    "environment": lambda name, secret: f"pipe:{name.replace('-', '_').replace('.', '_')}={secret} tool get x.tar",
+    "flag": lambda name, secret: f"pipe:tool --{name} {secret} x.tar",
+    "flag=": lambda name, secret: f"pipe:tool --{name}={secret} x.tar",
+}
+
+
+@given(NAMES, SECRETS, st.sampled_from(sorted(POSITIONS)))
+def test_a_secret_planted_anywhere_is_shown_nowhere(name, secret, position):
+    """Every name that contains one of the words, in every position: error messages, reprs, the shard cache's file
+    name and the command's own failure never hold the secret."""
+    import io as stdio
+    import tempfile
+
+    from wds_core.errors import redact
+    from wds_core.io import ShardCache, Storage
+    from wds_core.io.commands import PipeStream
+
+    text = POSITIONS[position](name, secret)
+    shown = [
+        redact(text),
+        str(wds.ShardNotFoundError("shard not found", url=text)),
+        str(wds.SpecError(f"cannot read {text}")),
+        repr(Storage({name: secret, "headers": {name: secret}, "client_kwargs": {"x": {name: secret}}})),
+        repr(wds.StorageOptions({name: secret})),
+        str(wds.SpecError(f"unknown options { ({name: secret})!r}")),  # a mapping quoted in a message
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        cache = ShardCache(folder)
+        shown.append(cache.path_for(text))
+        with cache.open(text, lambda: stdio.BytesIO(b"x")) as stream:
+            stream.read()
+        shown.extend(os.path.join(root, f) for root, _, names in os.walk(folder) for f in names)
+    if text.startswith("pipe:"):
+        stream = PipeStream(f"exit 3; : {text[len('pipe:') :]}")
+        shown.append(repr(stream))
+        try:
+            stream.read()
+        except wds.PipeError as failed:
+            shown.append(str(failed))
+        stream.close()
+    for message in shown:
+        assert secret not in message, (position, message)
+
+
+def test_the_command_line_and_the_handlers_warnings_hide_a_secret(tmp_path, capsys):
+    """A failure that is not wds's own (an OSError quoting its path) is redacted where the `wds` command prints it
+    and where warn_and_continue warns about it."""
+    from wds_core.cli.main import main
+
+    url = str(tmp_path / "x.tar") + "?access_token=ZqSeCrEt"
+    main(["ls", url])
+    assert "ZqSeCrEt" not in capsys.readouterr().err
+    with pytest.warns(UserWarning) as warned:
+        wds.warn_and_continue(OSError(f"cannot open {url}"))
+    assert "ZqSeCrEt" not in str(warned[0].message)

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 
+from ..errors import redact
 from . import demo, doctor, index, inspect_shards, profile, reshape, shardfiles
 from .common import add_storage_arguments, apply_storage_arguments, tidy_help
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush at exit
         return 128 + signal.SIGPIPE
     except Exception as exn:  # noqa: BLE001 - the CLI reports every failure the same way
-        print(f"wds {args.command}: {type(exn).__name__}: {exn}", file=sys.stderr)
+        print(redact(f"wds {args.command}: {type(exn).__name__}: {exn}"), file=sys.stderr)  # any error's text
         return 1
 
 

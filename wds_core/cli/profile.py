@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import SpecError, WdsError
+from ..errors import SpecError, WdsError, redact
 from ..io import files
 from ..observe.metrics import combine, read_reports
 from ..observe.profiling import Profile
@@ -196,7 +196,7 @@ def _trial(setting: str, code: str, made: Callable[[], Any], args: argparse.Name
             first = took if first is None else first
     except WdsError as exn:
         return {"setting": setting, "code": code, "samples_per_second": 0.0, "first_sample_seconds": None,
-                "error": str(exn)}  # fmt: skip
+                "error": redact(exn)}  # fmt: skip
     return {"setting": setting, "code": code, "samples_per_second": statistics.median(rates), "rates": rates,
             "first_sample_seconds": first}  # fmt: skip
 

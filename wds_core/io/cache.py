@@ -129,7 +129,8 @@ class ShardCache:
             sink = files.open_file(partial, "xb")
         except OSError as exn:
             # an unusable cache slows reading down, it does not stop it
-            warnings.warn(f"shard cache {self.cache_dir} is not writable ({exn}); reading without it", stacklevel=2)
+            why = redact(f"shard cache {self.cache_dir} is not writable ({exn}); reading without it")
+            warnings.warn(why, stacklevel=2)
             return source
         kind = _FillingRanges if hasattr(source, "attach") else _FillingStream
         return kind(source, sink, partial, path, self)  # type: ignore[return-value]

@@ -137,6 +137,21 @@ def test_pipe_urls_need_permission(three, tmp_path):
     assert sorted(s["__key__"] for s in wds.WebDataset.from_spec(spec, allow_pipe=True)) == keys["b"][:10]
 
 
+def test_a_pattern_is_expanded_once_so_escaped_braces_never_make_a_command(three, tmp_path, monkeypatch):
+    """Issue 66: ``\\{pipe:touch X #://,a.tar\\}`` passed the check for commands once expanded, and the shard list
+    expanded it again into ``pipe:touch X #://``, which ran; a URL from a spec file is now never expanded again."""
+    root, keys = three
+    monkeypatch.chdir(tmp_path)
+    mark = tmp_path / "MARK"
+    spec = tmp_path / "mix.json"
+    spec.write_text(json.dumps({"dataset": [{"shards": f"\\{{pipe:touch {mark} #://,a/a-0.tar\\}}"}]}))
+    reading = wds.ShardReadOptions(handler=wds.ignore_and_continue)
+    assert list(wds.WebDataset.from_spec(str(spec), reading=reading, empty_check=False)) == []
+    assert not mark.exists()
+    spec.write_text(json.dumps({"dataset": [{"shards": "a/a-{0..1}.tar"}]}))  # braces in data still expand, once
+    assert sorted(s["__key__"] for s in wds.WebDataset(str(spec))) == sorted(keys["a"][:20])
+
+
 def test_bad_specs_say_what_is_wrong(tmp_path):
     cases = [
         ({"dataset": [{"shard": "x.tar"}]}, "with 'shards'"),
