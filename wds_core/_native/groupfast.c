@@ -2,16 +2,16 @@
  * Built by setup.py when a C compiler is there; without it grouping is all Python, with the same results
  * (tests/core/test_fuzz.py compares them).
  *
- * Grouper(members, url, path, budget, position) is an iterator of samples.  It takes members from the iterator
+ * Grouper(members, url, path, budget, cursor) is an iterator of samples.  It takes members from the iterator
  * members while each is one the Python loop would take the quick way: a 3-tuple (name, data, offset) with data
  * bytes or a memoryview, name an ASCII str not starting with '_' and without a newline, whose basename has a
  * dot after its first character, whose field is not in the sample yet, and whose data fit in what is left of
  * the sample's budget of bytes.  The first member that is not such a member is left to the Python loop
  * (handed()), with the state it needs (state()): the key, the sample being built, the bytes it may still
  * take.  Samples are yielded as the Python loop yields them: when a member with another key arrives (after
- * setting position.offset to that member's offset) and at the end (position.offset -1), position being None
- * or an object with an offset attribute.  An error raised by members is passed on; state() then gives the
- * sample in progress.
+ * setting the cursor's offset and name to that member's, where the next sample starts) and at the end (offset -1,
+ * name None), the cursor being None or an object with offset and name attributes (tar/cursor.py).  An error
+ * raised by members is passed on; state() then gives the sample in progress.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,7 +23,7 @@ typedef struct {
     PyObject *members;  /* the iterator of (name, data, offset) */
     PyObject *url;
     PyObject *path;     /* the local path, or None */
-    PyObject *position; /* what offset is set on, or None */
+    PyObject *cursor;   /* what the next sample's offset and name are set on, or None */
     Py_ssize_t budget;  /* bytes a sample may take */
     Py_ssize_t left;    /* bytes the sample being built may still take */
     PyObject *key;      /* the key of the sample being built (or of the last one), or NULL */
@@ -33,11 +33,14 @@ typedef struct {
     int done;
 } Grouper;
 
-static PyObject *KEY, *URL, *LOCAL_PATH, *OFFSET, *MINUS_ONE;
+static PyObject *KEY, *URL, *LOCAL_PATH, *OFFSET, *NAME, *MINUS_ONE;
 
-static int set_offset(Grouper *g, PyObject *offset)
+/* where the next sample starts: the offset of its first member's first header, and that member's name */
+static int set_at(Grouper *g, PyObject *offset, PyObject *name)
 {
-    return g->position == Py_None ? 0 : PyObject_SetAttr(g->position, OFFSET, offset);
+    if (g->cursor == Py_None)
+        return 0;
+    return PyObject_SetAttr(g->cursor, OFFSET, offset) < 0 ? -1 : PyObject_SetAttr(g->cursor, NAME, name);
 }
 
 /* name[from:to] lower-cased (ASCII) */
@@ -80,7 +83,7 @@ static PyObject *grouper_next(Grouper *g)
             if (PyErr_Occurred())
                 return NULL;
             g->done = 1;
-            if (g->sample == NULL || set_offset(g, MINUS_ONE) < 0)
+            if (g->sample == NULL || set_at(g, MINUS_ONE, Py_None) < 0)
                 return NULL;
             PyObject *last = g->sample;
             g->sample = NULL;
@@ -113,7 +116,7 @@ static PyObject *grouper_next(Grouper *g)
         int same = g->key != NULL && PyUnicode_IS_ASCII(g->key) && PyUnicode_GET_LENGTH(g->key) == dot &&
                    memcmp(PyUnicode_1BYTE_DATA(g->key), s, (size_t)dot) == 0;
         if (!same && g->sample != NULL) { /* the sample before is complete: it goes first, this member next */
-            if (set_offset(g, PyTuple_GET_ITEM(member, 2)) < 0) {
+            if (set_at(g, PyTuple_GET_ITEM(member, 2), name) < 0) {
                 Py_DECREF(member);
                 return NULL;
             }
@@ -166,9 +169,9 @@ static PyObject *grouper_next(Grouper *g)
 
 static PyObject *grouper_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *members, *url, *path, *position;
+    PyObject *members, *url, *path, *cursor;
     Py_ssize_t budget;
-    if (!PyArg_ParseTuple(args, "OOOnO", &members, &url, &path, &budget, &position))
+    if (!PyArg_ParseTuple(args, "OOOnO", &members, &url, &path, &budget, &cursor))
         return NULL;
     PyObject *iterator = PyObject_GetIter(members);
     if (iterator == NULL)
@@ -181,7 +184,7 @@ static PyObject *grouper_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     g->members = iterator;
     g->url = Py_NewRef(url);
     g->path = Py_NewRef(path);
-    g->position = Py_NewRef(position);
+    g->cursor = Py_NewRef(cursor);
     g->budget = g->left = budget;
     return (PyObject *)g;
 }
@@ -191,7 +194,7 @@ static int grouper_traverse(Grouper *g, visitproc visit, void *arg)
     Py_VISIT(g->members);
     Py_VISIT(g->url);
     Py_VISIT(g->path);
-    Py_VISIT(g->position);
+    Py_VISIT(g->cursor);
     Py_VISIT(g->key);
     Py_VISIT(g->sample);
     Py_VISIT(g->next);
@@ -204,7 +207,7 @@ static int grouper_clear(Grouper *g)
     Py_CLEAR(g->members);
     Py_CLEAR(g->url);
     Py_CLEAR(g->path);
-    Py_CLEAR(g->position);
+    Py_CLEAR(g->cursor);
     Py_CLEAR(g->key);
     Py_CLEAR(g->sample);
     Py_CLEAR(g->next);
@@ -259,8 +262,9 @@ PyMODINIT_FUNC PyInit_groupfast(void)
     URL = PyUnicode_InternFromString("__url__");
     LOCAL_PATH = PyUnicode_InternFromString("__local_path__");
     OFFSET = PyUnicode_InternFromString("offset");
+    NAME = PyUnicode_InternFromString("name");
     MINUS_ONE = PyLong_FromLong(-1);
-    if (KEY == NULL || URL == NULL || LOCAL_PATH == NULL || OFFSET == NULL || MINUS_ONE == NULL)
+    if (KEY == NULL || URL == NULL || LOCAL_PATH == NULL || OFFSET == NULL || NAME == NULL || MINUS_ONE == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -320,5 +320,7 @@ class BalancedIterator(StageIterator):
                 f"this is reader {self.reader} of {self.readers} (to resume on another number of ranks or "
                 "workers, merge the states of all readers with wds_core.merge_states())"
             )
-        if self.src is not None and "parent" in state:
-            load_state(self.src, {**state["parent"], "index": 0})  # the shard list from its start again
+        if isinstance(self.src, ShardListIterator) and "parent" in state:
+            self.src.restart(state["parent"])  # the shard list from its start again
+        elif self.src is not None and "parent" in state:
+            load_state(self.src, {**state["parent"], "index": 0})

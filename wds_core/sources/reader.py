@@ -5,13 +5,21 @@ It opens each shard through its recipe's storage context (:class:`~wds_core.io.s
 :class:`~.readoptions.ShardReadOptions`), requests the next shards ahead, hands errors to the handler, and restores
 inside a shard at a byte offset.
 
-The stage remembers, between samples, the shard it is in and the byte offset at
-which the next sample starts, which is all a checkpoint needs.  A state names positions, never places: it holds
-the upstream's state from before the shard being read was taken (its position in the epoch's order) and a digest
-of each shard's URL (:func:`shard_digest`), never a URL.  Restoring takes the shards from the pipeline's own list
-again and checks each against its digest before anything is opened, so a state edited to name another shard, a
-command or a file outside the dataset is a :class:`~wds_core.errors.CheckpointError`, as is one restored into a
-pipeline whose list changed.
+The stage remembers, between samples, the shard it is in and its cursor (:class:`~wds_core.tar.cursor.Cursor`:
+the byte offset at which the next sample starts and the member whose header is there, kept by the tar layer),
+which is all a checkpoint needs.  A state names positions, never places: it holds the upstream's state from before
+the shard being read was taken (its position in the epoch's order) and a digest of each shard's URL
+(:func:`shard_digest`), never a URL.  Restoring takes the shards from the pipeline's own list again and checks each
+against its digest before anything is opened, so a state edited to name another shard, a command or a file outside
+the dataset is a :class:`~wds_core.errors.CheckpointError`, as is one restored into a pipeline whose list changed.
+
+A state also names the bytes it resumes at: the shard's size and version (its ETag, or Last-Modified, for a remote
+object; its modification time for a file) and a digest of the name of the member at the offset.  The restored
+shard's version is checked when it is opened, and the header at the offset when the first member is read there,
+before anything is yielded: a shard rewritten since (at the same size too), an edited offset, or one that is not
+where a sample starts is a :class:`~wds_core.errors.CheckpointError` naming the shard, never samples read twice or
+missed.  ``check_versions=False`` (:class:`~.readoptions.ShardReadOptions`) leaves the version out, for a dataset
+copied since with new modification times; the header at the offset is checked all the same.
 """
 
 from __future__ import annotations
@@ -20,17 +28,19 @@ import hashlib
 import io
 import os
 import stat
+import warnings
 from collections.abc import Generator, Iterator
 from typing import Any
 
 from ..errors import CheckpointError, NotElastic, OverLimitError, TruncatedShardError, WdsError, redact_url
 from ..io.remote.readahead import Allowance
-from ..io.storage import remote_url, url_of
+from ..io.storage import local_path, remote_url, url_of
 from ..limits import DecodeLimits
 from ..state import BalancedPart, StageIterator, implements, state_of, state_or_error, upstream_of
+from ..tar.cursor import Cursor
 from ..tar.source import CHUNK
 
-__all__ = ["ShardReader", "shard_digest"]
+__all__ = ["ShardReader", "older_state", "shard_digest", "stream_version"]
 
 _END = object()
 
@@ -39,6 +49,16 @@ def shard_digest(url: str) -> str:
     """What a state keeps of a shard's URL: 16 hex digits of its SHA-256 (enough to tell the shards of a list apart,
     and nothing a restore could open)."""
     return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def older_state(what: str) -> None:
+    """Warn that a state from an older wds is restored without the checks of the bytes it resumes at: ``what`` it
+    lacks.  (Not an error: a long run upgraded mid-epoch keeps its place; a state taken now names them.)"""
+    warnings.warn(
+        f"{what} (a checkpoint of an older wds): restored without checking that the shard holds there what it "
+        "held when the checkpoint was taken",
+        stacklevel=4,
+    )
 
 
 def _check_shard_list(it: Any) -> None:
@@ -72,12 +92,11 @@ class ShardReader(StageIterator):
         super().__init__(src)
         self.recipe = recipe
         self.url: str | None = None  # shard being read
-        self.offset = -1  # where its next item starts; -1 when it is finished
+        self.cursor = Cursor()  # where its next item starts (-1 when it is finished), and the member there
         self.left: int | None = None  # items still to read from it, when upstream gave a count
         self.plain = False  # the shard is known to be an uncompressed tar: a restore seeks without looking
         self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
         self._stopped = False  # the handler said stop about a refused member
-        self.partial: dict[str, Any] | None = None  # the sample at a cut, from group_members
         # the next shards, taken from upstream while this one is read so that remote ones are requested ahead
         # (a plain shard list only: a balanced part counts what it handed out); kept in the state until started
         self.queued: list[Any] = []
@@ -86,7 +105,9 @@ class ShardReader(StageIterator):
         self.replay: list[str] | None = None  # after a restore: the digests of the shards to take again
         self.restored: dict[str, Any] | None = None  # ... and the state it was given, until the run starts
         self.size: int | None = None  # the size of the shard being read, when its stream knows it
+        self.version: str | None = None  # what identifies its bytes (a file's modification time), when known
         self.restored_size: int | None = None  # the size a restored state says its shard had
+        self.restored_version: str | None = None  # ... and its version
         self._early: list[tuple[str, Any]] = []  # (url, stream) of queued shards, opened and requested ahead
         self._allowance: Allowance | None = None  # what this reader's remote shards may request together
         self.bytes_read = 0  # of the shards finished, as their streams counted them (compressed, for those)
@@ -94,6 +115,15 @@ class ShardReader(StageIterator):
         self.chunk = CHUNK  # bytes read (or walked) at a time while a shard's headers are dense
         self.map_files = True  # local plain shards' members copied out of a map (else read: tar.compiled.walk_file)
         self.ended_by_handler = False  # the handler said to stop reading about a shard: the stream ended there
+
+    @property
+    def offset(self) -> int:
+        """Where the next item of the shard being read starts (``-1`` when it is finished): the cursor's."""
+        return self.cursor.offset
+
+    @offset.setter
+    def offset(self, offset: int) -> None:
+        self.cursor.at(offset)
 
     def report(self) -> dict[str, Any]:
         """The items handed out (while counted) and ``bytes``: what the shards' streams read so far."""
@@ -152,13 +182,18 @@ class ShardReader(StageIterator):
         return f"the checkpoint of {type(self).__name__}"
 
     def _own_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"offset": self.offset if self.reading() else -1}
-        if self.reading() and self.left is not None:
+        if not self.reading():
+            return {"offset": -1, "names_bytes": True}
+        state: dict[str, Any] = {"offset": self.offset, "names_bytes": True}  # a state of this wds: see older_state
+        if self.left is not None:
             state["left"] = self.left
-        if self.reading() and self.plain and self.offset > 0:
+        if self.plain and self.offset > 0:
             state["plain"] = True
-        if self.reading() and self.size is not None:
+        if self.size is not None:
             state["size"] = self.size
+        version = self.version or stream_version(self._reading)
+        if version is not None:
+            state["version"] = version
         return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
@@ -167,6 +202,7 @@ class ShardReader(StageIterator):
         self.left = None if state.get("left") is None else int(state["left"])
         self.plain = bool(state.get("plain", False))
         self.restored_size = None if state.get("size") is None else int(state["size"])
+        self.restored_version = None if state.get("version") is None else str(state["version"])
 
     def _take(self, source: Iterator[Any]) -> Any:
         """The next item of upstream (``_END`` at its end), its upstream's state before it kept for the state."""
@@ -222,7 +258,7 @@ class ShardReader(StageIterator):
                 if not (yield from self._shard(self.url, self.offset)):  # type: ignore[arg-type]
                     self.ended_by_handler = True
                     return
-            self.restored_size = None
+            self.restored_size = self.restored_version = None
             _check_shard_list(self.src)
             while True:
                 del self.taken_at[: len(self.taken_at) - len(self.queued)]  # the shard just read is let go
@@ -246,25 +282,42 @@ class ShardReader(StageIterator):
             self._drop_early()
 
     def _check_unchanged(self, stream: Any, url: str, start: int) -> None:
-        """The shard a restored state resumes inside must be the size it was (one request for a remote shard whose
-        size is not known yet, on a restore only): a shard rewritten since is a :class:`CheckpointError`, never
-        samples read from the middle of another file."""
+        """The shard a restored state resumes inside must be the size and version it was (one request for a remote
+        shard whose size is not known yet, on a restore only): a shard rewritten since is a :class:`CheckpointError`,
+        never samples read from the middle of another file.  A remote shard's version is known once its first
+        range has come: :meth:`check_version` then."""
         expected, self.restored_size = self.restored_size, None
         size = self.size
-        if size is None and callable(getattr(stream, "object_size", None)):
+        if expected is not None and size is None and callable(getattr(stream, "object_size", None)):
             try:
                 size = self.size = stream.object_size()
             except Exception:  # the read that follows reports what is wrong
                 size = None
-        if size is not None and size != expected:
+        if expected is not None and size is not None and size != expected:
             stream.close()
-            raise CheckpointError(
-                f"the shard changed since the checkpoint: it was {expected:,} bytes and is {size:,} now, so its "
-                "samples are not where the checkpoint says; restore a checkpoint taken since, or start the epoch "
-                "again",
-                url=url,
-                offset=start,
-            )
+            raise self._changed(f"it was {expected:,} bytes and is {size:,} now", url, start)
+        if self.version is not None:
+            self.check_version(self.version, url, start, stream)
+
+    def check_version(self, version: str | None, url: str, start: int, stream: Any = None) -> None:
+        """The restored shard's ``version`` (``None``: not known) against the one its state says, once."""
+        expected = self.restored_version
+        if expected is None or version is None:
+            return
+        self.restored_version = None
+        if version != expected and getattr(self.recipe, "check_versions", True):
+            if stream is not None:
+                stream.close()
+            why = f"its version was {expected} and is {version} now"
+            raise self._changed(why, url, start, " (check_versions=False accepts a shard only copied since)")
+
+    def _changed(self, why: str, url: str, start: int, accept: str = "") -> CheckpointError:
+        return CheckpointError(
+            f"the shard changed since the checkpoint: {why}, so its samples are not where the checkpoint says; "
+            f"restore a checkpoint taken since, or start the epoch again{accept}",
+            url=url,
+            offset=start,
+        )
 
     def _lead(self, stream: Any, start: int) -> bool:
         """Have ``stream`` (the shard being read, remote) requested first within what this reader may request, its
@@ -346,9 +399,12 @@ class ShardReader(StageIterator):
         except Exception as exn:
             self.offset = -1
             return bool(recipe.handler(exn))
-        self.size = _stream_size(stream)
-        if self.restored_size is not None:  # the shard a checkpoint resumes inside: the one it was?
-            self._check_unchanged(stream, url, start)
+        self.size, version = _stream_identity(stream)
+        # a local shard's modification time is its version; a remote shard read from the shard cache has its
+        # copy's, which the cache touches on each use: it goes by the header at the offset alone
+        self.version = version if local_path(recipe.storage.rewrite(url)) is not None else None
+        if self.restored_size is not None or self.restored_version is not None:  # a checkpoint resumes inside
+            self._check_unchanged(stream, url, start)  # the shard it was?
         self._stopped = False
         self._reading = stream
         ahead = source if source is not None and self._lead(stream, start) else None
@@ -375,16 +431,19 @@ class ShardReader(StageIterator):
         except _HandlerRaised as raised:  # what the handler raised about a refusal: not handled twice
             self.offset = -1
             raise raised.__cause__ from None  # type: ignore[misc]
+        except CheckpointError:  # a restore that cannot resume exactly: never the handler's to skip
+            self.offset = -1
+            raise
         except Exception as exn:
             self.offset = -1
             if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
                 exn.args = (f"{exn.args[0]} (while reading shard {redact_url(url)})",) + exn.args[1:]
-            partial, self.partial = self.partial, None
+            partial, self.cursor.partial = self.cursor.partial, None
             go_on = bool(recipe.handler(exn))
         else:
             partial, go_on = None, not self._stopped
         finally:
-            self.partial = None
+            self.cursor.partial = None
             self.bytes_read += _position(stream)
             self._reading = None
             stream.close()
@@ -398,16 +457,25 @@ class ShardReader(StageIterator):
         return go_on
 
 
-def _stream_size(stream: Any) -> int | None:
+def _stream_identity(stream: Any) -> tuple[int | None, str | None]:
     """The size of a shard's stream when it knows it without a request (a local file; a remote one once its first
-    range came)."""
+    range came), and a local file's version (its modification time; a remote one's is :func:`stream_version`)."""
     size = getattr(stream, "size", None)
     if isinstance(size, int):
-        return size
+        return size, None
     try:
-        return os.fstat(stream.fileno()).st_size if stat.S_ISREG(os.fstat(stream.fileno()).st_mode) else None
+        info = os.fstat(stream.fileno())
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return None
+        return None, None
+    if not stat.S_ISREG(info.st_mode):
+        return None, None
+    return info.st_size, f"mtime:{info.st_mtime_ns}"
+
+
+def stream_version(stream: Any) -> str | None:
+    """What identifies a remote shard's bytes, once a range of it has come (its ETag, or Last-Modified)."""
+    version = getattr(stream, "version", None)
+    return version() if callable(version) else None
 
 
 def _position(stream: Any) -> int:

@@ -39,7 +39,9 @@ class ShardReadOptions:
     another process; do not rewrite a shard in place while it is read: a truncated map is ``SIGBUS``).
     ``local_path=True`` gives each sample ``"__local_path__"`` (where its shard's bytes are on this machine), as
     webdataset's ``WebDataset`` does; ``None``, the default, is the reader's own default (``WebDataset``: yes,
-    ``tarfile_to_samples()``: no).
+    ``tarfile_to_samples()``: no).  ``check_versions=False`` restores a checkpoint inside a shard whose version
+    changed (a file's modification time, an object's ETag): for a dataset copied since, its bytes the same; the
+    member at the checkpoint's offset is checked all the same (:mod:`~wds_core.sources.reader`).
     """
 
     handler: Handler = reraise_exception
@@ -49,6 +51,7 @@ class ShardReadOptions:
     limits: Any = None
     zero_copy: bool = False
     local_path: bool | None = None
+    check_versions: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.storage, Storage):
@@ -74,6 +77,7 @@ class ShardReading(Recipe):
 
     handler: Handler
     storage: Storage
+    check_versions = True  # a restored shard's version is checked (a recipe pickled before the option: yes)
 
     def _set_storage(self, storage: Storage, limits: Any = None) -> None:
         DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker

@@ -24,6 +24,7 @@ from ..errors import CheckpointError, SpecError
 from ..io.shardnames import PermutedNames, shard_names
 from ..rng import Rng, derive_seed, fresh_seed
 from ..state import Recipe, RunContext, StageIterator
+from .reader import older_state, shard_digest
 
 if TYPE_CHECKING:
     from ..io.storage import Storage
@@ -146,9 +147,16 @@ class ShardListIterator(StageIterator):
         self.epoch = epoch
         self.index = 0
         self.checked = False  # check_local_shards ran
+        self._order: tuple[int, Sequence[str]] | None = None  # (epoch, its order), drawn once
+
+    def order(self) -> Sequence[str]:
+        """The epoch's order of the shards, drawn once for this iterator."""
+        if self._order is None or self._order[0] != self.epoch:
+            self._order = (self.epoch, self.recipe.order(self.epoch))
+        return self._order[1]
 
     def _run(self) -> Iterator[dict[str, str]]:
-        urls = self.recipe.order(self.epoch)
+        urls = self.order()
         while self.index < len(urls):  # self.index is read anew each time: skip() moves it
             self.index += 1
             yield {"url": urls[self.index - 1]}
@@ -158,13 +166,13 @@ class ShardListIterator(StageIterator):
         the local shards of this epoch that do not exist; a reader calls it before reading its first shard."""
         if self.recipe.check_local and not self.checked:
             self.checked = True
-            urls = self.recipe.order(self.epoch)
+            urls = self.order()
             if isinstance(urls, list):  # not a lazy list of millions of names
                 _check_local_shards(urls, getattr(self.recipe, "check_local_storage", None))
 
     def rest(self) -> list[str]:
         """The URLs of the shards not yielded yet, as if they all were now (one list, named in bulk)."""
-        urls = self.recipe.order(self.epoch)
+        urls = self.order()
         left = urls[self.index :]
         self.index = len(urls)
         return list(left)
@@ -173,7 +181,7 @@ class ShardListIterator(StageIterator):
         """The list's names in spec order and the spec positions of the shards not yielded yet, in the epoch's
         order, as if they all were yielded now (no name is computed)."""
         urls = self.recipe.urls
-        order = self.recipe.order(self.epoch)
+        order = self.order()
         if isinstance(order, PermutedNames):
             positions = np.asarray(order.positions)[self.index :]
         elif order is urls:  # not shuffled
@@ -194,8 +202,19 @@ class ShardListIterator(StageIterator):
         self.index += moved
         return moved
 
+    def restart(self, state: dict[str, Any]) -> None:
+        """Take ``state`` (checked as any) and start its epoch again from its first shard: a balanced split reads
+        the whole epoch's list anew on a restore, its position in it being its own."""
+        self._load_own_state(state)
+        self.index = 0
+
     def _own_state(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "index": self.index, "nshards": len(self.recipe.urls)}
+        # the shard it gives next ("" at the end): a position that names what is there, checked on restore
+        return {"epoch": self.epoch, "index": self.index, "nshards": len(self.recipe.urls), "next": self._next()}
+
+    def _next(self) -> str:
+        order = self.order()
+        return shard_digest(order[self.index]) if self.index < len(order) else ""
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         if state.get("nshards") != len(self.recipe.urls):
@@ -204,6 +223,15 @@ class ShardListIterator(StageIterator):
             )
         self.epoch = int(state["epoch"])
         self.index = int(state["index"])
+        if not 0 <= self.index <= len(self.recipe.urls):
+            raise CheckpointError(f"the checkpoint's position {self.index} is outside the shard list")
+        if "next" not in state:
+            older_state(f"the shard list's state at position {self.index} does not name the shard there")
+        elif self._next() != state["next"]:
+            raise CheckpointError(
+                f"the checkpoint's position {self.index} in the shard list is not at the shard it names (its digest "
+                "differs): the shard list changed since the checkpoint, or the state was edited"
+            )
 
 
 class ResampledShards(Recipe):

@@ -5,9 +5,11 @@ a :class:`~.reader.ShardReader` whose items are the samples that :func:`~wds_cor
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import CheckpointError, SampleError, TarFormatError
 from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
 from ..io.localfiles import file_descriptor, map_whole
@@ -15,10 +17,11 @@ from ..io.remote.rangestream import RetryPolicy
 from ..io.remote.readahead import ReadAhead
 from ..io.storage import Storage
 from ..state import RunContext
+from ..tar.cursor import name_digest
 from ..tar.grouping import group_members, is_meta
 from ..tar.resume import skip_to
 from ..tar.tario import iter_members
-from .reader import ShardReader
+from .reader import ShardReader, older_state, stream_version
 from .readoptions import ShardReading, ShardReadOptions
 
 __all__ = ["TarfileToSamples", "tarfile_to_samples"]
@@ -38,7 +41,7 @@ class TarfileToSamples(ShardReading):
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
     members included.  While a remote shard is read, the next shards of the list
     (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.remote.readahead`).
-    ``zero_copy=True`` and ``local_path=True``: see :class:`ShardReadOptions`.
+    ``zero_copy=True``, ``local_path=True`` and ``check_versions=False``: see :class:`ShardReadOptions`.
     """
 
     zero_copy = False  # a recipe pickled before the option reads as before
@@ -56,12 +59,14 @@ class TarfileToSamples(ShardReading):
         read_ahead: ReadAhead | None = None,
         zero_copy: bool = False,
         local_path: bool = False,
+        check_versions: bool = True,
     ) -> None:
         self.handler = handler
         self.select_files = select_files
         self.rename_files = rename_files
         self.zero_copy = bool(zero_copy)
         self.local_path = bool(local_path)  # samples say where their shard is on this machine (WebDataset's)
+        self.check_versions = bool(check_versions)
         self._set_storage(Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead), limits)
 
     @classmethod
@@ -69,7 +74,7 @@ class TarfileToSamples(ShardReading):
         """The stage reading shards as ``options`` say."""
         return cls(
             options.handler, options.select_files, options.rename_files, options.storage, limits=options.limits,
-            zero_copy=options.zero_copy, local_path=bool(options.local_path),
+            zero_copy=options.zero_copy, local_path=bool(options.local_path), check_versions=options.check_versions,
         )  # fmt: skip
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
@@ -104,32 +109,75 @@ class _TarSamplesIterator(ShardReader):
     def __init__(self, src: Any, recipe: TarfileToSamples) -> None:
         super().__init__(src, recipe)
         self.pax_global: dict[str, str] = {}
+        self.restored_member: str | None = None  # the digest of the member a restored state's offset is at
 
     def _own_state(self) -> dict[str, Any]:
         state = super()._own_state()
         if self.reading() and self.pax_global:
             state["pax_global"] = dict(self.pax_global)
+        if self.reading() and self.offset > 0:  # "": a refusal of extension headers, which have no name yet
+            state["member"] = name_digest(self.cursor.name) if self.cursor.name is not None else ""
         return state
 
     def _load_own_state(self, state: dict[str, Any]) -> None:
         super()._load_own_state(state)
         self.pax_global = dict(state.get("pax_global", {}))
+        member = state.get("member")
+        if self.offset > 0 and not isinstance(member, str):
+            what = f"{self._where()} resumes at offset {self.offset} of its shard without saying which member is there"
+            if state.get("names_bytes"):  # a state of this wds, edited
+                raise CheckpointError(f"{what}: the state was edited")
+            older_state(what)
+        self.restored_member = member if self.offset > 0 and isinstance(member, str) else None
 
     def _starting(self, url: str) -> None:
         self.pax_global = {}
 
     def _items(self, stream: Any, url: str, start: int) -> Iterator[dict[str, Any]]:
         recipe = self.recipe
-        tar, self.plain = skip_to(stream, start, url, self.plain)
+        try:
+            tar, self.plain = skip_to(stream, start, url, self.plain)
+        except SampleError as exn:
+            if self.restored_member is None:
+                raise
+            why = f"{exn.reason}: the shard changed since the checkpoint"
+            raise CheckpointError(why, url=url, offset=start) from None
         limits = self.limits
         mapped = map_whole(stream) if recipe.zero_copy and self.plain else None
         fd = file_descriptor(stream) if self.plain and mapped is None else -1  # a local plain shard: read directly
-        members = iter_members(
+        members: Iterator[Any] = iter_members(
             tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
             over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk, map_file=self.map_files,
         )  # fmt: skip
+        if self.restored_member is not None:
+            members = self._resumed(members, url, start, stream)
         refused = self._refused
         path = recipe.storage.local_copy(url) if recipe.local_path else None
         yield from group_members(
-            members, url, path=path, position=self, rename=recipe.rename_files, limits=limits, refused=refused
+            members, url, path=path, cursor=self.cursor, rename=recipe.rename_files, limits=limits, refused=refused
         )
+
+    def _resumed(self, members: Iterator[Any], url: str, start: int, stream: Any) -> Iterator[Any]:
+        """The members of a restored shard from its offset, the first checked before any is grouped: it must be the
+        member the state names, its header at the offset (and a remote shard the version it was, now that a range of
+        it has come); anything else is a :class:`CheckpointError`."""
+        expected, self.restored_member = self.restored_member, None
+        where = f"the checkpoint's offset {start:,}"
+        try:
+            first = next(members, None)
+        except (TarFormatError, SampleError) as exn:  # no valid header there, or the shard ends before it
+            reason = getattr(exn, "reason", str(exn))
+            raise CheckpointError(f"{where} is not where a member starts ({reason})", url=url, offset=start) from None
+        self.check_version(stream_version(stream), url, start)
+        if first is None:
+            raise CheckpointError(f"{where} is at the end of the shard, not at a member", url=url, offset=start)
+        name, _, offset = first
+        if offset != start or (name_digest(name) if name is not None else "") != expected:
+            found = f"the member {name!r} at offset {offset:,}" if name is not None else f"a header at {offset:,}"
+            raise CheckpointError(
+                f"{where} is not where the sample it resumes at starts: the shard has {found} there (the state was "
+                "edited, or the shard rewritten since); restore a checkpoint taken since, or start the epoch again",
+                url=url,
+                offset=start,
+            )
+        return itertools.chain((first,), members)

@@ -24,6 +24,7 @@ from typing import Any
 from .._native import load
 from ..errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
 from ..limits import DecodeLimits
+from .cursor import Cursor
 from .keys import is_meta, split_key
 
 __all__ = ["group_members", "is_meta", "split_key"]
@@ -56,7 +57,7 @@ def group_members(
     url: str,
     *,
     path: str | None = None,
-    position: Any = None,
+    cursor: Cursor | None = None,
     rename: Callable[[str], str] | None = None,
     limits: DecodeLimits | None = None,
     refused: Callable[[OverLimitError], bool] | None = None,
@@ -65,9 +66,10 @@ def group_members(
     ``"__local_path__": path`` when ``path`` is given (where webdataset says it: a local shard read by
     ``WebDataset``, or the cached copy of a shard).
 
-    When ``position`` is given, its ``offset`` attribute is set, just before each
-    sample is yielded, to the offset at which the following sample starts (or
-    ``-1`` after the last one).  A sample whose members add up to more than
+    When ``cursor`` is given, it is set just before each sample is yielded to
+    where the following sample starts: the offset of its first member's first
+    header and that member's name (``-1`` and ``None`` after the last one).  A
+    sample whose members add up to more than
     ``limits.sample_bytes`` is refused (an :class:`OverLimitError` naming the
     member that passed the limit) before the next member is read.
 
@@ -80,7 +82,7 @@ def group_members(
 
     When the shard turns out cut or damaged (a :class:`TarFormatError`) or its
     stream fails, the members of the sample in progress that were read whole
-    are left in ``position.partial`` before the error is raised: a reader whose
+    are left in ``cursor.partial`` before the error is raised: a reader whose
     handler goes on delivers them, as webdataset does.
 
     Its loop runs once a member wherever the compiled grouper cannot take them
@@ -91,7 +93,7 @@ def group_members(
     sample: dict[str, Any] | None = None
     budget = sys.maxsize if limits is None else limits.sample_bytes
     left = budget  # bytes the sample being built may still take
-    grouper = GROUPER(members, url, path, budget, position) if GROUPER is not None and rename is None else None
+    grouper = GROUPER(members, url, path, budget, cursor) if GROUPER is not None and rename is None else None
     try:
         if grouper is not None:  # the plain members in C, up to the first it leaves to the loop below
             yield from grouper
@@ -109,8 +111,8 @@ def group_members(
                 if sample is not None and (k != key if k is not None else data.member is None):  # type: ignore[attr-defined]
                     # the sample before it is complete (an unnamed refusal, of extension headers reported before
                     # the member they describe is known, or of global records, is taken to start another)
-                    if position is not None:
-                        position.offset = offset
+                    if cursor is not None:
+                        cursor.at(offset, name)
                     yield sample
                     sample = None
                 if refused is None:
@@ -122,6 +124,7 @@ def group_members(
                 continue
             if name[:1] == "_" and is_meta(name):
                 continue
+            raw = name  # as its header says it: what a restore finds at the offset
             if rename is not None:
                 name = rename(name)
             k, named = split_key(name)  # type: ignore[assignment]
@@ -130,8 +133,8 @@ def group_members(
             field = named.lower()
             if k != key:
                 if sample is not None:
-                    if position is not None:
-                        position.offset = offset
+                    if cursor is not None:
+                        cursor.at(offset, raw)
                     yield sample
                 key = k
                 left = budget
@@ -158,17 +161,17 @@ def group_members(
         if grouper is not None:
             key, sample, left = grouper.state()
         if sample is not None and _starts_another(exn.member, key, rename):
-            if position is not None:
-                position.offset = exn.offset  # type: ignore[assignment]
+            if cursor is not None and exn.offset is not None:
+                cursor.at(exn.offset, exn.member)
             yield sample
         raise
     except (TarFormatError, ShardOpenError):  # the shard is cut or damaged, or its stream failed
         if grouper is not None:
             key, sample, left = grouper.state()
-        if position is not None and sample is not None and len(sample) > 2 + (path is not None):
-            position.partial = sample  # its members read whole, for a reader whose handler goes on
+        if cursor is not None and sample is not None and len(sample) > 2 + (path is not None):
+            cursor.partial = sample  # its members read whole, for a reader whose handler goes on
         raise
     if sample is not None:
-        if position is not None:
-            position.offset = -1
+        if cursor is not None:
+            cursor.at(-1)
         yield sample

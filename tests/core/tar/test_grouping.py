@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from wds_core import SampleError
 from wds_core.errors import OverLimitError, ShardOpenError, TruncatedShardError, WdsError
 from wds_core.fieldcodecs.bounded import DecodeLimits
+from wds_core.tar.cursor import Cursor
 from wds_core.tar.grouping import group_members, split_key
 
 webdataset = pytest.importorskip("webdataset")
@@ -60,7 +61,7 @@ DATA = st.one_of(st.binary(max_size=6), st.binary(max_size=6), st.binary(max_siz
 def test_the_compiled_grouping_gives_what_the_python_loop_gives(items, ending, budget, go_on, url):
     """groupfast.c groups plain members and leaves the first other one, and all after it, to the Python loop:
     on members of every kind (refusals among them, a cut, a reader's refusal or a failing stream at the end),
-    the same samples, the same position at each, the same error and the same partial sample as the loop alone."""
+    the same samples, the same cursor at each, the same error and the same partial sample as the loop alone."""
     from wds_core.tar import grouping
 
     if grouping.GROUPER is None:
@@ -83,19 +84,15 @@ def test_the_compiled_grouping_gives_what_the_python_loop_gives(items, ending, b
             if ending == "broken":
                 raise ShardOpenError("gone", url=url)
 
-        class Position:
-            offset = 0
-            partial = None
-
-        position, got, reports = Position(), [], []
+        position, got, reports = Cursor(), [], []
         saved = grouping.GROUPER
         grouping.GROUPER = saved if compiled else None
         try:
             refused = None if go_on is None else (lambda error: reports.append(str(error)) or go_on)
             limits = DecodeLimits(sample_bytes=budget)
-            for sample in group_members(members(), url, position=position, limits=limits, refused=refused):
+            for sample in group_members(members(), url, cursor=position, limits=limits, refused=refused):
                 got.append(({k: bytes(v) if isinstance(v, memoryview) else v for k, v in sample.items()},
-                            position.offset))  # fmt: skip
+                            position.offset, position.name))  # fmt: skip
             ended = "end"
         except WdsError as exn:
             ended = f"{type(exn).__name__}: {exn}"

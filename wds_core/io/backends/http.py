@@ -123,6 +123,12 @@ class HttpSource:
             if name in now and name in self.pinned and now[name] != self.pinned[name]:
                 raise self._changed(f"its {_PINNED[name]} was {self.pinned[name]}, now {now[name]}")
 
+    def version(self) -> str | None:
+        """The object's ETag (else Last-Modified) as the first answer gave it."""
+        if "etag" in self.pinned:
+            return f"etag:{self.pinned['etag']}"
+        return f"modified:{self.pinned['modified']}" if "modified" in self.pinned else None
+
     def _conditions(self) -> dict[str, str]:
         """The headers that make a server refuse to answer from another object than the one read so far: If-Match
         with a strong ETag, else If-Unmodified-Since."""

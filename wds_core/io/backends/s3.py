@@ -198,6 +198,10 @@ class S3Source:
         total = (answer.get("ContentRange") or "").rpartition("/")[2]
         return data, int(total) if total.isdigit() else None
 
+    def version(self) -> str | None:
+        """The object's ETag as the first answer gave it."""
+        return None if self.etag is None else f"etag:{self.etag}"
+
     def info(self, left: float | None) -> dict[str, Any]:
         client = s3_client(self.options)
         try:

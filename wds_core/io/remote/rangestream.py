@@ -126,6 +126,12 @@ class RangeStream(ReadStream):
         self._pos = target
         return target
 
+    def version(self) -> str | None:
+        """What identifies the object's bytes, once a range of it has come: its ETag (or Last-Modified), as its
+        source pinned it; ``None`` when the store says neither."""
+        version = getattr(self.source, "version", None)
+        return version() if callable(version) else None
+
     def object_size(self) -> int | None:
         """The object's size in bytes, looked up when not known yet (``None`` when the server does not say)."""
         if self.size is None:
