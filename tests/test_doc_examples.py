@@ -152,8 +152,8 @@ def _prepare(block: str, ns: dict, root: Path) -> list:
         ns["torch"] = sys.modules["torch"]
     if "register_rewrite" not in block:
         wds_core.register_rewrite("s3://bucket/", str(root / "bucket") + "/")
-    if "install_as_webdataset" in block:
-        undo.append(wds_core.dropin.uninstall)
+    if "install_as_webdataset" in block:  # (imported here: run alone, nothing has imported the drop-in yet)
+        undo.append(importlib.import_module("wds_core.dropin").uninstall)
     return undo
 
 
