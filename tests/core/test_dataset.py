@@ -62,14 +62,14 @@ def test_split_storage_and_reading_are_the_named_objects(shards, monkeypatch):
     with pytest.raises(TypeError, match="reading must be a ShardReadOptions"):
         wds_core.WebDataset(spec, reading={"zero_copy": True})
     viewing = wds_core.WebDataset(spec, reading=wds_core.ShardReadOptions(zero_copy=True))
-    assert viewing.pipeline[-1].zero_copy and "__local_path__" in next(iter(viewing))  # as WebDataset gives it
+    assert viewing.pipeline[-1].options.zero_copy and "__local_path__" in next(iter(viewing))  # as WebDataset gives it
     plain = next(iter(wds_core.WebDataset(spec, reading=wds_core.ShardReadOptions(local_path=False))))
     assert "__local_path__" not in plain
     storage = wds_core.Storage(retry=wds_core.RetryPolicy(attempts=2))
     reader = wds_core.WebDataset(spec, storage=storage).pipeline[-1]
-    assert isinstance(reader, wds_core.TarfileToSamples) and reader.storage is storage  # a Storage as it is
+    assert isinstance(reader, wds_core.TarfileToSamples) and reader.options.storage is storage  # a Storage as it is
     reader = wds_core.WebDataset(spec, storage={"anon": True}).pipeline[-1]
-    assert reader.storage.options == {"anon": True}  # storage options become one
+    assert reader.options.storage.options == {"anon": True}  # storage options become one
 
 
 def test_an_empty_epoch_says_whose_and_why(shards, monkeypatch):

@@ -143,7 +143,7 @@ def _sample_fields(url: str, wanted: str) -> dict[str, bytes]:
         for name, data, _ in iter_members(stream, url):
             key, field = split_key(name)
             if key == wanted and field is not None:
-                found[field] = data
+                found[field] = bytes(data)  # (bytes already, read from a stream)
             elif found:
                 break  # the sample's members are consecutive
     return found

@@ -263,7 +263,8 @@ class HookedTarfileToSamples(TarfileToSamples):
 
     def build(self, src: Any, ctx: Any) -> Any:
         if hooks.replaced_any(_PIECES):
-            return _chained(src, self.handler, self.select_files, self.rename_files)
+            options = self.options
+            return _chained(src, options.handler, options.select_files, options.rename_files)
         return super().build(src, ctx)
 
 

@@ -95,7 +95,7 @@ class ShardReader(StageIterator):
         self.cursor = Cursor()  # where its next item starts (-1 when it is finished), and the member there
         self.left: int | None = None  # items still to read from it, when upstream gave a count
         self.plain = False  # the shard is known to be an uncompressed tar: a restore seeks without looking
-        self.limits = DecodeLimits.of(getattr(recipe, "limits", None))  # older pickled recipes have none
+        self.limits = DecodeLimits.of(recipe.options.limits)  # resolved here: the configuration file of this process
         self._stopped = False  # the handler said stop about a refused member
         # the next shards, taken from upstream while this one is read so that remote ones are requested ahead
         # (a plain shard list only: a balanced part counts what it handed out); kept in the state until started
@@ -305,7 +305,7 @@ class ShardReader(StageIterator):
         if expected is None or version is None:
             return
         self.restored_version = None
-        if version != expected and getattr(self.recipe, "check_versions", True):
+        if version != expected and self.recipe.options.check_versions:
             if stream is not None:
                 stream.close()
             why = f"its version was {expected} and is {version} now"
@@ -325,7 +325,7 @@ class ShardReader(StageIterator):
         if implements(self.src, BalancedPart) or not hasattr(stream, "attach"):
             return False
         if self._allowance is None:
-            self._allowance = Allowance(self.recipe.read_ahead)
+            self._allowance = Allowance(self.recipe.options.storage.read_ahead)
         stream.attach(self._allowance, first=True)
         if start == 0:  # a restore inside the shard seeks first: its first request is at the offset
             stream.prefetch(size_too=False)
@@ -334,7 +334,7 @@ class ShardReader(StageIterator):
     def _look_ahead(self, source: Iterator[Any]) -> None:
         """Take the next shards from upstream (``ReadAhead.shards_ahead`` of them) and, the remote ones, have them
         requested within what this reader may request, after the one being read."""
-        plan = self.recipe.read_ahead
+        plan = self.recipe.options.storage.read_ahead
         while len(self.queued) < plan.shards_ahead:
             item = self._take(source)
             if item is _END:
@@ -381,7 +381,7 @@ class ShardReader(StageIterator):
         handler decides whether reading goes on; ``False`` ends this shard (and the stream, unless it was the
         last sample a reading task counted)."""
         try:
-            go_on = self.recipe.handler(exn)
+            go_on = self.recipe.options.handler(exn)
         except BaseException as raised:
             raise _HandlerRaised() from raised
         if not go_on:
@@ -398,11 +398,11 @@ class ShardReader(StageIterator):
             stream = self._open(url, start)
         except Exception as exn:
             self.offset = -1
-            return bool(recipe.handler(exn))
+            return bool(recipe.options.handler(exn))
         self.size, version = _stream_identity(stream)
         # a local shard's modification time is its version; a remote shard read from the shard cache has its
         # copy's, which the cache touches on each use: it goes by the header at the offset alone
-        self.version = version if local_path(recipe.storage.rewrite(url)) is not None else None
+        self.version = version if local_path(recipe.options.storage.rewrite(url)) is not None else None
         if self.restored_size is not None or self.restored_version is not None:  # a checkpoint resumes inside
             self._check_unchanged(stream, url, start)  # the shard it was?
         self._stopped = False
@@ -439,7 +439,7 @@ class ShardReader(StageIterator):
             if not isinstance(exn, WdsError) and exn.args and isinstance(exn.args[0], str):
                 exn.args = (f"{exn.args[0]} (while reading shard {redact_url(url)})",) + exn.args[1:]
             partial, self.cursor.partial = self.cursor.partial, None
-            go_on = bool(recipe.handler(exn))
+            go_on = bool(recipe.options.handler(exn))
         else:
             partial, go_on = None, not self._stopped
         finally:

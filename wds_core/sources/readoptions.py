@@ -2,10 +2,11 @@
 
 ``WebDataset(...)`` gathers how shards are opened and read into one
 :class:`ShardReadOptions` and hands it to the stages that read (the shard
-reader, the balanced split, the spec-file mixer); a reading recipe holds the
-storage part of it as one :class:`~wds_core.io.storage.Storage` context, which
-travels with the recipe into worker processes.  The readers themselves are in
-:mod:`.reader` and :mod:`.recordstreams`.
+reader, the balanced split, the spec-file mixer); a reading recipe holds it
+whole (its :class:`~wds_core.io.storage.Storage` context included), and it
+travels with the recipe into worker processes, where the readers use its
+fields as they are.  The readers themselves are in :mod:`.reader` and
+:mod:`.recordstreams`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..handlers import Handler, reraise_exception
-from ..io.cache import ShardCache
-from ..io.remote.readahead import READ_AHEAD, ReadAhead
-from ..io.remote.retries import DEFAULT_RETRY, RetryPolicy
+from ..io.remote.readahead import READ_AHEAD
+from ..io.remote.retries import DEFAULT_RETRY
 from ..io.storage import Storage
-from ..io.storage_config import StorageOptions
 from ..limits import DecodeLimits
 from ..state import Recipe
 
@@ -63,9 +62,11 @@ class ShardReadOptions:
 
 
 class ShardReading(Recipe):
-    """Base of the recipes that open shards: the error ``handler`` and the storage context.
+    """Base of the recipes that open shards: what they read with is one :class:`ShardReadOptions`, ``options``,
+    taken whole (its error ``handler``, member selection, ``storage`` context, limits...): a new reading option is
+    a field of it and its use, nothing in between.
 
-    ``storage`` (a :class:`~wds_core.io.storage.Storage`) holds the storage
+    The storage context (a :class:`~wds_core.io.storage.Storage`) holds the storage
     options, the shard cache, the retry policy and the read-ahead plan; pickled
     with the recipe (to send it to worker processes) it carries the storage
     options and rewrites registered in this process, so that workers started
@@ -75,45 +76,33 @@ class ShardReading(Recipe):
     worker's copy counts from zero).
     """
 
-    handler: Handler
-    storage: Storage
-    check_versions = True  # a restored shard's version is checked (a recipe pickled before the option: yes)
+    options: ShardReadOptions
 
-    def _set_storage(self, storage: Storage, limits: Any = None) -> None:
-        DecodeLimits.of(limits)  # a wrong limit is refused here, not in a worker
-        self.limits = limits  # resolved (over the configuration file) by each reader: ShardReader.limits
-        self.storage = storage
+    def _read_with(self, options: ShardReadOptions) -> None:
+        if not isinstance(options, ShardReadOptions):
+            raise TypeError(f"a reading stage reads with ShardReadOptions, got {type(options).__name__}")
+        DecodeLimits.of(options.limits)  # a wrong limit is refused here, not in a worker
+        self.options = options  # its limits are resolved (over the configuration file) by each reader
         self.stats: Counter[str] = Counter()
 
-    @property
-    def storage_options(self) -> StorageOptions | None:
-        """The explicit storage options (the storage context's)."""
-        return self.storage.options
-
-    @property
-    def cache(self) -> ShardCache | None:
-        return self.storage.cache
-
-    @property
-    def retry(self) -> RetryPolicy:
-        return self.storage.retry
-
-    @property
-    def read_ahead(self) -> ReadAhead:
-        """How far ahead remote shards are requested."""
-        return self.storage.read_ahead
-
     def open(self, url: str) -> Any:
-        return self.storage.open(url, getattr(self, "stats", None))
+        return self.options.storage.open(url, self.stats)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "stats": Counter()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
-        if "storage" not in state:  # pickled before the storage context: its loose settings
-            carried = state.pop("_registered", {})
-            settings = [state.pop(name, None) for name in ("storage_options", "retry", "read_ahead", "cache")]
-            state["storage"] = Storage(settings[0], settings[1] or DEFAULT_RETRY, settings[2] or READ_AHEAD,
-                                       settings[3], carried)  # fmt: skip
+        if "options" not in state:  # pickled by an older wds: its loose settings
+            if "storage" not in state:
+                carried = state.pop("_registered", {})
+                settings = [state.pop(name, None) for name in ("storage_options", "retry", "read_ahead", "cache")]
+                state["storage"] = Storage(settings[0], settings[1] or DEFAULT_RETRY, settings[2] or READ_AHEAD,
+                                           settings[3], carried)  # fmt: skip
+            loose = {name: state.pop(name) for name in _LOOSE if name in state}
+            state["options"] = ShardReadOptions(**loose)
+        state.setdefault("stats", Counter())
         self.__dict__.update(state)
+
+
+_LOOSE = ("handler", "select_files", "rename_files", "storage", "limits", "zero_copy", "local_path")

@@ -28,7 +28,7 @@ from ..limits import DecodeLimits
 from ..state import RunContext
 from ..tar.resume import skip_to
 from .reader import ShardReader
-from .readoptions import ShardReading
+from .readoptions import ShardReading, ShardReadOptions
 
 __all__ = ["CborsWriter", "MsgpacksWriter", "RecordsToSamples", "cbors_to_samples", "msgpacks_to_samples"]
 
@@ -228,8 +228,9 @@ class RecordsToSamples(ShardReading):
     ):
         if format not in ("cbor", "msgpack"):
             raise ValueError(f"format must be 'cbor' or 'msgpack', got {format!r}")
-        self.format, self.handler = format, handler
-        self._set_storage(Storage.of(storage_options, cache=cache, retry=retry), limits)
+        self.format = format
+        storage = Storage.of(storage_options, cache=cache, retry=retry)
+        self._read_with(ShardReadOptions(handler, storage=storage, limits=limits))
 
     def build(self, src: Any, ctx: RunContext) -> _RecordsIterator:
         return _RecordsIterator(src, self)

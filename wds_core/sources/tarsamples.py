@@ -19,6 +19,7 @@ from ..io.storage import Storage
 from ..state import RunContext
 from ..tar.cursor import name_digest
 from ..tar.grouping import group_members, is_meta
+from ..tar.members import Item, TarOptions
 from ..tar.resume import skip_to
 from ..tar.tario import iter_members
 from .reader import ShardReader, older_state, stream_version
@@ -41,11 +42,9 @@ class TarfileToSamples(ShardReading):
     is read (``limits``: see :class:`ShardReadOptions`), a compressed shard's
     members included.  While a remote shard is read, the next shards of the list
     (``ReadAhead.shards_ahead``) are requested ahead (:mod:`~wds_core.io.remote.readahead`).
-    ``zero_copy=True``, ``local_path=True`` and ``check_versions=False``: see :class:`ShardReadOptions`.
+    ``zero_copy=True`` and ``local_path=True``: see :class:`ShardReadOptions`; :meth:`from_options` takes the
+    options whole (every other reading option is one of theirs).
     """
-
-    zero_copy = False  # a recipe pickled before the option reads as before
-    local_path = False
 
     def __init__(
         self,
@@ -59,29 +58,23 @@ class TarfileToSamples(ShardReading):
         read_ahead: ReadAhead | None = None,
         zero_copy: bool = False,
         local_path: bool = False,
-        check_versions: bool = True,
     ) -> None:
-        self.handler = handler
-        self.select_files = select_files
-        self.rename_files = rename_files
-        self.zero_copy = bool(zero_copy)
-        self.local_path = bool(local_path)  # samples say where their shard is on this machine (WebDataset's)
-        self.check_versions = bool(check_versions)
-        self._set_storage(Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead), limits)
+        storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)  # webdataset's spelling
+        self._read_with(ShardReadOptions(handler, select_files, rename_files, storage, limits, bool(zero_copy),
+                                         bool(local_path)))  # fmt: skip
 
     @classmethod
     def from_options(cls, options: ShardReadOptions) -> TarfileToSamples:
-        """The stage reading shards as ``options`` say."""
-        return cls(
-            options.handler, options.select_files, options.rename_files, options.storage, limits=options.limits,
-            zero_copy=options.zero_copy, local_path=bool(options.local_path), check_versions=options.check_versions,
-        )  # fmt: skip
+        """The stage reading shards as ``options`` say (taken whole)."""
+        stage = cls.__new__(cls)
+        stage._read_with(options)
+        return stage
 
     def build(self, src: Any, ctx: RunContext) -> _TarSamplesIterator:
         return _TarSamplesIterator(src, self)
 
     def want(self) -> Callable[[str], bool] | None:
-        select, rename = self.select_files, self.rename_files
+        select, rename = self.options.select_files, self.options.rename_files
         if select is None:
             return None
         if rename is None:
@@ -134,7 +127,7 @@ class _TarSamplesIterator(ShardReader):
         self.pax_global = {}
 
     def _items(self, stream: Any, url: str, start: int) -> Iterator[dict[str, Any]]:
-        recipe = self.recipe
+        recipe, options = self.recipe, self.recipe.options
         try:
             tar, self.plain = skip_to(stream, start, url, self.plain)
         except SampleError as exn:
@@ -143,21 +136,20 @@ class _TarSamplesIterator(ShardReader):
             why = f"{exn.reason}: the shard changed since the checkpoint"
             raise CheckpointError(why, url=url, offset=start) from None
         limits = self.limits
-        mapped = map_whole(stream) if recipe.zero_copy and self.plain else None
+        mapped = map_whole(stream) if options.zero_copy and self.plain else None
         fd = file_descriptor(stream) if self.plain and mapped is None else -1  # a local plain shard: read directly
-        members: Iterator[Any] = iter_members(
-            tar, url, start_offset=start, pax_global=self.pax_global, want=recipe.want(), limits=limits,
-            over_limit="skip", mapped=mapped, fd=fd, chunk=self.chunk, map_file=self.map_files,
-        )  # fmt: skip
+        walking = TarOptions(recipe.want(), limits, True, self.chunk, self.map_files)
+        members = iter_members(tar, url, start_offset=start, pax_global=self.pax_global, mapped=mapped, fd=fd,
+                               options=walking)  # fmt: skip
         if self.restored_member is not None:
             members = self._resumed(members, url, start, stream)
         refused = self._refused
-        path = recipe.storage.local_copy(url) if recipe.local_path else None
+        path = options.storage.local_copy(url) if options.local_path else None
         yield from group_members(
-            members, url, path=path, cursor=self.cursor, rename=recipe.rename_files, limits=limits, refused=refused
+            members, url, path=path, cursor=self.cursor, rename=options.rename_files, limits=limits, refused=refused
         )
 
-    def _resumed(self, members: Iterator[Any], url: str, start: int, stream: Any) -> Iterator[Any]:
+    def _resumed(self, members: Iterator[Item], url: str, start: int, stream: Any) -> Iterator[Item]:
         """The members of a restored shard from its offset, the first checked before any is grouped: it must be the
         member the state names, its header at the offset (and a remote shard the version it was, now that a range of
         it has come); anything else is a :class:`CheckpointError`."""

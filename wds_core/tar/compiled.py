@@ -47,11 +47,12 @@ def file_size(fd: int) -> int:
 def mapped_file(stream: object, mapped: mmap.mmap | None) -> int:
     """The descriptor of the file ``mapped`` maps, when ``stream`` is that file (-1 otherwise): the compiled walk
     reads headers from it, leaving the map's pages to whoever reads the members' data (tarscan.c says why)."""
-    if mapped is None:
+    fileno = getattr(stream, "fileno", None)
+    if mapped is None or fileno is None:
         return -1
     try:
-        fd = stream.fileno()  # type: ignore[attr-defined]
-    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        fd = fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is an OSError
         return -1
     return fd if file_size(fd) == len(mapped) else -1
 

@@ -26,6 +26,7 @@ from ..errors import OverLimitError, SampleError, ShardOpenError, TarFormatError
 from ..limits import DecodeLimits
 from .cursor import Cursor
 from .keys import is_meta, split_key
+from .members import Item, Refused
 
 __all__ = ["group_members", "is_meta", "split_key"]
 
@@ -53,7 +54,7 @@ def _refused_key(name: str | None, rename: Callable[[str], str] | None) -> str |
 
 
 def group_members(
-    members: Iterator[tuple[str, bytes, int]],
+    members: Iterator[Item],
     url: str,
     *,
     path: str | None = None,
@@ -76,7 +77,7 @@ def group_members(
     Without ``refused``, a refusal is raised (the sample before it is delivered
     first when it is complete).  With it, the refused sample is dropped with all
     its members, ``refused(error)`` is called, and grouping goes on while it
-    returns true.  Members the reader refused arrive as ``(name, error, offset)``
+    returns true.  Members the reader refused arrive as a :class:`~.members.Refused`
     (:func:`~wds_core.tar.tario.iter_members` with ``over_limit="skip"``); one that
     grouping would skip anyway (metadata, no key) costs nothing and is not reported.
 
@@ -103,12 +104,13 @@ def group_members(
             key, sample, left = grouper.state()
             members = itertools.chain((handed,), members)
             grouper = None
-        for name, data, offset in members:
-            if data.__class__ is OverLimitError:  # refused by the reader and streamed past
+        for item in members:
+            if isinstance(item, Refused):  # refused by the reader and streamed past
+                name, error, offset = item
                 k = _refused_key(name, rename)
                 if k is None and name is not None:  # a member grouping skips anyway: nothing is lost
                     continue
-                if sample is not None and (k != key if k is not None else data.member is None):  # type: ignore[attr-defined]
+                if sample is not None and (k != key if k is not None else error.member is None):
                     # the sample before it is complete (an unnamed refusal, of extension headers reported before
                     # the member they describe is known, or of global records, is taken to start another)
                     if cursor is not None:
@@ -116,18 +118,19 @@ def group_members(
                     yield sample
                     sample = None
                 if refused is None:
-                    raise data  # type: ignore[misc]
+                    raise error
                 if k is not None:
                     key, sample = k, None  # dropped, and the rest of its members after it
-                if not data.repeats and not refused(data):  # type: ignore[attr-defined, arg-type]
+                if not error.repeats and not refused(error):
                     return
                 continue
+            name, data, offset = item
             if name[:1] == "_" and is_meta(name):
                 continue
             raw = name  # as its header says it: what a restore finds at the offset
             if rename is not None:
                 name = rename(name)
-            k, named = split_key(name)  # type: ignore[assignment]
+            k, named = split_key(name)
             if k is None or named is None:
                 continue
             field = named.lower()
@@ -146,10 +149,10 @@ def group_members(
             elif field in sample:
                 raise SampleError(f"field {field!r} occurs twice in sample {k!r}", url=url, member=name, offset=offset)
             left -= len(data)
-            if left < 0:
+            if left < 0 and limits is not None:  # (no limits: the budget is unbounded)
                 what = f"the members of sample {k!r} add up to"
                 where = {"url": url, "member": name, "offset": offset}
-                over = limits.over(what, budget - left, "sample_bytes", "tarfile_to_samples", **where)  # type: ignore[union-attr]
+                over = limits.over(what, budget - left, "sample_bytes", "tarfile_to_samples", **where)
                 if refused is None:
                     raise over
                 sample = None

@@ -8,6 +8,7 @@ magic at 257, prefix at 345) with GNU's base-256 numbers.
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,7 @@ def checksum_ok(block: bytes) -> bool:
     return stored == signed + 8 * 32
 
 
-def first_bad_checksum(buf: bytes, positions: list[int], origin: int = 0) -> int:
+def first_bad_checksum(buf: bytes | mmap.mmap, positions: list[int], origin: int = 0) -> int:
     """Index into ``positions`` of the first header with a wrong checksum, or -1.
 
     Headers sit at ``origin`` plus multiples of the block size in ``buf``.

@@ -7,12 +7,25 @@ end of the data or before an error, which it keeps until the members before it a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Protocol
 
 from ..errors import ShardOpenError, TarFormatError, TruncatedShardError, WdsError
 from .headers import BLOCK
 
-__all__ = ["CHUNK", "ByOffset", "ExactSource", "discard"]
+__all__ = ["CHUNK", "ByOffset", "ExactSource", "Readable", "Seekable", "discard"]
+
+
+class Readable(Protocol):
+    """What a tar walk reads from: a shard's stream, a map of it, a shard read by offset."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+
+class Seekable(Readable, Protocol):
+    """A stream the walk can also move in (a local file, walked in C and then in Python from where C stopped)."""
+
+    def seek(self, offset: int, /) -> object: ...
+
 
 CHUNK = 1 << 20  # bytes per read while headers are dense
 
@@ -27,7 +40,7 @@ class ExactSource:
 
     __slots__ = ("_read", "_arrived", "url", "pending", "carry")
 
-    def __init__(self, stream: BinaryIO, url: object) -> None:
+    def __init__(self, stream: Readable, url: object) -> None:
         self._read = stream.read
         # a remote stream hands over the bytes that have arrived without waiting for the rest (RangeStream)
         self._arrived = getattr(stream, "read_arrived", None)
@@ -87,9 +100,9 @@ class ExactSource:
             return ShardOpenError(f"read failed: {type(exn).__name__}: {exn}", url=self.url)
         return exn
 
-    def short(self, message: str, **where: object) -> Exception:
+    def short(self, message: str, member: str | None = None, offset: int | None = None) -> Exception:
         """The error for data that ended early: the read error that ended it, if any, else a truncation."""
-        return self.pending or TruncatedShardError(message, url=self.url, **where)  # type: ignore[arg-type]
+        return self.pending or TruncatedShardError(message, url=self.url, member=member, offset=offset)
 
 
 class ByOffset:

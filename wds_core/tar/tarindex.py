@@ -37,6 +37,7 @@ from ..io.storage import RandomAccess, Storage
 from ..limits import DecodeLimits
 from .headers import BLOCK, EMPTY
 from .keys import is_meta, split_key
+from .members import Refused
 from .source import ByOffset
 from .walk import Walk
 
@@ -60,8 +61,11 @@ def walk_headers(
     ``limits.header_bytes`` are refused, an :class:`OverLimitError`, before
     their data is read), and every header's checksum is checked.
     """
-    for name, span, header in Walk.by_offset(ByOffset(read_at, size), url, limits).members():
-        yield name, header, span.start, len(span)  # type: ignore[attr-defined, arg-type]
+    for item in Walk.by_offset(ByOffset(read_at, size), url, limits).members():
+        span = item[1]
+        if isinstance(item, Refused) or not isinstance(span, range):  # pragma: no cover - a walk by offset raises
+            raise TypeError(f"a walk by offset gave {item!r}")  # its refusals and gives each member's offsets
+        yield item[0], item[2], span.start, len(span)
 
 
 @dataclass

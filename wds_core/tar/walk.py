@@ -14,9 +14,9 @@ from __future__ import annotations
 import mmap
 import sys
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import cast
 
-from ..errors import OverLimitError, TarFormatError, WdsError
+from ..errors import OverLimitError, TarFormatError
 from ..limits import DecodeLimits
 from . import compiled
 from .compiled import file_size, mapped_file, walk_file
@@ -40,7 +40,8 @@ from .headers import (
     pax_number,
     ustar_name,
 )
-from .source import ByOffset, ExactSource, discard
+from .members import Data, Item, Member, Refused, TarOptions
+from .source import ByOffset, ExactSource, Readable, Seekable, discard
 
 __all__ = ["DIRECT", "MAPPED_COPY", "MAPPED_SPAN", "Member", "Walk", "members_before"]
 
@@ -59,7 +60,7 @@ BY_OFFSET = 1 << 20  # a shard read by offset is walked this many bytes at a tim
 MAPPED_COPY = 16 << 10
 
 
-Member = tuple[str, bytes, int]
+Blocks = bytes | mmap.mmap | ByOffset  # what a window's headers are sliced from
 
 
 class Walk:
@@ -68,31 +69,29 @@ class Walk:
 
     def __init__(
         self,
-        stream: BinaryIO,
+        stream: Readable,
         url: object,
         start_offset: int,
         pax_global: dict[str, str] | None,
-        want: Callable[[str], bool] | None,
-        limits: DecodeLimits | None,
-        skipping: bool,
-        mapped: mmap.mmap | None,
+        options: TarOptions,
+        mapped: mmap.mmap | ByOffset | None,
         fd: int,
-        chunk: int,
     ) -> None:
-        self.url, self.want, self.skipping, self.mapped, self.fd = url, want, skipping, mapped, fd
-        self.src = ExactSource(stream if mapped is None else mapped, url)  # type: ignore[arg-type]
-        self.limits = limits = limits or DecodeLimits.of()
+        want = options.want
+        self.url, self.want, self.skipping, self.mapped, self.fd = url, want, options.skip_over_limit, mapped, fd
+        self.src = ExactSource(stream if mapped is None else mapped, url)
+        self.limits = limits = options.resolved_limits()
         self.max_member = limits.field_bytes
         self.ext = Extensions(url, limits, pax_global)
-        self.buf: bytes = b""
-        self.body: bytes | memoryview = self.buf  # what members' data are sliced from: buf, or a view of the map
+        self.buf: Blocks = b""
+        self.body: bytes | memoryview | range = b""  # what members' data are sliced from: buf, or a view of the map
         self.end = 0  # the end of the map's current window
         if mapped is not None:  # the walk goes window by window through the map itself: offsets are absolute
-            self.buf, self.end = mapped, start_offset  # type: ignore[assignment]
+            self.buf, self.end = mapped, start_offset
             # a shard read by offset gives each member's data as the range of offsets it takes (sliced in C)
-            self.body = range(len(mapped)) if isinstance(mapped, ByOffset) else memoryview(mapped)  # type: ignore[assignment]
+            self.body = range(len(mapped)) if isinstance(mapped, ByOffset) else memoryview(mapped)
         self.base = start_offset  # absolute offset of buf[0]
-        self.chunk = max(int(chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
+        self.chunk = max(int(options.chunk) // BLOCK, 1) * BLOCK  # whole blocks: a window never ends inside a header
         self.next_read = self.chunk
         self.skip = 0  # padding still to skip before the next header
         self.seen_any = start_offset > 0
@@ -101,7 +100,8 @@ class Walk:
         self.scan = compiled.SCAN if want is None else None
         self.size_of_file = file_size(fd) if self.scan is not None and mapped is None else -1  # the file walk's end
         # where scan reads the headers of a map from (buf is the map from the file's start then; else buf is a chunk)
-        self.header_fd = mapped_file(stream, mapped) if self.scan is not None and mapped is not None else -1
+        header_map = mapped if isinstance(mapped, mmap.mmap) else None
+        self.header_fd = mapped_file(stream, header_map) if self.scan is not None and header_map is not None else -1
         self.copy_below = MAPPED_COPY if mapped is not None else 0  # members as bytes sliced from buf, not views
         self.stream, self.span = stream, MAPPED_SPAN
         self.blocks: list[bytes] | None = None  # read by offset: the window's headers, for the batch check
@@ -110,24 +110,26 @@ class Walk:
     def by_offset(cls, shard: ByOffset, url: object, limits: DecodeLimits | None) -> Walk:
         """A walk of a shard read by offset that reads its headers alone: each member's data is the ``range`` of
         offsets it takes, never read, and no member is too large (:func:`~.tarindex.walk_headers`)."""
-        walk = cls(shard, url, 0, None, None, limits, False, shard, -1, BY_OFFSET)  # type: ignore[arg-type]
+        walk = cls(shard, url, 0, None, TarOptions(limits=limits, chunk=BY_OFFSET), shard, -1)
         walk.max_member, walk.scan, walk.copy_below, walk.header_fd = sys.maxsize, None, 0, -1
         walk.span, walk.blocks = 0, []  # a window ends after a member that crosses it; its headers kept apart
         return walk
 
-    def members(self, map_file: bool = True) -> Iterator[Member]:
+    def members(self, map_file: bool = True) -> Iterator[Item]:
         """The walk, window after window: every member to the end-of-archive block, or up to a problem, then the
         problem (:func:`~.tario.iter_members`)."""
         while True:
             if self.size_of_file >= 0 and self.ext.plain and self.src.pending is None:
-                yield from self.from_file(self.stream, map_file)
+                yield from self.from_file(map_file)
             origin, n = self.next_window()
             out, headers, pos, n, straddle, ended, problem = self.walk(origin, n)
-            if self.blocks is None:
-                bad = first_bad_checksum(self.buf, headers, origin)
+            buf = self.buf
+            if not isinstance(buf, ByOffset):
+                bad = first_bad_checksum(buf, headers, origin)
             else:  # the headers read by offset, one after the other
-                bad = first_bad_checksum(b"".join(self.blocks), list(range(0, BLOCK * len(headers), BLOCK)))
-                self.blocks.clear()
+                blocks = self.blocks or []
+                bad = first_bad_checksum(b"".join(blocks), list(range(0, BLOCK * len(headers), BLOCK)))
+                blocks.clear()
             if bad >= 0:
                 yield from members_before(out, self.base + headers[bad])
                 raise corrupt_header(self.base + headers[bad], self.url)
@@ -147,22 +149,24 @@ class Walk:
             else:
                 yield from self.straddling(straddle, n)
 
-    def cut_short(self, straddle: int) -> WdsError:
+    def cut_short(self, straddle: int) -> Exception:
         """The error for the member at ``buf[straddle]`` whose data runs past the end of the shard."""
         header = self.buf[straddle : straddle + BLOCK]
         kind = header[156]
         name = None if kind in EXTENSIONS else self.ext.name(header, 0, kind, self.base + straddle)
         label = name or decode_name(ustar_name(header, 0))
-        return self.src.short(ENDS_IN_MEMBER, member=label, offset=len(self.buf))  # type: ignore[return-value]
+        return self.src.short(ENDS_IN_MEMBER, member=label, offset=len(self.buf))
 
-    def from_file(self, stream: BinaryIO, map_file: bool) -> Iterator[Member]:
+    def from_file(self, map_file: bool) -> Iterator[Member]:
         """Plain members of a local file, in C straight from the file (a chunk's worth at a time), up to what
         stops it (an extension header, a bad header, the end), which the walk then goes on from."""
-        at = self.base + len(self.buf) + self.skip  # the next header
-        moved = yield from walk_file(self.scan, self.fd, at, self.size_of_file, self.max_member, self.chunk, map_file)  # type: ignore[arg-type]
+        scan, at = self.scan, self.base + len(self.buf) + self.skip  # the next header
+        if scan is None:  # pragma: no cover - the file walk is set up only with the compiled scan
+            return
+        moved = yield from walk_file(scan, self.fd, at, self.size_of_file, self.max_member, self.chunk, map_file)
         if moved != at:
             self.seen_any = True
-            stream.seek(moved)
+            cast(Seekable, self.stream).seek(moved)  # the file walk is a local file's
             self.base, self.buf, self.skip = moved, b"", 0
 
     def next_window(self) -> tuple[int, int]:
@@ -191,7 +195,7 @@ class Walk:
         self.seen_any = True
         return origin, n
 
-    def walk(self, origin: int, n: int) -> tuple[list[Member], list[int], int, int, int, bool, WdsError | None]:
+    def walk(self, origin: int, n: int) -> tuple[list[Item], list[int], int, int, int, bool, Exception | None]:
         """The members whose headers and data lie in ``buf[origin:n]``: ``(members, header positions, where the
         walk stopped, the window's end (a map's window takes in a large member), the header whose data runs past
         it or -1, whether the archive ended, a problem to raise after the members)``.
@@ -207,11 +211,11 @@ class Walk:
             self.skipping,
         )
         plain, size, pos, blocks, span = ext.plain, self.size, origin, self.blocks, self.span
-        out: list[Member] = []
+        out: list[Item] = []
         headers: list[int] = []
         straddle = -1
         ended = False
-        problem: WdsError | None = None  # a refusal (raise mode) or a bad header value, after the members before it
+        problem: Exception | None = None  # a refusal (raise mode) or a bad header value, after the members before it
         try:
             while pos + BLOCK <= n:
                 if scan is not None and plain:
@@ -250,10 +254,10 @@ class Walk:
                     name = decode_name(ustar_name(header, 0))
                     if want is None or want(name):
                         if size <= max_member:
-                            data = (buf if size < copy_below else body)[dpos:dend]
-                            out.append((name, data, base + pos))  # type: ignore[arg-type]
+                            data: Data = (buf if size < copy_below else body)[dpos:dend]
+                            out.append((name, data, base + pos))
                         elif skipping:
-                            out.append((name, _too_big(name, size, self.limits, url, base + pos), base + pos))  # type: ignore[arg-type]
+                            out.append(Refused(name, _too_big(name, size, self.limits, url, base + pos), base + pos))
                         else:
                             problem = _too_big(name, size, self.limits, url, base + pos)
                             break
@@ -268,7 +272,7 @@ class Walk:
                         if not skipping:
                             problem = refused
                             break
-                        out.append((None, refused, base + pos))  # type: ignore[arg-type]
+                        out.append(Refused(None, refused, base + pos))
                 else:
                     if not plain and not checksum_ok(header):
                         # a member named by extension headers is yielded at the offset of the first of them: it
@@ -277,20 +281,20 @@ class Walk:
                         break
                     item = _member(ext, header, kind, size, base + pos, want, max_member)
                     plain = ext.plain
-                    if item is not None:
-                        if item[1].__class__ is OverLimitError and not skipping:
-                            problem = item[1]  # type: ignore[assignment]
+                    if isinstance(item, Refused):
+                        if not skipping:
+                            problem = item.error
                             break
-                        refused_item = item[1].__class__ is OverLimitError
-                        data = (buf if size < copy_below else body)[dpos:dend]
-                        out.append(item if refused_item else (item[0], data, item[2]))  # type: ignore[arg-type]
+                        out.append(item)
+                    elif item is not None:
+                        out.append((item[0], (buf if size < copy_below else body)[dpos:dend], item[1]))
                 pos = dpos + ((size + BLOCK - 1) & ~(BLOCK - 1))
         except TarFormatError as exn:  # a pax size that is not a number, a malformed pax record
             problem = exn
         self.size = size
         return out, headers, pos, n, straddle, ended, problem
 
-    def straddling(self, straddle: int, n: int) -> Iterator[Member]:
+    def straddling(self, straddle: int, n: int) -> Iterator[Item]:
         """The member (or extension header) at ``buf[straddle]``, whose data runs past the window: the rest read
         directly (or dropped: a refused or unwanted member), then the walk goes on after it."""
         ext, skipping, size = self.ext, self.skipping, self.size
@@ -303,7 +307,7 @@ class Walk:
         read = self.src.read
         kind = header[156]
         taken: bytes | None = None  # the data, when it is read
-        yielded: Member | None = None
+        yielded: Item | None = None
         label: str | None = None  # what a truncation names
         if kind in EXTENSIONS:
             if ext.fits(kind, size) and kind != GNU_LONGLINK:
@@ -313,19 +317,19 @@ class Walk:
                 if refused is not None:
                     if not skipping:
                         raise refused
-                    yielded = (None, refused, header_offset)  # type: ignore[assignment]
+                    yielded = Refused(None, refused, header_offset)
             label = decode_name(ustar_name(header, 0))
         else:
             item = _member(ext, header, kind, size, header_offset, self.want, self.max_member)
-            if item is not None:
+            if isinstance(item, Refused):
+                label = item.name
+                if not skipping:
+                    raise item.error
+                yielded = item
+            elif item is not None:
                 label = item[0]
-                if item[1].__class__ is OverLimitError:
-                    if not skipping:
-                        raise item[1]  # type: ignore[misc]
-                    yielded = item  # type: ignore[assignment]
-                else:
-                    taken = have + read(size - len(have))
-                    yielded = (item[0], taken, item[2])
+                taken = have + read(size - len(have))
+                yielded = (item[0], taken, item[1])
             if label is None:
                 label = decode_name(ustar_name(header, 0))
         if taken is None:
@@ -358,10 +362,9 @@ def _member(
     offset: int,
     want: Callable[[str], bool] | None,
     max_member: int,
-) -> tuple[str, object, int] | None:
-    """A member ``header`` after extensions (or of another kind): ``(name, True, start)`` for a
-    wanted regular member, ``(name, OverLimitError, start)`` for a refused one, else ``None``; the pending
-    extensions are done with."""
+) -> tuple[str, int] | Refused | None:
+    """A member ``header`` after extensions (or of another kind): ``(name, start)`` for a wanted regular member, a
+    :class:`Refused` for a refused one, else ``None``; the pending extensions are done with."""
     name = ext.name(header, 0, kind, offset)
     start = ext.first(offset)
     refused = ext.refusal(name) if name is not None else None
@@ -370,7 +373,7 @@ def _member(
         return None
     if refused is None and size > max_member:
         refused = _too_big(name, size, ext.limits, ext.url, start)
-    return (name, True if refused is None else refused, start)
+    return (name, start) if refused is None else Refused(name, refused, start)
 
 
 def _bad_size(header: bytes, exn: Exception, url: object, offset: int) -> TarFormatError:
@@ -385,6 +388,6 @@ def _too_big(member: str | None, size: int, limits: DecodeLimits, url: object, o
     return limits.over(what, size, "field_bytes", "tarfile_to_samples", url=url, member=member, offset=offset)
 
 
-def members_before(out: list[Member], offset: int) -> list[Member]:
+def members_before(out: list[Item], offset: int) -> list[Item]:
     """The members of ``out`` that start before ``offset`` (those before a corrupt header)."""
     return [m for m in out if m[2] < offset]

@@ -47,11 +47,11 @@ def test_streaming_open_lru_cleanup_and_names(tmp_path):
 def test_cached_tarfile_to_samples_is_the_reader_with_a_shard_cache(tmp_path):
     write_shard(tmp_path / "s.tar", make_samples("c", 3))
     stage = cache.cached_tarfile_to_samples(cache_dir=str(tmp_path / "cc"), always=True)
-    assert isinstance(stage, wds_core.TarfileToSamples) and stage.cache is not None
+    assert isinstance(stage, wds_core.TarfileToSamples) and stage.options.storage.cache is not None
     keys = [s["__key__"] for s in wds_core.DataPipeline([str(tmp_path / "s.tar")], stage)]
     assert keys == ["c00000", "c00001", "c00002"]
     assert any(name.endswith("s.tar") for _, _, names in os.walk(tmp_path / "cc") for name in names)
-    assert cache.maybe_cached_tarfile_to_samples().cache is None
+    assert cache.maybe_cached_tarfile_to_samples().options.storage.cache is None
 
 
 def test_file_cache_in_secure_mode_writes_only_under_the_roots(tmp_path, http_server, monkeypatch):

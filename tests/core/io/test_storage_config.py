@@ -106,7 +106,7 @@ def test_storage_options_repr_hides_secrets():
     text = repr(options)
     assert "s3cr3t" not in text and "AKID" not in text and "T0KVALUE" not in text and "anon" in text
     stage = TarfileToSamples(storage_options={"secret": "s3cr3t"})
-    assert "s3cr3t" not in repr(stage.storage_options)
+    assert "s3cr3t" not in repr(stage.options.storage.options)
 
 
 def test_registered_options_travel_with_pickled_reading_stage():
@@ -118,15 +118,15 @@ def test_registered_options_travel_with_pickled_reading_stage():
     wds_core.unregister_rewrite()
     stage = pickle.loads(data)
     assert registered() == {"storage": {}, "rewrite": {}}
-    assert stage.storage.options_for("s3://travel/a") == {"key": "k", "secret": "s"}
-    assert stage.storage.rewrite("gs://x/a.tar") == "/y/a.tar"
+    assert stage.options.storage.options_for("s3://travel/a") == {"key": "k", "secret": "s"}
+    assert stage.options.storage.rewrite("gs://x/a.tar") == "/y/a.tar"
     assert options_for("s3://travel/a") == {} and rewrite_url("gs://x/a.tar") == "gs://x/a.tar"
     wds_core.register_storage("s3://travel/", key="local-wins")  # what the receiving process registers wins
-    assert stage.storage.options_for("s3://travel/a") == {"key": "local-wins"}
+    assert stage.options.storage.options_for("s3://travel/a") == {"key": "local-wins"}
     again = pickle.loads(pickle.dumps(stage))  # carried on when pickled again (a worker's worker)
     wds_core.unregister_storage()
-    assert again.storage.options_for("s3://travel/a") == {"key": "local-wins"}
-    assert again.storage.rewrite("gs://x/a.tar") == "/y/a.tar"
+    assert again.options.storage.options_for("s3://travel/a") == {"key": "local-wins"}
+    assert again.options.storage.rewrite("gs://x/a.tar") == "/y/a.tar"
 
 
 def test_prefix_must_be_a_string():

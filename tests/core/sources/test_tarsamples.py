@@ -121,3 +121,24 @@ def test_big_members_read_intact(tmp_path):
     blobs = [os.urandom(n) for n in (3 << 20, 1, 1 << 20, 70_000)]
     path = write_shard(tmp_path / "big.tar", [{"__key__": f"b{i}", "bin": b} for i, b in enumerate(blobs)])
     assert [s["bin"] for s in WebDataset(path)] == blobs
+
+
+def test_the_reading_options_travel_whole_into_the_reader(tmp_path):
+    """Issue 66: ShardReadOptions reaches the reader as it was given (no constructor unpacks it into loose
+    arguments to pack again); a stage pickled by an older wds, with loose settings, reads as before."""
+    import pickle
+
+    from wds_core.sources.readoptions import ShardReadOptions
+    from wds_core.sources.tarsamples import TarfileToSamples
+
+    options = ShardReadOptions(handler=wds_core.ignore_and_continue, zero_copy=True, check_versions=False)
+    stage = TarfileToSamples.from_options(options)
+    assert stage.options is options
+    back = pickle.loads(pickle.dumps(stage)).options  # into a worker: the same options (its Storage a copy)
+    assert (back.handler, back.zero_copy, back.check_versions) == (wds_core.ignore_and_continue, True, False)
+    older = TarfileToSamples.__new__(TarfileToSamples)
+    older.__setstate__({"handler": wds_core.warn_and_continue, "select_files": None, "rename_files": None,
+                        "storage_options": {"anon": True}, "retry": None, "read_ahead": None, "cache": None,
+                        "limits": None, "zero_copy": True, "local_path": False})  # fmt: skip
+    assert older.options.handler is wds_core.warn_and_continue and older.options.zero_copy
+    assert older.options.storage.options == {"anon": True} and older.options.check_versions

@@ -11,6 +11,7 @@ from wds_core.errors import OverLimitError, ShardOpenError, TruncatedShardError,
 from wds_core.fieldcodecs.bounded import DecodeLimits
 from wds_core.tar.cursor import Cursor
 from wds_core.tar.grouping import group_members, split_key
+from wds_core.tar.members import Refused
 
 webdataset = pytest.importorskip("webdataset")
 from webdataset.tariterators import base_plus_ext  # noqa: E402
@@ -74,7 +75,7 @@ def test_the_compiled_grouping_gives_what_the_python_loop_gives(items, ending, b
             for i, (name, data) in enumerate(items):
                 if isinstance(data, bool):  # a member the reader refused (data=True: an unnamed refusal)
                     refusal = OverLimitError("over", url=url, member=None if data else name, offset=i * 512)
-                    yield (None if data and i % 2 else name), refusal, i * 512
+                    yield Refused((None if data and i % 2 else name), refusal, i * 512)
                 else:
                     yield name, data, i * 512
             if ending == "cut":

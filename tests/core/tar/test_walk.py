@@ -7,12 +7,13 @@ import pytest
 
 from tests.conftest import tar_bytes
 from wds_core.errors import TarFormatError, TruncatedShardError
+from wds_core.tar.members import TarOptions
 from wds_core.tar.source import ByOffset
 from wds_core.tar.walk import Walk, members_before
 
 
 def stream_walk(data: bytes, **options) -> list:
-    walk = Walk(io.BytesIO(data), "s.tar", 0, None, None, None, False, None, -1, options.pop("chunk", 1 << 20))
+    walk = Walk(io.BytesIO(data), "s.tar", 0, None, TarOptions(chunk=options.pop("chunk", 1 << 20)), None, -1)
     return list(walk.members())
 
 

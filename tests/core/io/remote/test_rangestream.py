@@ -51,8 +51,12 @@ def read_with(monkeypatch, plan):
         return original(source, url, retry, plan, stats)
 
     monkeypatch.setattr(wds_core.io.backends.ranged, "open_remote", opener)
-    # what a reader's shards may request together
-    monkeypatch.setattr(wds_core.sources.readoptions.ShardReading, "read_ahead", property(lambda self: plan))
+    # what a reader's shards may request together: the read-ahead of every storage context made from here on
+    init = wds_core.io.storage.Storage.__init__
+    names = init.__code__.co_varnames[1 : init.__code__.co_argcount]
+    defaults = list(init.__defaults__)
+    defaults[names.index("read_ahead") - (len(names) - len(defaults))] = plan
+    monkeypatch.setattr(init, "__defaults__", tuple(defaults))
 
 
 def small_ranges(monkeypatch, size=4096):
