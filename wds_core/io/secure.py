@@ -19,10 +19,11 @@ rewrites (shards, descriptors, spec files, counts files, indexes, ``gopen``):
 * a URL is allowed when its protocol is one of :data:`DEFAULT_PROTOCOLS`
   (``s3``, ``gs``, ``http(s)``...) or of the configured protocols; an fsspec
   chain (``simplecache::s3://...``) only when every link's protocol is;
-* a local path or ``file://`` URL only under an allowed root, checked on
-  what was opened (the file descriptor's own path), so a symbolic link
-  swapped after the check cannot lead out; writes go through a descriptor of
-  the checked folder;
+* a local path or ``file://`` URL only under an allowed root: named under
+  one here (:func:`check_allowed`, for a clear refusal before anything is
+  opened), and reached from the root's descriptor by the file gate
+  (:mod:`.files`, :mod:`.roots`), so no symbolic link, swapped in at any
+  moment, leads out;
 * everything else is refused: ``pipe:`` commands, ``-`` (standard
   input/output), ``local://``, ``memory://``, ``tar://``, ``zip://``,
   ``dir::``, registered scheme openers for other schemes (``name:/path`` is
@@ -52,14 +53,12 @@ from .registry import registered_scheme
 __all__ = [
     "DEFAULT_PROTOCOLS",
     "check_allowed",
-    "check_local",
     "refusal",
     "refuse_pickle",
     "secure_mode",
     "secure_protocols",
     "secure_roots",
     "set_secure",
-    "verify_opened",
 ]
 
 DEFAULT_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "http", "https"})
@@ -131,7 +130,7 @@ _READ_IT = object()
 def check_allowed(url: Any, action: str = "read", opener: Any = _READ_IT) -> None:
     """Refuse ``url`` (after rewrites) in secure mode unless it is on the allowlist (see the module doc).
 
-    A local path is checked by name here; :func:`verify_opened` checks what was then opened.  ``opener``: the
+    A local path is checked by name here; the file gate reaches it from its root when it is opened.  ``opener``: the
     scheme of the registered opener that opens ``url`` as the storage layer read it
     (:func:`wds_core.io.backends.route`), else it is read here.
     """
@@ -165,13 +164,6 @@ def _allowed() -> str:
     )
 
 
-def check_local(path: str, action: str = "read") -> None:
-    """In secure mode, refuse the local ``path`` unless it is under an allowed root (resolved: a link on the way
-    counts where it leads)."""
-    if secure_mode():
-        _check_local(os.path.realpath(path), path, action)
-
-
 def _check_local(real: str, shown: str, action: str) -> None:
     roots = secure_roots()
     if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
@@ -183,24 +175,6 @@ def _check_local(real: str, shown: str, action: str) -> None:
         f"it is not under an allowed root ({where}); add its folder to WDS_SECURE_ROOTS or the config file's "
         "secure_roots",
     )
-
-
-def verify_opened(fd: int, path: str, action: str = "read") -> None:
-    """In secure mode, check that the file (or folder) opened as ``fd`` is under an allowed root: the check of
-    what was opened, not of a name a link could redirect in between."""
-    if not secure_mode():
-        return
-    try:
-        real = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:  # no /proc: the name, resolved now, must still be the opened file
-        real = os.path.realpath(path)
-        try:
-            opened, named = os.fstat(fd), os.stat(real)
-        except OSError:
-            named = None
-        if named is None or (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
-            raise refusal(action, f"the local path {path}", "it changed while it was opened") from None
-    _check_local(real, path, action)
 
 
 def refuse_pickle(what: str = "allow_pickle=True") -> None:
