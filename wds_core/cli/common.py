@@ -35,6 +35,36 @@ def subcommand(commands: argparse._SubParsersAction, name: str, help: str, run: 
     return parser
 
 
+_WILDCARD = re.compile(r"[*?\[]")
+
+
+def spec_urls(spec: str) -> list[str]:
+    """The shard URLs of a spec given on the command line: braces expanded, and a local path with wildcards the shell
+    left alone (a quoted ``"shards/train-*.tar"``) the files it matches, in sorted order; wildcards in a remote URL
+    are refused with the spelling that works there."""
+    from ..errors import SpecError
+    from ..io import files
+    from ..io.localfiles import local_path
+    from ..io.urls import expand_urls
+
+    urls: list[str] = []
+    for url in expand_urls(spec):
+        path = local_path(url)
+        if not _WILDCARD.search(url) or (path is not None and files.exists(path)):
+            urls.append(url)
+        elif path is not None:
+            matched = sorted(files.glob(path))
+            if not matched:
+                raise SpecError(f"no file matches {url!r}")
+            urls += matched
+        else:
+            raise SpecError(
+                f"{url!r} has wildcards, which are expanded for local paths only: name remote shards with braces, "
+                "e.g. s3://bucket/train-{000000..000099}.tar"
+            )
+    return urls
+
+
 def byte_size(text: str) -> int:
     """``"4GB"``, ``"512MiB"``, ``"1e9"`` as a number of bytes (an argparse type)."""
     try:

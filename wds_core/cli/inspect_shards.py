@@ -21,17 +21,16 @@ import sys
 import time
 from typing import Any
 
-from ..errors import TarFormatError, WdsError
+from ..errors import ShardNotFoundError, TarFormatError, WdsError
 from ..io import files
 from ..io.destinations import stale_partials
 from ..io.storage import local_path
-from ..io.urls import expand_urls
 from ..sources.descriptor import load_descriptor
 from ..sources.tarsamples import TarfileToSamples
 from ..tar.grouping import group_members, is_meta
 from ..tar.headers import BLOCK, checksum_ok
 from ..tar.tario import iter_members, open_decompressed
-from .common import md5_of, subcommand
+from .common import md5_of, spec_urls, subcommand
 from .progress import Progress, human_bytes
 
 __all__ = ["add_parsers", "shard_list"]
@@ -47,7 +46,7 @@ def shard_list(specs: list[str]) -> tuple[list[str], dict[str, dict[str, Any]]]:
                 urls.append(entry["url"])
                 stated[entry["url"]] = entry
         else:
-            urls += expand_urls(spec)
+            urls += spec_urls(spec)
     return urls, stated
 
 
@@ -218,19 +217,26 @@ def _next_header(stream: Any, offset: int) -> int | None:
 
 
 def _check_shard(url: str) -> tuple[int, list[str]]:
-    """``(samples, problems)`` of one shard; in an uncompressed local shard, reading resumes after each bad header."""
+    """``(samples, problems)`` of one shard; in an uncompressed local shard, reading resumes after each bad header.
+    A shard that is not there is a :class:`ShardNotFoundError`."""
     path = local_path(url)
     if path is None:
         count = 0
         try:
             for _ in _samples(url):
                 count += 1
+        except ShardNotFoundError:
+            raise
         except WdsError as exn:
             return count, [str(exn)]
         return count, []
     problems: list[str] = []
     count, offset = 0, 0
-    with files.open_file(path, "rb") as raw:
+    try:
+        raw = files.open_file(path, "rb")
+    except FileNotFoundError:
+        raise ShardNotFoundError("no such shard", url=url) from None
+    with raw:
         stream, compressed = open_decompressed(raw)
         if not compressed:
             raw.seek(0)
@@ -273,7 +279,13 @@ def run_verify(args: argparse.Namespace) -> int:
     problems = samples = 0
     progress = Progress(len(urls), "verified")
     for number, url in enumerate(urls):
-        count, errors = _check_shard(url)
+        try:
+            count, errors = _check_shard(url)
+        except ShardNotFoundError:  # one problem, as a damaged shard is: the others are verified all the same
+            problems += 1
+            print(f"MISSING {url}: no such shard")
+            progress.update(number + 1, samples, 0)
+            continue
         for error in errors:
             problems += 1
             print(f"CORRUPT {url}: {error}")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import signal
 import sys
 
 from ..errors import redact
+from ..version import __version__
 from . import demo, doctor, index, inspect_shards, profile, reshape, shardfiles
 from .common import add_storage_arguments, apply_storage_arguments, tidy_help
 
@@ -35,10 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_parser(commands)
     profile.add_parser(commands)
     doctor.add_parser(commands)
+    parser.add_argument("--version", action="version", version=f"wds {__version__}")
     for command in commands.choices.values():
         add_storage_arguments(command)
     tidy_help(parser)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's own parser, with its usage and the option most like each
+        _unknown_options(commands.choices[args.command], unknown)
     try:
         apply_storage_arguments(args)
         return int(args.run(args) or 0)
@@ -51,6 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exn:  # noqa: BLE001 - the CLI reports every failure the same way
         print(redact(f"wds {args.command}: {type(exn).__name__}: {exn}"), file=sys.stderr)  # any error's text
         return 1
+
+
+def _unknown_options(command: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """Exit as argparse does, with ``command``'s usage and, for a mistyped option, the one meant."""
+    known = [option for action in command._actions for option in action.option_strings]
+    said = []
+    for word in unknown:
+        guess = difflib.get_close_matches(word.split("=", 1)[0], known, n=1) if word.startswith("-") else []
+        said.append(f"{word} (did you mean {guess[0]}?)" if guess else word)
+    command.error(f"unrecognized arguments: {' '.join(said)}")
 
 
 if __name__ == "__main__":  # pragma: no cover

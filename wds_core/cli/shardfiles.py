@@ -19,12 +19,11 @@ from typing import Any
 from ..errors import ShardNotFoundError, SpecError
 from ..io import files
 from ..io.storage import Storage, create_shard, local_path, open_shard
-from ..io.urls import expand_urls
 from ..tar.grouping import split_key
 from ..tar.tarindex import index_shard
 from ..tar.tario import iter_members, open_decompressed
 from ..writer import ShardWriter
-from .common import byte_size, subcommand
+from .common import byte_size, spec_urls, subcommand
 from .progress import Progress, human_bytes
 
 __all__ = ["add_parsers", "copy_plan", "files_by_sample", "safe_member_path"]
@@ -98,7 +97,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    urls = [url for spec in args.urls for url in expand_urls(spec)]
+    urls = [url for spec in args.urls for url in spec_urls(spec)]
     for url in urls:
         index = index_shard(url)
         if args.json:
@@ -114,7 +113,7 @@ def run_ls(args: argparse.Namespace) -> int:
 
 def run_cat(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
-    urls = expand_urls(args.url)
+    urls = spec_urls(args.url)
     if args.key is None:
         for url in urls:
             with open_shard(url) as stream:
@@ -128,9 +127,11 @@ def run_cat(args: argparse.Namespace) -> int:
             break
     if not found:
         raise SpecError(f"no sample {args.key!r} in {args.url}")
+    if args.field is not None and args.field not in found:
+        raise SpecError(f"sample {args.key!r} has no field {args.field!r}; its fields are {sorted(found)}")
     field = args.field or (next(iter(found)) if len(found) == 1 else None)
-    if field is None or field not in found:
-        raise SpecError(f"give --field: sample {args.key!r} has fields {sorted(found)}")
+    if field is None:
+        raise SpecError(f"sample {args.key!r} has several fields, {sorted(found)}: say which with --field")
     out.write(found[field])
     return 0
 
@@ -216,7 +217,7 @@ _SHARD_SUFFIXES = (".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst")
 
 
 def run_cp(args: argparse.Namespace) -> int:
-    sources = [url for spec in args.sources for url in expand_urls(spec)]
+    sources = [url for spec in args.sources for url in spec_urls(spec)]
     plan = copy_plan(sources, args.destination, Storage())
     progress = Progress(len(sources), "copied")
     nbytes = 0

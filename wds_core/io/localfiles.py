@@ -25,6 +25,7 @@ __all__ = [
     "local_random_access",
     "map_file",
     "map_whole",
+    "not_found",
     "open_local",
     "url_of",
 ]
@@ -50,12 +51,23 @@ def local_path(url: str) -> str | None:
     return url
 
 
+def not_found(url: str) -> str:
+    """What to say of a local shard that is not there: a name with wildcards (``train-*.tar``, quoted so that the
+    shell left them) is taken as it is, which the message says."""
+    if "*" in url or "?" in url:
+        return (
+            "shard not found (wildcards are not expanded in a shard spec: name shards with braces, as in "
+            "train-{000000..000099}.tar, or let the shell expand them)"
+        )
+    return "shard not found"
+
+
 def open_local(path: str, url: str) -> BinaryIO:
     """A local shard file, unbuffered, with wds's errors for a missing or unreadable one."""
     try:
         return open_file(path, "rb", buffering=0)  # type: ignore[no-any-return]  # secure mode: checked on the file
     except FileNotFoundError:
-        raise ShardNotFoundError("shard not found", url=url) from None
+        raise ShardNotFoundError(not_found(url), url=url) from None
     except OSError as exn:
         raise ShardOpenError(f"cannot open shard: {exn.strerror or exn}", url=url) from None
 

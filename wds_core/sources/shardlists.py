@@ -114,7 +114,7 @@ def _check_local_shards(urls: list[str], storage: Storage | None) -> None:
     """A :class:`ShardNotFoundError` naming the local shards of ``urls`` that do not exist (a ``stat`` each)."""
     from ..errors import ShardNotFoundError
     from ..io import files
-    from ..io.localfiles import local_path
+    from ..io.localfiles import local_path, not_found
     from ..io.registry import registered_scheme
     from ..io.secure import check_allowed
     from ..io.storage import Storage
@@ -131,9 +131,10 @@ def _check_local_shards(urls: list[str], storage: Storage | None) -> None:
             missing.append(url)
     if missing:
         named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        hint = not_found(missing[0])[len("shard not found") :]  # the spelling a wildcard wants, if any
         raise ShardNotFoundError(
             f"{len(missing)} of the {len(urls)} shards of this epoch do not exist (checked before reading any): "
-            f"{named}",
+            f"{named}{hint}",
             url=missing[0],
         )
 

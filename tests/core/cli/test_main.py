@@ -97,7 +97,7 @@ def test_ls_and_cat(data, tmp_path):
     missing = wds_cli("cat", shard, "--key", "nope", check=False)
     assert missing.returncode == 1 and b"no sample 'nope'" in missing.stderr
     ambiguous = wds_cli("cat", shard, "--key", "s0-00003", check=False)
-    assert ambiguous.returncode == 1 and b"give --field" in ambiguous.stderr
+    assert ambiguous.returncode == 1 and b"say which with --field" in ambiguous.stderr
 
 
 def test_stats_table_and_json(data, tmp_path):
@@ -464,3 +464,29 @@ def test_cp_checks_every_source_and_destination_before_copying(tmp_path):
     assert onto.returncode == 1 and b"onto itself" in onto.stderr
     wds_cli("cp", f"{tmp_path}/a/{{other,shard}}.tar", f"{out}/")
     assert sorted(os.listdir(out)) == ["other.tar", "shard.tar"]
+
+
+def test_wrong_inputs_get_one_clear_line_each(data, tmp_path, capsys):
+    """Issue 67: a missing shard among others is one problem of `wds verify`, which verifies the rest; a missing
+    field is named with the sample's fields; a mistyped option is the command's own usage with the option meant;
+    `wds --version`; a quoted wildcard is expanded for local paths and refused, with the spelling that works, for
+    remote ones."""
+    spec, keys = data
+    first = spec.replace("{0..2}", "0")
+    verified = wds_cli("verify", tmp_path / "nosuch.tar", first, check=False)
+    assert verified.returncode == 1 and f"MISSING {tmp_path / 'nosuch.tar'}: no such shard".encode() in verified.stdout
+    assert b"1 problem: 2 shards, 7 samples read" in verified.stderr
+    field = wds_cli("cat", first, "--key", keys[0], "--field", "png", check=False)
+    assert b"has no field 'png'; its fields are ['cls', 'json', 'txt']" in field.stderr
+    typo = wds_cli("ls", "--jsn", first, check=False)
+    assert typo.returncode == 2 and b"usage: wds ls" in typo.stderr and b"did you mean --json?" in typo.stderr
+    version = wds_cli("--version")
+    assert version.stdout.decode().strip() == f"wds {wds.__version__}"
+    listed = wds_cli("ls", str(tmp_path / "d-*.tar"), "--json")
+    assert [json.loads(line)["url"] for line in listed.stdout.splitlines()] == [
+        str(tmp_path / f"d-{s}.tar") for s in range(3)
+    ]
+    remote = wds_cli("ls", "s3://bucket/d-*.tar", check=False)
+    assert b"expanded for local paths only" in remote.stderr and b"{000000..000099}" in remote.stderr
+    with pytest.raises(wds.ShardNotFoundError, match=r"wildcards are not expanded .* braces"):
+        list(wds.WebDataset(str(tmp_path / "x-*.tar")))
