@@ -262,6 +262,7 @@ def test_local_path_only_where_webdataset_gives_it(tmp_path, http_server):
             assert [s["__local_path__"] for s in ours] == [s["__local_path__"] for s in theirs], (url, how, cache)
 
 
+@pytest.mark.filterwarnings("ignore:WebDataset\\(shardshuffle=:UserWarning")  # webdataset's own, about its call
 def test_a_dataset_of_shards_is_the_source_as_in_webdataset_0_2(tmp_path):
     """Issue 57: 0.2.x code builds ``wds.WebDataset(wds.SimpleShardList([...]))`` and gets that dataset as the shard
     source (no node or worker split, no shard shuffle: webdataset 0.2.86 ``append``s it after ``assert not

@@ -50,7 +50,7 @@ def test_fluid_methods_return_new_pipelines(shards):
 
 def test_with_length_is_picklable_and_len_without_it_is_a_type_error(shards):
     spec, paths, keys = shards
-    ds = wds.WebDataset(spec).shuffle(10).with_length(100)
+    ds = wds.WebDataset(spec).shuffle(10).with_length(100, silent=True)
     clone = pickle.loads(pickle.dumps(ds))
     assert len(clone) == 100 and len(list(clone)) == len(keys)
     with pytest.raises(TypeError):
