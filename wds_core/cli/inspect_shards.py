@@ -122,7 +122,12 @@ MAX_LABEL = 256  # bytes of a label value kept (a label is short; a long field i
 def shuffle_lines(shuffled: dict[str, Any], shards: int, args: argparse.Namespace) -> list[str]:
     """What ``wds stats --shuffle`` says: the measures, then advice on what the user cares about (a label's
     mix when there is one; the shards a batch holds otherwise, which says little of shards already shuffled)."""
-    lines = [f"an epoch of {shuffled['pipeline']}, batches of {shuffled['batch_size']}: "
+    lines = []
+    if "batch_size_asked" in shuffled:
+        lines.append(f"batches of {shuffled['batch_size_asked']} would hold more than 1/{BATCHES_TO_TELL} of the "
+                     f"{shuffled['samples']:,} samples, which mixes any order alike: measured with batches of "
+                     f"{shuffled['batch_size']} instead (--batch-size)")  # fmt: skip
+    lines += [f"an epoch of {shuffled['pipeline']}, batches of {shuffled['batch_size']}: "
              f"{shuffled['distinct_per_batch']:.1f} distinct shards a batch against "
              f"{shuffled['global_distinct_per_batch']:.1f} for a global shuffle "
              f"(diversity {shuffled['diversity_ratio']:.2f}); displacement {shuffled['displacement']:.3f} "
@@ -169,6 +174,15 @@ def _no_label_mix(mixing: dict[str, Any], samples: int) -> str | None:
     return None
 
 
+BATCHES_TO_TELL = 8  # an epoch of fewer batches than this holds too much of the data in each to say how it mixes
+
+
+def telling_batch(asked: int, samples: int) -> int:
+    """The batch size whose mix can say how an epoch of ``samples`` is ordered: ``asked``, unless a batch of it
+    would hold so much of the data (more than 1/8) that any order mixes it; then the largest that holds 1/8."""
+    return asked if samples >= BATCHES_TO_TELL * asked else max(2, samples // BATCHES_TO_TELL)
+
+
 def _shuffle_report(
     urls: list[str],
     stored: list[list[tuple[str, str]]],
@@ -184,18 +198,20 @@ def _shuffle_report(
     lanes = args.interleave
     dataset = WebDataset(urls, shuffle=True, seed=args.seed, interleave=lanes).shuffle(args.buffer)
     order = [(sample["__url__"], sample["__key__"]) for sample in dataset]
-    quality = shuffle_quality(order, storage_order(stored), batch_size=args.batch_size)
+    batch = telling_batch(args.batch_size, len(order))
+    quality = shuffle_quality(order, storage_order(stored), batch_size=batch)
     reading = "" if lanes is None else f", interleave={lanes}"
     report = {
         "pipeline": f"WebDataset(..., shuffle=True{reading}).shuffle({args.buffer})",
         "samples_held": args.buffer + (lanes or 0),
         **quality.as_dict(),
     }
+    if batch != args.batch_size:
+        report["batch_size_asked"] = args.batch_size
     mixing = None
     if label is not None:
         in_storage = [labels.get(sample) for shard in stored for sample in shard]
-        mixing = label_mixing(label, [labels.get(sample) for sample in order], in_storage, args.batch_size,
-                              seed=args.seed)  # fmt: skip
+        mixing = label_mixing(label, [labels.get(sample) for sample in order], in_storage, batch, seed=args.seed)
         report["labels"] = mixing.as_dict()
     if args.svg:
         from .shufflechart import shuffle_svg

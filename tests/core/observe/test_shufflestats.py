@@ -171,3 +171,21 @@ def test_the_charts_are_named_in_the_commands_help(capsys):
     assert "docs/benchmarks.md" in text and "benchmarks/README.md" in text
     charts = re.findall(r"\]\(images/([\w.-]+\.svg)\)", page)
     assert len(charts) >= 3 and all((root / "docs" / "images" / c).exists() for c in charts if c != "benchmarks.svg")
+
+
+def test_a_batch_holding_much_of_a_small_dataset_is_no_evidence_of_mixing(tmp_path, capsys):
+    """Issue 67: 300 samples stored class by class in 3 shards, batches of 256: any order mixes such a batch, and
+    the verdict was "the shards are already shuffled"; the measure is now made with batches that can tell."""
+    from wds_core.cli.main import main
+
+    samples = [{"__key__": f"c{c}-{i:03d}", "cls": b"%d" % c} for c in range(3) for i in range(100)]
+    for s in range(3):
+        write_shard(tmp_path / f"small-{s}.tar", samples[s * 100 : (s + 1) * 100], ("cls",))
+    spec = str(tmp_path / "small-{0..2}.tar")
+    assert main(["stats", spec, "--shuffle", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["shuffle"]
+    assert report["batch_size_asked"] == 256 and report["batch_size"] == 37
+    assert report["labels"]["storage_ratio"] < 0.9  # stored class by class: not "already shuffled"
+    assert main(["stats", spec, "--shuffle"]) == 0
+    out = capsys.readouterr().out
+    assert "batches of 256 would hold more than 1/8 of the 300 samples" in out and "already shuffled" not in out
