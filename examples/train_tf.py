@@ -20,6 +20,7 @@ def main() -> None:
         .decode("rgb8")
         .to_tuple("jpg", "cls")
         .map_tuple(float_features, int)  # module-level functions: the workers get the pipeline pickled
+        .with_epoch(args.shards * args.samples_per_shard)  # an epoch's length, which Keras wants (n in all)
     )
     source = wds_tf.TFSource(pipeline, batch_size=args.batch_size, num_workers=args.workers)
     dataset = source.dataset()  # batches, made in the workers
@@ -31,7 +32,7 @@ def main() -> None:
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-    history = model.fit(dataset, epochs=args.epochs, verbose=0)
+    history = model.fit(dataset, epochs=args.epochs, verbose=0, shuffle=False)  # wds shuffles (Keras cannot, here)
     for epoch, (loss, accuracy) in enumerate(zip(history.history["loss"], history.history["accuracy"])):
         print(f"epoch {epoch}: loss {loss:.3f}, accuracy {accuracy:.2f}")
 

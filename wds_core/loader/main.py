@@ -27,10 +27,13 @@ timing.  ``in_order=False`` takes whichever item is ready first instead.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
+import multiprocessing.util  # its exit handler first, so that ours (registered after) runs before it
 import os
 import pickle
 import queue as queue_module
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -163,6 +166,7 @@ class _Workers:
     """The worker processes, their queues and shared-memory slots; they run one epoch per command."""
 
     def __init__(self, loader: Loader) -> None:
+        _OPEN.add(self)
         n = loader.num_workers
         ctx: Any = multiprocessing.get_context(loader.start_method)
         if ctx.get_start_method() != "fork":
@@ -264,6 +268,21 @@ class _Workers:
         for reader in self.readers:
             if reader is not None:
                 reader.close()
+
+
+_OPEN: weakref.WeakSet[_Workers] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_workers() -> None:
+    """At the interpreter's exit, end the workers of every loader still open (persistent ones that a framework holds
+    to the end: a ``tf.data`` dataset keeps its ``TFSource``) and unlink their slots, before multiprocessing's own
+    exit handler: so nothing outlives the process, and its resource tracker finds no shared memory left."""
+    for workers in list(_OPEN):
+        try:
+            workers.close()
+        except Exception:  # noqa: BLE001 - the interpreter is ending: close what can be closed
+            pass
 
 
 class _LoaderRun:
