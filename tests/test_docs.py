@@ -173,3 +173,11 @@ def test_a_long_label_is_wrapped_not_cut():
     assert " ".join(t for t in texts if t and ("crop_images" in t or "num_threads" in t or "imagenet" in t)) == label
     assert not any(t and t.endswith("…") for t in texts)
     assert hooks.wrapped(label, 58) == [label[: label.index(" num_threads")], label[label.index("num_threads") :]]
+
+
+def test_every_api_page_says_how_to_read_it_in_a_clone():
+    """Issue 67: the API reference was `:::` lines when read in a clone; each page says it is built, how to build
+    it, and how to read a module without building it."""
+    for page in sorted((ROOT / "docs" / "api").glob("*.md")):
+        text = page.read_text()
+        assert "*Read built:*" in text and "mkdocs serve" in text and "python -m pydoc" in text, page
