@@ -15,6 +15,7 @@ errors here rather than silently different samples later.
 from __future__ import annotations
 
 import os
+import re
 import tarfile
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,7 +31,7 @@ from .sources.descriptor import write_descriptor
 from .tar.tarindex import ShardIndex
 from .tar.tarwrite import MemberPacker, end_of_archive
 
-__all__ = ["ShardWriter", "TarWriter"]
+__all__ = ["ShardWriter", "TarWriter", "brace_spec", "existing_shards"]
 
 _FLUSH = 1 << 20
 _BYTES = (bytes, bytearray, memoryview)
@@ -268,6 +269,74 @@ class TarWriter(CommitOnExit):
         self._sink.abort()
 
 
+_FIELD = re.compile(r"%[-#0 +]*\d*[diu]")  # the numbered field of a shard pattern
+
+
+def _numbered(pattern: str) -> tuple[str, re.Pattern[str]] | None:
+    """The folder of the local ``pattern`` and a regular expression of its file names (the number a group), or
+    ``None`` when that cannot be said (a remote pattern, a field in the folder, a ``%%``)."""
+    path = local_path(pattern)
+    if path is None:
+        return None
+    folder, name = os.path.split(os.path.abspath(path))
+    field = _FIELD.search(name)
+    if field is None or "%" in folder or "%" in name[: field.start()] + name[field.end() :]:
+        return None
+    return folder, re.compile(re.escape(name[: field.start()]) + r"(\d+)" + re.escape(name[field.end() :]))
+
+
+def existing_shards(pattern: str, start: int = 0) -> list[tuple[int, str]]:
+    """``[(number, path)]`` of the local files that ``pattern`` names as shards numbered ``start`` or more: what an
+    earlier run left (none for a remote pattern, whose listing is not asked for)."""
+    found = _numbered(pattern)
+    if found is None:
+        return []
+    folder, names = found
+    try:
+        entries = files.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    shards = []
+    for entry in entries:
+        matched = names.fullmatch(entry)
+        if matched and int(matched[1]) >= start and os.path.basename(pattern % int(matched[1])) == entry:
+            shards.append((int(matched[1]), os.path.join(folder, entry)))
+    return sorted(shards)
+
+
+def brace_spec(pattern: str, first: int, last: int) -> str:
+    """The brace spec of the shards ``pattern % first`` to ``pattern % last``: ``out/train-{000000..000002}.tar``
+    (the name itself for one shard)."""
+    if first == last:
+        return pattern % first
+    field = list(_FIELD.finditer(pattern))[-1]
+    return f"{pattern[: field.start()]}{{{field.group() % first}..{field.group() % last}}}{pattern[field.end() :]}"
+
+
+def refuse_existing(pattern: str, start: int, option: str) -> None:
+    """A :class:`SpecError` naming the shards of ``pattern`` from ``start`` that are there already, and ``option``
+    (how to replace them); nothing when there are none."""
+    found = existing_shards(pattern, start)
+    if found:
+        named = ", ".join(path for _, path in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise SpecError(
+            f"{len(found)} shard{'s' if len(found) > 1 else ''} of the pattern {pattern!r} are there already "
+            f"({named}): an earlier run's, which would stay beside the new ones (a spec over them would read both); "
+            f"{option} replaces the whole set, the shards this run does not write removed, or write elsewhere"
+        )
+
+
+def remove_stale(pattern: str, first_unwritten: int) -> list[str]:
+    """Remove the shards of ``pattern`` numbered ``first_unwritten`` or more (and their ``.idx`` sidecars): what
+    an earlier run wrote and this one did not; the paths removed."""
+    removed = []
+    for _, path in existing_shards(pattern, first_unwritten):
+        files.remove(path)
+        files.remove(path + ".idx")
+        removed.append(path)
+    return removed
+
+
 class ShardWriter(CommitOnExit):
     """Write samples to numbered shards: ``ShardWriter("out-%06d.tar", maxcount=10000)``.
 
@@ -282,6 +351,12 @@ class ShardWriter(CommitOnExit):
     ``index=True`` writes each finished local shard's offset index next to it
     (``<shard>.idx``, :mod:`wds_core.tar.tarindex`) for indexed random access.
     Other keyword arguments go to :class:`TarWriter`.
+
+    The writer owns its output set.  Into a local pattern that already holds shards of it (numbered from
+    ``start_shard``), an earlier run's, it refuses to start (``overwrite=False``, the default: they would stay
+    beside the new ones, and a spec over the pattern would read both); ``overwrite=True`` replaces the whole set,
+    ``close()`` removing the shards of that earlier run this one did not write.  ``overwrite=None`` is webdataset's
+    way (the drop-in's default): shards written over, the others left.  A remote pattern is not listed.
     """
 
     def __init__(
@@ -295,6 +370,8 @@ class ShardWriter(CommitOnExit):
         opener: Callable[[str], Any] | None = None,
         descriptor: str | None = None,
         index: bool = False,
+        *,
+        overwrite: bool | None = False,
         **kw: Any,
     ) -> None:
         if maxcount < 1:
@@ -318,8 +395,15 @@ class ShardWriter(CommitOnExit):
         self.total = 0  # samples written in all
         self.shards: list[dict[str, Any]] = []  # {"url", "nsamples", "filesize"} of each finished shard
         self.closed = False
+        self.overwrite = overwrite
         local = opener is None and local_path(pattern) is not None
         self._lock = PatternLock(local_path(pattern) or pattern) if local else None  # one writer per pattern
+        if overwrite is False and local:
+            try:
+                refuse_existing(pattern, start_shard, "overwrite=True")
+            except SpecError:
+                self._release()
+                raise
 
     def abort(self) -> None:
         """Discard the shard being written; finished shards stay."""
@@ -399,6 +483,10 @@ class ShardWriter(CommitOnExit):
             return
         self.finish()
         self.closed = True
-        self._release()
+        try:
+            if self.overwrite is True and self.opener is None:
+                remove_stale(self.pattern, self.shard)  # the earlier run's shards past this one's
+        finally:
+            self._release()
         if self.descriptor is not None:
             write_descriptor(self.descriptor, self.shards, name=os.path.basename(self.pattern))

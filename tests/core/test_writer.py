@@ -337,7 +337,7 @@ def test_two_writers_of_one_pattern_fail_fast(tmp_path):
     )
     assert other.returncode != 0 and "another writer" in other.stderr
     first.close()
-    with wds.ShardWriter(pattern) as second:  # released: the next one may write
+    with wds.ShardWriter(pattern, overwrite=True) as second:  # released: the next one may write
         second.write({"__key__": "b", "txt": "2"})
     assert sorted(os.listdir(tmp_path)) == ["out-000.tar"]  # b replaced a's shard: one writer at a time
     killed = subprocess.Popen(
@@ -352,7 +352,35 @@ def test_two_writers_of_one_pattern_fail_fast(tmp_path):
     killed.stdout.readline()
     killed.kill()
     killed.wait()
-    with wds.ShardWriter(pattern) as third:  # a killed writer's lock went with its process
+    with wds.ShardWriter(pattern, overwrite=True) as third:  # a killed writer's lock went with its process
         third.write({"__key__": "c", "txt": "3"})
     with wds.ShardWriter(str(tmp_path / "other-%03d.tar")), wds.ShardWriter(str(tmp_path / "x" / "out-%03d.tar")):
         pass  # other patterns are not held
+
+
+def test_a_writer_owns_its_output_set(tmp_path):
+    """Issue 67: a ShardWriter into a pattern that holds an earlier run's shards refuses (they would stay beside the
+    new ones); overwrite=True replaces the set, removing those it did not write (and their indexes); the drop-in's
+    ShardWriter keeps webdataset's way (written over, the others left)."""
+    from wds_core.dropin.writer import ShardWriter as DropinShardWriter
+
+    pattern = str(tmp_path / "s-%02d.tar")
+    with wds.ShardWriter(pattern, maxcount=2, index=True) as sink:
+        for i in range(7):
+            sink.write({"__key__": f"a{i}", "txt": "x"})
+    assert len(sink.shards) == 4
+    with pytest.raises(wds.SpecError, match=r"4 shards of the pattern .* are there already .*s-00\.tar"):
+        wds.ShardWriter(pattern)
+    with wds.ShardWriter(pattern, maxcount=2, overwrite=True) as sink:
+        for i in range(3):
+            sink.write({"__key__": f"b{i}", "txt": "y"})
+    assert sorted(os.listdir(tmp_path)) == ["s-00.tar", "s-00.tar.idx", "s-01.tar", "s-01.tar.idx"]
+    assert [s["__key__"] for s in wds.WebDataset(str(tmp_path / "s-{00..01}.tar"))] == ["b0", "b1", "b2"]
+    with wds.ShardWriter(pattern, maxcount=2, start_shard=2) as sink:  # numbers past the set: nothing is there
+        sink.write({"__key__": "c0", "txt": "z"})
+    with DropinShardWriter(pattern, maxcount=10) as sink:  # webdataset's way: written over, the others left
+        sink.write({"__key__": "d0", "txt": "w"})
+    shards = sorted(name for name in os.listdir(tmp_path) if name.endswith(".tar"))
+    assert shards == ["s-00.tar", "s-01.tar", "s-02.tar"]
+    assert wds.writer.brace_spec("out/t-%06d.tar", 0, 2) == "out/t-{000000..000002}.tar"
+    assert wds.writer.brace_spec("t-%d.tar", 7, 7) == "t-7.tar"

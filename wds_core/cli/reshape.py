@@ -23,7 +23,7 @@ from ..sources.shardlists import SimpleShardList
 from ..sources.tarsamples import TarfileToSamples
 from ..stages.shuffle import Shuffle
 from ..tools.parallel import map_shards
-from ..writer import ShardWriter
+from ..writer import ShardWriter, brace_spec, refuse_existing
 from .common import byte_size, subcommand
 from .inspect_shards import shard_list
 from .progress import Progress
@@ -53,14 +53,18 @@ def run_reshard(args: argparse.Namespace) -> int:
         stream = Shuffle(args.buffer, initial=args.buffer, seed=args.seed)(stream)
     progress = Progress(0, "samples")
     count = nbytes = 0
-    with ShardWriter(args.output, maxcount=args.maxcount, maxsize=args.maxsize, encoder=False) as sink:
+    if not args.overwrite:
+        refuse_existing(args.output, 0, "--overwrite")  # said with the command's own option
+    with ShardWriter(args.output, maxcount=args.maxcount, maxsize=args.maxsize, encoder=False,
+                     overwrite=args.overwrite) as sink:  # fmt: skip
         for sample in stream:
             sink.write({k: v for k, v in sample.items() if k == "__key__" or not k.startswith("__")})
             count += 1
             nbytes += sum(len(v) for k, v in sample.items() if not k.startswith("__"))
             progress.update(0, count, nbytes)
     progress.update(0, count, nbytes, final=True)
-    print(f"{count:,} samples from {len(urls)} shards into {len(sink.shards)} shards", file=sys.stderr)
+    written = f": {brace_spec(args.output, 0, len(sink.shards) - 1)}" if sink.shards else ""
+    print(f"{count:,} samples from {len(urls)} shards into {len(sink.shards)} shards{written}", file=sys.stderr)
     return 0
 
 
@@ -108,6 +112,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     reshard.add_argument("--shuffle", action="store_true", help="shuffle samples through a buffer")
     reshard.add_argument("--buffer", type=int, default=10000, help="shuffle buffer size (samples)")
     reshard.add_argument("--seed", type=int, default=0, help="shuffle seed (the output is a function of it)")
+    reshard.add_argument(
+        "--overwrite", action="store_true",
+        help="replace the shards of the pattern an earlier run wrote (those this run does not write are removed)",
+    )  # fmt: skip
     transform = command(
         "transform", "run MODULE:FUNCTION over every sample (or shard), writing new shards", run_transform
     )

@@ -22,7 +22,7 @@ from ..io.storage import Storage, create_shard, local_path, open_shard
 from ..tar.grouping import split_key
 from ..tar.tarindex import index_shard
 from ..tar.tario import iter_members, open_decompressed
-from ..writer import ShardWriter
+from ..writer import ShardWriter, brace_spec, refuse_existing
 from .common import byte_size, spec_urls, subcommand
 from .progress import Progress, human_bytes
 
@@ -68,7 +68,10 @@ def run_create(args: argparse.Namespace) -> int:
     number_of = {name: i for i, name in enumerate(classes)}
     progress = Progress(len(samples), "samples")
     nbytes = 0
-    with ShardWriter(args.output, maxcount=args.maxcount, maxsize=args.maxsize, encoder=False) as sink:
+    if not args.overwrite:
+        refuse_existing(args.output, 0, "--overwrite")  # said with the command's own option
+    with ShardWriter(args.output, maxcount=args.maxcount, maxsize=args.maxsize, encoder=False,
+                     overwrite=args.overwrite) as sink:  # fmt: skip
         for number, (key, fields) in enumerate(samples):
             sample: dict[str, Any] = {"__key__": key}
             for field, path in sorted(fields.items()):
@@ -82,6 +85,8 @@ def run_create(args: argparse.Namespace) -> int:
             progress.update(number + 1, number + 1, nbytes)
     progress.update(len(samples), len(samples), nbytes, final=True)
     said = f"{len(samples)} samples, {human_bytes(nbytes)} in {len(sink.shards)} shards"
+    if sink.shards:  # the spec of what was written: what the next command reads
+        said += f": {brace_spec(args.output, 0, len(sink.shards) - 1)}"
     if classes:
         names = os.path.join(os.path.dirname(args.output), "classes.json")
         out = create_shard(names)
@@ -255,6 +260,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--label-from-dir", action="store_true",
         help="class folders (SOURCE/<class>/<files>, ImageNet-style): each sample gets a cls field, the number of "
         "its folder in sorted order, and classes.json (the names, in that order) is written beside the shards",
+    )  # fmt: skip
+    create.add_argument(
+        "--overwrite", action="store_true",
+        help="replace the shards of the pattern an earlier run wrote (those this run does not write are removed); "
+        "without it, a pattern that holds shards is refused",
     )  # fmt: skip
     ls = command("ls", "list the members of shards with their offsets and sizes", run_ls)
     ls.add_argument("urls", nargs="+", help="shard URLs or brace specs")

@@ -18,7 +18,7 @@ from ..fieldcodecs.encoders import ENCODERS
 from ..fieldcodecs.tenbin import encode_buffer
 from ..io.destinations import compression_of
 from ..io.storage import Storage
-from ..writer import ShardWriter
+from ..writer import ShardWriter as _CoreShardWriter
 from ..writer import TarWriter as _CoreTarWriter
 from . import hooks
 from ._refuse import refused_function
@@ -43,6 +43,15 @@ __all__ = [
     "tenbin_dumps",
     "torch_dumps",
 ]
+
+
+class ShardWriter(_CoreShardWriter):
+    """wds's numbered shards with webdataset's way with what is there already: shards of the same names are
+    written over and the others left (``overwrite=None``); ``overwrite=False`` refuses a pattern that holds shards,
+    ``True`` replaces the whole set (:class:`wds_core.ShardWriter`)."""
+
+    def __init__(self, pattern: str, *args: Any, overwrite: bool | None = None, **kw: Any) -> None:
+        super().__init__(pattern, *args, overwrite=overwrite, **kw)
 
 
 class TarWriter(_CoreTarWriter):

@@ -34,6 +34,7 @@ from ..errors import SpecError, redact
 from ..io import files
 from ..io.storage import Storage, local_path
 from ..limits import parse_size
+from ..writer import refuse_existing, remove_stale
 from .jobs import run_jobs
 from .parallel import JobLog
 
@@ -178,13 +179,17 @@ def make_shards(
     storage_options: Storage | dict | None = None,
     progress: bool | Callable[[MakeShardsSummary], None] = False,
     memory_limit: int | None = None,
+    overwrite: bool = False,
 ) -> MakeShardsSummary:
     """Run ``fn`` over ``inputs`` in parallel and write what it gives as shards ``output % n`` (see the module doc).
 
     ``per_job``: inputs a job takes (default: a list's length over four jobs a worker, at most 10,000; 1,000 for
     an iterator); ``descriptor``: the wids descriptor written beside the shards (``"auto"``: the output's name
     before its ``%`` field, ``.json``; ``None``: none); ``progress``: ``True`` for a line on stderr, or a function
-    called with the summary as each job ends.
+    called with the summary as each job ends.  A local output pattern that holds shards of an earlier run is
+    refused before anything runs (they would stay beside the new ones), unless ``overwrite=True``, which replaces
+    the whole set (those not written again removed) and the descriptor; a call resuming a stopped one is not
+    refused for the shards it published itself.
     """
     started = time.monotonic()
     try:
@@ -201,6 +206,13 @@ def make_shards(
     staging = _staging(output, work_dir)
     files.makedirs(staging)
     log = JobLog(os.path.join(staging, "log.jsonl"))
+    if not overwrite and not log.entries:  # a fresh run, not one resuming what it began
+        try:
+            refuse_existing(output, 0, "overwrite=True")
+        except SpecError:
+            log.close()
+            _remove_folder(staging)
+            raise
     summary = MakeShardsSummary()
     said = _reporter(progress)
     made: dict[int, list[dict[str, Any]]] = {}
@@ -240,6 +252,8 @@ def make_shards(
     storage = Storage.of(storage_options)
     published = _publish([made[job] for job in sorted(made)], staging, output, storage)
     summary.shards = [url for url, _ in published]
+    if overwrite:
+        remove_stale(output, len(published))  # the earlier run's shards past this one's
     if descriptor is not None:
         summary.descriptor = _descriptor_name(output) if descriptor == "auto" else descriptor
         _write_descriptor(summary.descriptor, published, output, storage, staging)

@@ -189,7 +189,7 @@ def test_outputs_replace_a_link_at_their_name_instead_of_writing_through_it(tmp_
     os.symlink(outside / "victim.tar", dest / "t-000000.tar")
     os.symlink(outside / "victim.json", dest / "classes.json")
     os.symlink(outside / "victim.svg", dest / "mix.svg")
-    wds_cli("create", src, "-o", dest / "t-%06d.tar", "--label-from-dir")
+    wds_cli("create", src, "-o", dest / "t-%06d.tar", "--label-from-dir", "--overwrite")  # the link is a "shard"
     wds_cli("stats", dest / "t-000000.tar", "--shuffle", "--svg", dest / "mix.svg")
     assert all((outside / name).read_bytes() == b"victim" for name in ("victim.tar", "victim.json", "victim.svg"))
     assert not any(os.path.islink(dest / name) for name in ("t-000000.tar", "classes.json", "mix.svg"))
@@ -490,3 +490,25 @@ def test_wrong_inputs_get_one_clear_line_each(data, tmp_path, capsys):
     assert b"expanded for local paths only" in remote.stderr and b"{000000..000099}" in remote.stderr
     with pytest.raises(wds.ShardNotFoundError, match=r"wildcards are not expanded .* braces"):
         list(wds.WebDataset(str(tmp_path / "x-*.tar")))
+
+
+def test_create_into_a_folder_with_an_earlier_run_refuses_or_replaces_it(tmp_path):
+    """Issue 67: a second `wds create` with fewer shards left the first run's others, and `wds stats` over the
+    pattern counted 500 samples for 300 images; it is refused now, `--overwrite` replaces the set, and the
+    command prints the spec of what it wrote."""
+    src = tmp_path / "src"
+    for c in range(3):
+        (src / f"c{c}").mkdir(parents=True)
+        for i in range(10):
+            (src / f"c{c}" / f"{i}.txt").write_bytes(b"x")
+    out = tmp_path / "out" / "t-%06d.tar"
+    first = wds_cli("create", src, "-o", out, "--maxcount", "5")
+    assert f"in 6 shards: {tmp_path / 'out'}/t-{{000000..000005}}.tar".encode() in first.stderr, first.stderr
+    refused = wds_cli("create", src, "-o", out, "--maxcount", "20", check=False)
+    assert refused.returncode == 1 and b"6 shards of the pattern" in refused.stderr and b"--overwrite" in refused.stderr
+    done = wds_cli("create", src, "-o", out, "--maxcount", "20", "--overwrite")
+    assert f"in 2 shards: {tmp_path / 'out'}/t-{{000000..000001}}.tar".encode() in done.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["t-000000.tar", "t-000001.tar"]
+    resharded = wds_cli("reshard", str(tmp_path / "out" / "t-{000000..000001}.tar"), "-o", out, "--overwrite",
+                        "--maxcount", "30")  # fmt: skip
+    assert f"into 1 shards: {tmp_path / 'out'}/t-000000.tar".encode() in resharded.stderr

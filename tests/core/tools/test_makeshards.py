@@ -116,3 +116,20 @@ def test_a_script_without_the_main_guard_is_told_before_any_process_starts(tmp_p
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                          cwd=os.getcwd())  # fmt: skip
     assert out.returncode == 1 and "line 4 of" in out.stderr and "__main__" in out.stderr, out.stderr
+
+
+def test_a_pattern_that_holds_an_earlier_run_is_refused_or_replaced_whole(tmp_path):
+    """Issue 67: a second run that wrote fewer shards left the first run's higher-numbered ones in place, and a spec
+    over the pattern read both.  It is refused; with overwrite=True the set is replaced, the descriptor describes
+    exactly what was written."""
+    output = str(tmp_path / "out" / "t-%03d.tar")
+    first = wds.make_shards(fns.row_to_sample, list(range(100)), output, engine="serial", per_job=20, maxcount=10)
+    assert len(first.shards) > 3
+    with pytest.raises(SpecError, match=r"shards of the pattern .* are there already .*overwrite=True"):
+        wds.make_shards(fns.row_to_sample, list(range(20)), output, engine="serial", maxcount=10)
+    again = wds.make_shards(fns.row_to_sample, list(range(20)), output, engine="serial", maxcount=10, overwrite=True)
+    names = sorted(os.listdir(tmp_path / "out"))
+    assert names == [f"t-{i:03d}.tar" for i in range(len(again.shards))] + ["t.json"]
+    listed = json.loads((tmp_path / "out" / "t.json").read_text())["shardlist"]
+    assert [entry["url"] for entry in listed] == [os.path.basename(url) for url in again.shards]
+    assert sum(entry["nsamples"] for entry in listed) == again.samples == len(expected_texts(range(20)))
