@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .io.processes import process_running
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "agreed_seed",
+    "as_node",
+    "iterate_as_node",
     "node_info",
     "process_running",
     "set_node_info_provider",
@@ -43,6 +46,32 @@ def set_worker_info_provider(fn: Callable[[], tuple[int, int] | None] | None) ->
     """Register ``fn() -> (worker, num_workers) | None``, asked before anything else."""
     global _worker_provider
     _worker_provider = fn
+
+
+@contextmanager
+def as_node(node: tuple[int, int]) -> Iterator[None]:
+    """``node_info()`` answers ``node`` inside the block, and what it answered before after it."""
+    global _node_provider
+    saved = _node_provider
+    _node_provider = lambda: node  # noqa: E731
+    try:
+        yield
+    finally:
+        _node_provider = saved
+
+
+def iterate_as_node(items: Iterable, node: tuple[int, int]) -> Iterator:
+    """``items``, each made with ``node_info()`` answering ``node`` (:func:`as_node`): a reader that reads as one
+    rank of several, told so by its caller (JAX's ``process_index``), without saying so to the whole process."""
+    with as_node(node):
+        it = iter(items)
+    while True:
+        with as_node(node):
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+        yield item
 
 
 def _env_pair(first: str, second: str) -> tuple[int, int] | None:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from wds_core import Loader
+from wds_core import Loader, dist
 from wds_core.elastic import is_merged
 from wds_core.errors import CheckpointError, SpecError
 from wds_core.stages.collate import default_collation_fn
@@ -98,6 +98,7 @@ class BatchIterator:
                 dataset, num_workers, rank=rank, world_size=world, persistent_workers=persistent_workers
             )
         self.epoch = 0
+        self._rank: tuple[int, int] | None = None  # (process, processes) the pipeline is read as, in this process
         self._state: dict[str, Any] | None = None  # after the last batch handed out
         self._pending: dict[str, Any] | None = None
 
@@ -105,11 +106,8 @@ class BatchIterator:
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[Any]:
-        from wds_core import dist
-
         if self.num_workers == 0:
-            node = self.node or _process()
-            dist.set_node_info_provider(lambda: node)
+            self._rank = self.node or _process()
         pending, self._pending = self._pending, None
         if pending is not None:
             self.source.load_state_dict(pending["source"])
@@ -132,7 +130,9 @@ class BatchIterator:
                 yield batch, self._source_state(epoch)
             return
         buffer: list[Any] = []
-        for sample in self.source:
+        # the pipeline is read here: as the process it says it is, asked while each sample is made (not told to
+        # the whole process, where another reader may be another rank)
+        for sample in dist.iterate_as_node(self.source, self._rank or (0, 1)):
             buffer.append(sample)
             if len(buffer) == self.batch_size:
                 yield self._finish(buffer, self.batch_size), self._source_state(epoch)
@@ -142,7 +142,10 @@ class BatchIterator:
 
     def _source_state(self, epoch: int) -> dict[str, Any] | None:
         try:
-            return {"format": STATE_FORMAT, "epoch": epoch, "source": self.source.state_dict()}
+            if self._rank is None:
+                return {"format": STATE_FORMAT, "epoch": epoch, "source": self.source.state_dict()}
+            with dist.as_node(self._rank):  # a balanced part not started yet is planned by rank
+                return {"format": STATE_FORMAT, "epoch": epoch, "source": self.source.state_dict()}
         except CheckpointError as exn:
             return {"error": str(exn)}
 

@@ -155,6 +155,8 @@ class TFSource:
             )
         self.drop_remainder = drop_remainder
         self.copies = num_workers or num_parallel_calls or 1
+        if epoch == "all" and hasattr(self._source_pipeline, "check_shared_epoch"):
+            self._source_pipeline.check_shared_epoch(self.copies, "workers" if num_workers else "parallel calls")
         self.cardinality = self._cardinality(pipeline)
         self.loader = None
         if num_workers:
@@ -165,15 +167,10 @@ class TFSource:
 
     def _cardinality(self, pipeline: Any) -> int | None:
         """The elements of each pass when the pipeline fixes them, else ``None`` (see the module doc)."""
-        # with_epoch(n): n samples in all, or from each copy ('each'), which batched_epoch made its batches' count
-        per_copy = getattr(self._source_pipeline, "items_per_epoch", lambda: None)()
-        split = getattr(self._source_pipeline, "epoch_split", None)
-        if per_copy is not None and split is not None:
-            items, size, partial = split
-            shares = [items // self.copies + (1 if w < items % self.copies else 0) for w in range(self.copies)]
-            return sum(batches_of(share, size, partial) for share in shares)
-        if per_copy is not None:
-            return self.copies * per_copy
+        # with_epoch(n): n samples in all, or from each copy ('each'), in the batches batched_epoch makes of each's
+        per_epoch = getattr(self._source_pipeline, "elements_per_epoch", lambda copies: None)(self.copies)
+        if per_epoch is not None:
+            return int(per_epoch)
         length = getattr(pipeline, "size", None)  # with_length(n): n samples in all
         if length is None:
             return None
@@ -263,12 +260,23 @@ class TFSource:
         self._worker_epochs[w] = epoch + 1
         if hasattr(pipeline, "set_epoch"):
             pipeline.set_epoch(epoch)  # each pass over the dataset is a new epoch for every copy
-        _local.worker = (w, self.num_parallel_calls)
+        # tf.data may call the generator from another of its threads each time: each step says which copy it is
+        # (the shard split, a shared epoch's share and the restart of the stages at the data's end ask)
+        me = (w, self.num_parallel_calls)
+        _local.worker = me
         try:
-            for element in pipeline:
-                yield self._handed(without_views(element))
+            items = iter(pipeline)
         finally:
             _local.worker = None
+        while True:
+            _local.worker = me
+            try:
+                element = next(items)
+            except StopIteration:
+                return
+            finally:
+                _local.worker = None
+            yield self._handed(without_views(element))
 
     def close(self) -> None:
         """End the workers (they stay from one epoch to the next until this, or until the source is collected)."""

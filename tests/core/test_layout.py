@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITES = {
     "test_architecture": "the import graph and private names",
     "test_checkpoint": "the resume oracle over every stateful stage",
+    "test_epoch_model": "every way of forming an epoch (modes, ranks, workers, resume) against one model of it",
     "test_contracts": "the iterators' declared contracts elastic resume relies on",
     "test_fuzz": "random and mutated bytes through every decoder and reader",
     "test_hostile": "crafted shards, bombs and lying headers in child processes",

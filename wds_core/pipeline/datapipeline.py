@@ -38,6 +38,51 @@ from .run import (
 __all__ = ["DataPipeline", "ListSource", "PipelineStage"]
 
 
+def _share(items: int, reader: int, readers: int) -> int:
+    """Reader ``reader``'s part of ``items`` shared by ``readers``: the first ``items % readers`` one more."""
+    return items // readers + (1 if reader < items % readers else 0)
+
+
+def _reader_shards(stages: list[Any], readers: int) -> list[int] | None:
+    """How many shards each of this rank's ``readers`` reads, when the pipeline reads a finite shard list that
+    wds's ``split_by_worker`` splits (else ``None``: resampled, balanced, or a split it cannot count)."""
+    from ..sources.shardlists import SimpleShardList, SingleNodeOnly, SplitByNode, SplitByWorker
+
+    lists = [i for i, stage in enumerate(stages) if isinstance(stage, SimpleShardList)]
+    if not lists or any(getattr(stage, "splits_epoch", False) for stage in stages):
+        return None
+    shards = len(stages[lists[0]].urls)
+    per_reader = [shards] * readers
+    if not any(isinstance(stage, SplitByWorker) for stage in stages):
+        return None
+    for stage in stages[lists[0] + 1 :]:
+        if isinstance(stage, SingleNodeOnly):
+            continue
+        if isinstance(stage, SplitByNode):
+            rank, world = stage.who()
+            per_reader = [len(range(rank, n, world)) for n in per_reader]
+        elif isinstance(stage, SplitByWorker):
+            per_reader = [len(range(w, n, readers)) for w, n in enumerate(per_reader)]
+    return per_reader
+
+
+def _in_batches(items: Iterator[Any], recipe: Batch) -> Iterator[Any]:
+    size, collate = recipe.batchsize, recipe.collation_fn
+    batch: list[Any] = []
+    try:
+        for item in items:
+            batch.append(item)
+            if len(batch) == size:
+                yield collate(batch) if collate is not None else batch
+                batch = []
+        if batch and recipe.partial:
+            yield collate(batch) if collate is not None else batch
+    finally:
+        closer = getattr(items, "close", None)
+        if closer is not None:
+            closer()
+
+
 def _is_stage(obj: Any) -> bool:
     """Whether ``obj`` can only be a stage, not an item of data: a recipe, a callable, a stage or dataset object."""
     if isinstance(obj, (Recipe, DataPipeline)) or callable(obj) or has_run(obj):
@@ -72,7 +117,8 @@ class DataPipeline:
         self.seed_given = seed is not None
         self.repetitions = 1
         self.nsamples = -1
-        self.epoch_split: tuple[int, int, bool] | None = None  # see shared_epoch(): (items, batch size, partial)
+        self.epoch_split: int | None = None  # see shared_epoch(): the items all the readers share
+        self.epoch_batch: Batch | None = None  # see batched_epoch(): batches made of the epoch's items
         self.size: int | None = None
         self.epoch = 0
         self.empty_check = False
@@ -136,51 +182,82 @@ class DataPipeline:
         self.repetitions = sys.maxsize
         self.nsamples = max(nsamples, nbatches)
         self.epoch_split = None
+        self.epoch_batch = None
         return self
 
     def items_per_epoch(self) -> int | None:
         """The items each ``iter()`` yields when ``with_epoch(n)`` fixes them (``n``, per pipeline copy, that is
-        per reader; fewer only if a pass over the data yields nothing), else ``None``."""
+        per reader, or the batches :meth:`batched_epoch` makes of them; fewer only if a pass over the data yields
+        nothing), else ``None``."""
         if self.repetitions == sys.maxsize and self.nsamples > 0:
-            return self.nsamples
+            return self._batched_count(self.nsamples)
         return None
+
+    def elements_per_epoch(self, readers: int) -> int | None:
+        """What ``readers`` copies of this pipeline (a rank's workers) yield in all in an epoch that
+        ``with_epoch(n)`` fixes: ``n`` from each, or ``n`` shared out (:meth:`shared_epoch`), in items or in the
+        batches :meth:`batched_epoch` makes of each reader's items; else ``None``."""
+        if self.items_per_epoch() is None:
+            return None
+        if getattr(self, "epoch_split", None) is None:
+            return readers * self._batched_count(self.nsamples)
+        return sum(self._batched_count(_share(self.nsamples, w, readers)) for w in range(readers))
+
+    def _batched_count(self, items: int) -> int:
+        batch = getattr(self, "epoch_batch", None)
+        return items if batch is None else batches_of(items, batch.batchsize, batch.partial)
 
     def shared_epoch(self) -> DataPipeline:
         """A copy whose ``with_epoch(n)`` epoch is ``n`` items from all the readers of a rank together (each
         worker ``n // workers``, the first ``n % workers`` one more), not ``n`` from each: what an epoch means to
-        ``tf.data`` users (``TFSource`` asks for it).  Without ``with_epoch``, the copy is the same pipeline."""
+        ``tf.data`` users (``TFSource`` asks for it).  Without ``with_epoch``, the copy is the same pipeline.
+
+        Each reader reads its own shards, again from their start when its share is more than they hold: a rank's
+        epoch is each of its samples once only when every reader's shards hold its share.  Where the shards are
+        split among the readers (not balanced, not resampled) and their number does not divide by the readers,
+        :func:`check_shared_epoch` refuses it; a reader whose shards hold fewer samples than its share warns."""
         shared = self.compose()
         n = self.items_per_epoch()
         if n is not None:
-            shared.epoch_split = (n, 1, True)
+            shared.epoch_split = self.nsamples
         return shared
 
+    def check_shared_epoch(self, readers: int, who: str = "workers") -> None:
+        """Refuse a ``with_epoch(n)`` epoch shared by ``readers`` (:meth:`shared_epoch`) that cannot hold each
+        sample once: the pipeline reads a finite shard list that the readers split unevenly, or do not split."""
+        if readers < 2 or getattr(self, "epoch_split", None) is None:
+            return
+        counts = _reader_shards(self.pipeline, readers)
+        if counts is None or len(set(counts)) == 1:
+            return
+        layout = f"the {readers} {who} read " + ", ".join(str(c) for c in counts) + f" of the {sum(counts)} shards"
+        raise SpecError(
+            f"with_epoch({self.epoch_split}) shared by {readers} {who}: {layout}, so each one's share of the epoch "
+            "would repeat some samples while another leaves some unread; give a shard count the "
+            f"{who} divide, balanced='pad' or 'drop' (equal parts of the samples), resampled=True (an endless "
+            "stream), epoch='each' (n from each, as webdataset), or leave with_epoch out"
+        )
+
     def epoch_limit(self) -> int:
-        """The items this reader's ``iter()`` yields at most (``-1``: no limit): ``nsamples``, or this worker's
-        share of a shared epoch (:meth:`shared_epoch`)."""
-        split = getattr(self, "epoch_split", None)  # a subclass may not run __init__ (webdataset's protocol)
-        if split is None:
+        """The items this reader's run yields at most (``-1``: no limit) before any :meth:`batched_epoch`
+        batching: ``nsamples``, or this worker's share of a shared epoch (:meth:`shared_epoch`)."""
+        if getattr(self, "epoch_split", None) is None:  # a subclass may not run __init__ (webdataset's protocol)
             return self.nsamples
-        items, batch_size, partial = split
         worker, workers = worker_info()
-        share = items // workers + (1 if worker < items % workers else 0)
-        return batches_of(share, batch_size, partial)
+        return _share(self.nsamples, worker, workers)
 
     def batched_epoch(self, batch_size: int, collation_fn: Any = default_collation_fn, partial: bool = True) -> Any:
         """``batched(...)`` for an adapter that batches what this pipeline yields (``TFSource(batch_size=)``,
-        JAX's ``Loader`` with workers): a ``with_epoch(n)`` epoch stays ``n`` of this pipeline's items rather than
-        ``n`` batches, in ``ceil(n / batch_size)`` whole batches (``floor`` with ``partial=False``)."""
-        batched = self.compose(Batch(batch_size, collation_fn, partial))
+        JAX's ``Loader`` with workers): a ``with_epoch(n)`` epoch stays ``n`` of this pipeline's items (each
+        reader's share of them in a shared epoch), batched after the count, so ``ceil(n / batch_size)`` batches
+        (``floor`` with ``partial=False``) however often the stages start again when the data ends."""
         n = self.items_per_epoch()
-        if n is not None:
-            batches = batches_of(n, batch_size, partial)
-            if batches == 0:
-                raise SpecError(
-                    f"with_epoch({n}) is less than one batch of {batch_size}, and partial batches are dropped"
-                )
-            batched.nsamples = batches
-            if getattr(self, "epoch_split", None) is not None:  # each worker's share, in batches
-                batched.epoch_split = (self.epoch_split[0], batch_size, partial)  # type: ignore[index]
+        if n is None:
+            return self.compose(Batch(batch_size, collation_fn, partial))
+        if batches_of(n, batch_size, partial) == 0:
+            raise SpecError(f"with_epoch({n}) is less than one batch of {batch_size}, and partial batches are dropped")
+        batched = self.compose()
+        batched.epoch_batch = Batch(batch_size, collation_fn, partial)
         return batched
 
     def repeat(self, nepochs: int = -1, nbatches: int = -1) -> DataPipeline:
@@ -188,6 +265,7 @@ class DataPipeline:
         self.repetitions = nepochs if nepochs > 0 else sys.maxsize
         self.nsamples = nbatches
         self.epoch_split = None
+        self.epoch_batch = None
         return self
 
     def fresh_copy(self, epoch: int) -> DataPipeline:
@@ -238,12 +316,20 @@ class DataPipeline:
         if type(self).iterator is not DataPipeline.iterator or type(self).iterator1 is not DataPipeline.iterator1:
             items = self.iterator()
             if self.repetitions != 1 and self.nsamples > 0:
-                return itertools.islice(items, self.epoch_limit())
+                return self._epoch_batches(itertools.islice(items, self.epoch_limit()))
             return items
         limit = self.epoch_limit() if self.repetitions != 1 else -1
-        if limit == 0:  # this worker's share of a shared epoch is nothing (fewer items, or whole batches, than workers)
+        if limit == 0:  # this worker's share of a shared epoch is nothing (fewer items than workers)
             return iter(())
-        return self._iterate(self.repetitions, limit)
+        return self._epoch_batches(self._iterate(self.repetitions, limit))
+
+    def _epoch_batches(self, items: Iterator[Any]) -> Iterator[Any]:
+        """``items`` in the batches of :meth:`batched_epoch`, made after the epoch's count (between two batches
+        the run holds no item back, so its state is the stream's)."""
+        batch = getattr(self, "epoch_batch", None)
+        if batch is None:
+            return items
+        return _in_batches(items, batch)
 
     def iterator1(self) -> Iterator[Any]:
         """webdataset's one pass through the stages: the next epoch, without repetitions or an item limit."""
@@ -290,7 +376,8 @@ class DataPipeline:
         text = (
             "|".join(describe(stage) for stage in self.pipeline)
             + f"|{self.repetitions}|{self.nsamples}"
-            + (f"|shared {self.epoch_split}" if getattr(self, "epoch_split", None) else "")
+            + (f"|shared ({self.epoch_split}, 1, True)" if getattr(self, "epoch_split", None) else "")
+            + (f"|batched {describe(self.epoch_batch)}" if getattr(self, "epoch_batch", None) else "")
         )
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 

@@ -8,10 +8,12 @@ that are not recipes (``ListSource`` for a list, webdataset's ``PipelineStage``)
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from ..dist import worker_info
 from ..errors import CheckpointError, EmptyDatasetError, SpecError
 from ..sources.lists import ListSource
 from ..state import (
@@ -101,6 +103,19 @@ def closing_run(run: PipelineRun, items: Iterator[Any]) -> Iterator[Any]:
         run.close(keep_state=True)
 
 
+def _warn_short_share(shared: int, held: int, share: int) -> None:
+    worker, workers = worker_info()
+    if workers < 2:  # the repeats are the epoch's only when one reader reads all the shards
+        return
+    warnings.warn(
+        f"worker {worker} of {workers} read the {held} samples of its shards before its share ({share}) of the "
+        f"epoch of with_epoch({shared}) shared by the workers: it reads them again, so the epoch repeats some "
+        "samples while another worker may leave some of its own unread; balanced='pad' or 'drop' gives every "
+        "worker an equal part of the samples",
+        stacklevel=3,
+    )
+
+
 class PipelineRun(StageIterator):
     """One ``iter()`` of a pipeline: its repetitions, its item limit and its state."""
 
@@ -132,6 +147,7 @@ class PipelineRun(StageIterator):
         self.position: Any = None  # of a restored run, until its chain is built
         self.elastic: dict[str, Any] | None = None
         self.balanced = any(isinstance(stage, Recipe) and stage.splits_epoch for stage in self.stages)
+        self.shared = getattr(pipeline, "epoch_split", None)  # a shared epoch's n (DataPipeline.shared_epoch)
         if state is None:
             self.seed, self.epoch = pipeline.seed, pipeline.epoch
             pipeline.epoch += 1
@@ -186,6 +202,8 @@ class PipelineRun(StageIterator):
                 return
             if self.rep_count == 0 or self.rep + 1 >= repetitions:
                 break
+            if self.shared and self.rep == 0:
+                _warn_short_share(self.shared, self.rep_count, limit)
             self.rep += 1
             self.rep_count = 0
             self.epoch += 1

@@ -32,7 +32,15 @@ import warnings
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from ..errors import CheckpointError, NotElastic, OverLimitError, TruncatedShardError, WdsError, redact_url
+from ..errors import (
+    CheckpointError,
+    EmptyDatasetError,
+    NotElastic,
+    OverLimitError,
+    TruncatedShardError,
+    WdsError,
+    redact_url,
+)
 from ..io.remote.readahead import Allowance
 from ..io.storage import local_path, remote_url, url_of
 from ..limits import DecodeLimits
@@ -115,6 +123,7 @@ class ShardReader(StageIterator):
         self.chunk = CHUNK  # bytes read (or walked) at a time while a shard's headers are dense
         self.map_files = True  # local plain shards' members copied out of a map (else read: tar.compiled.walk_file)
         self.ended_by_handler = False  # the handler said to stop reading about a shard: the stream ended there
+        self.barren = 0  # shards in a row that gave no item (an endless stream of them is an error: _check_barren)
 
     @property
     def offset(self) -> int:
@@ -275,11 +284,25 @@ class ShardReader(StageIterator):
                 self.offset = start
                 self.plain = start > 0  # an offset inside a shard comes from its offset index: an uncompressed tar
                 self._starting(url)
+                self.barren += 1  # until the shard gives an item
                 if not (yield from self._shard(url, start, source)):
                     self.ended_by_handler = True
                     return
+                self._check_barren(url)
         finally:
             self._drop_early()
+
+    def _check_barren(self, url: str) -> None:
+        """An endless shard stream (resampled) whose shards give no samples, one draw after another, would never
+        yield one: an error after ``30 x shards + 100`` draws in a row, which a list holding one shard with
+        samples among ``k`` empty ones makes with a chance below ``e**-30``."""
+        shards = getattr(self.src, "endless", 0)
+        if shards and self.barren >= 30 * shards + 100:
+            raise EmptyDatasetError(
+                f"the last {self.barren} shards drawn from the {shards} of this endless (resampled) stream gave no "
+                f"samples (the last: {redact_url(url)}); they are empty, or unreadable and skipped by the error "
+                "handler: a stream of them would never yield one (check them with `wds verify`)"
+            )
 
     def _check_unchanged(self, stream: Any, url: str, start: int) -> None:
         """The shard a restored state resumes inside must be the size and version it was (one request for a remote
@@ -413,7 +436,11 @@ class ShardReader(StageIterator):
             if ahead is not None:  # the first sample before the requests of the shards ahead (their bytes compete)
                 items = self._ahead_after_first(items, ahead)
             if self.left is None:
-                yield from items
+                first = next(items, _END)
+                if first is not _END:
+                    self.barren = 0
+                    yield first
+                    yield from items
             else:
                 while self.left > 0:
                     item = next(items, _END)

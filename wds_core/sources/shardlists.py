@@ -292,6 +292,11 @@ class _ResampledIterator(StageIterator):
         self.rng = Rng(seed)
         self.count = 0
 
+    @property
+    def endless(self) -> int:
+        """How many shards it draws from, when it draws without end (else 0): see ``ShardReader._check_barren``."""
+        return len(self.recipe.urls) if self.recipe.nshards == sys.maxsize else 0
+
     def _run(self) -> Iterator[dict[str, str]]:
         urls, rng = self.recipe.urls, self.rng
         while urls and self.count < self.recipe.nshards:
