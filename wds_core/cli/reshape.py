@@ -65,6 +65,8 @@ def run_reshard(args: argparse.Namespace) -> int:
     progress.update(0, count, nbytes, final=True)
     written = f": {brace_spec(args.output, 0, len(sink.shards) - 1)}" if sink.shards else ""
     print(f"{count:,} samples from {len(urls)} shards into {len(sink.shards)} shards{written}", file=sys.stderr)
+    if sink.shards:  # alone on standard output, for the next command
+        print(brace_spec(args.output, 0, len(sink.shards) - 1))
     return 0
 
 
@@ -97,6 +99,8 @@ def run_transform(args: argparse.Namespace) -> int:
     )
     progress.update(len(urls), summary.samples_out, 0, final=True)
     print(summary, file=sys.stderr)
+    if summary.ok and urls and "%" in args.output and not args.output.endswith("/"):  # what the next command reads
+        print(brace_spec(args.output, 0, len(urls) - 1))
     return 0 if summary.ok else 1
 
 
@@ -127,7 +131,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     transform.add_argument("--scheduler", default=None, help="address of a Dask scheduler (default: a LocalCluster)")
     transform.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU)")
     transform.add_argument("--retries", type=int, default=2, help="tries again for a failing shard")
-    transform.add_argument("--overwrite", action="store_true", help="redo outputs that exist")
+    transform.add_argument(
+        "--overwrite", action="store_true",
+        help="redo outputs that exist, and remove the shards of the output pattern or folder this run does not write",
+    )  # fmt: skip
     transform.add_argument(
         "--log", default=None, help="the job's record (JSON lines): a rerun skips what it lists as done"
     )

@@ -23,6 +23,11 @@ so that worker processes can find it.
 * Outputs are a ``%d`` pattern numbered by input position, a brace pattern or
   list with one name per input, or a folder (``.../``) receiving the inputs'
   file names.  Any URL the storage layer writes works on both sides.
+* The job owns its output set: local shards of the ``%d`` pattern numbered past
+  its inputs, or shards in the output folder that no input names (an earlier
+  run's over more inputs), would stay beside the new ones and be read with
+  them; they are refused before anything is done (naming them), and removed at
+  the end with ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ from typing import Any
 
 from ..errors import SpecError, redact, redact_url
 from ..io import files
-from ..io.storage import Storage
+from ..io.storage import Storage, local_path
 from ..io.urls import expand_urls
+from ..writer import existing_shards
 from .jobs import run_jobs
 
 __all__ = ["JobLog", "ShardJobSummary", "map_shards", "output_names"]
@@ -203,6 +209,14 @@ def map_shards(
         raise SpecError(f"per must be 'sample' or 'shard', got {per!r}")
     urls = expand_urls(inputs) if isinstance(inputs, str) else [os.fspath(u) for u in inputs]
     names = output_names(urls, outputs)
+    stale = stale_outputs(outputs, names)
+    if stale and not overwrite:
+        named = ", ".join(stale[:3]) + (f" and {len(stale) - 3} more" if len(stale) > 3 else "")
+        raise SpecError(
+            f"{len(stale)} shard{'s' if len(stale) > 1 else ''} of the outputs {outputs!r} are there already that "
+            f"this job does not write ({named}): an earlier run's, which would be read with the new ones; "
+            "overwrite=True (wds transform --overwrite) redoes the outputs and removes them, or write elsewhere"
+        )
     summary = ShardJobSummary(inputs=len(urls))
     storage = Storage.of(storage_options)
     record = JobLog(log) if log is not None else None
@@ -247,4 +261,30 @@ def map_shards(
     finally:
         if record is not None:
             record.close()
+    for path in stale:
+        files.remove(path)
+        files.remove(path + ".idx")
     return summary
+
+
+SHARD_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.bz2", ".tar.xz", ".tar.lz4")
+
+
+def stale_outputs(outputs: Any, names: list[str]) -> list[str]:
+    """The local shards of the output set that a job writing ``names`` does not write: a ``%d`` pattern's numbered
+    past them, or a folder's shards (by suffix) no name is (a brace pattern or a list: none, as no set is named)."""
+    if not isinstance(outputs, str) or local_path(outputs) is None:
+        return []
+    if outputs.endswith("/"):
+        folder = local_path(outputs) or outputs
+        try:
+            entries = files.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        mine = {os.path.basename(name) for name in names}
+        return sorted(
+            os.path.join(folder, entry) for entry in entries if entry.endswith(SHARD_SUFFIXES) and entry not in mine
+        )
+    if "%" in outputs:
+        return [path for _, path in existing_shards(outputs, len(names))]
+    return []

@@ -152,3 +152,29 @@ def test_jobs_on_a_cluster_given_by_address(inputs, tmp_path):
     described = json.loads((tmp_path / "d.json").read_text())
     assert described["shardlist"] == json.loads((tmp_path / "serial.json").read_text())["shardlist"]
     assert [entry["nsamples"] for entry in described["shardlist"]] == [6, 6, 6, 6]
+
+
+def test_the_job_owns_its_output_set(inputs, tmp_path):
+    """Issue 67: an earlier run over more inputs left out-04..05 beside the new outputs, read with them by a spec
+    over the folder; they are refused, naming them and the option, and removed with overwrite=True."""
+    more = counted_shards(tmp_path, [6] * 6, "more")[0]
+    assert run(more, tmp_path / "out", engine="serial").ok
+    with pytest.raises(SpecError, match=r"2 shards of the outputs .* \(.*out-04.tar, .*out-05.tar\): .*overwrite=True"):
+        run(inputs, tmp_path / "out", engine="serial")
+    assert sorted(os.listdir(tmp_path / "out")) == [f"out-{i:02d}.tar" for i in range(6)]  # nothing done
+    (tmp_path / "out" / "out-05.tar.idx").write_bytes(b"")
+    again = run(inputs, tmp_path / "out", engine="serial", overwrite=True)
+    assert again.ok and len(again.written) == 4
+    assert sorted(os.listdir(tmp_path / "out")) == [f"out-{i:02d}.tar" for i in range(4)]
+    assert sum(1 for _ in wds.WebDataset(str(tmp_path / "out" / "out-{00..03}.tar"))) == 24
+
+
+def test_a_folder_of_outputs_holds_only_this_jobs_shards(inputs, tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "old-9.tar").write_bytes(b"")
+    (tmp_path / "folder" / "notes.txt").write_bytes(b"kept")
+    with pytest.raises(SpecError, match=r"1 shard of the outputs .*old-9.tar"):
+        map_shards(fns.shout, inputs, str(tmp_path / "folder") + "/", engine="serial")
+    done = map_shards(fns.shout, inputs, str(tmp_path / "folder") + "/", engine="serial", overwrite=True)
+    assert done.ok and sorted(os.listdir(tmp_path / "folder")) == ["in-0.tar", "in-1.tar", "in-2.tar", "in-3.tar",
+                                                                    "notes.txt"]  # fmt: skip
