@@ -98,6 +98,8 @@ def run_create(args: argparse.Namespace) -> int:
             raise
         said += f"; {len(classes)} classes, cls = their number in {names}"
     print(said, file=sys.stderr)
+    if sink.shards:  # alone on standard output, for the next command: SPEC=$(wds create ...)
+        print(brace_spec(args.output, 0, len(sink.shards) - 1))
     return 0
 
 

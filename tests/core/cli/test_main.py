@@ -504,6 +504,7 @@ def test_create_into_a_folder_with_an_earlier_run_refuses_or_replaces_it(tmp_pat
     out = tmp_path / "out" / "t-%06d.tar"
     first = wds_cli("create", src, "-o", out, "--maxcount", "5")
     assert f"in 6 shards: {tmp_path / 'out'}/t-{{000000..000005}}.tar".encode() in first.stderr, first.stderr
+    assert first.stdout.decode() == f"{tmp_path / 'out'}/t-{{000000..000005}}.tar\n"  # SPEC=$(wds create ...)
     refused = wds_cli("create", src, "-o", out, "--maxcount", "20", check=False)
     assert refused.returncode == 1 and b"6 shards of the pattern" in refused.stderr and b"--overwrite" in refused.stderr
     done = wds_cli("create", src, "-o", out, "--maxcount", "20", "--overwrite")
@@ -512,3 +513,21 @@ def test_create_into_a_folder_with_an_earlier_run_refuses_or_replaces_it(tmp_pat
     resharded = wds_cli("reshard", str(tmp_path / "out" / "t-{000000..000001}.tar"), "-o", out, "--overwrite",
                         "--maxcount", "30")  # fmt: skip
     assert f"into 1 shards: {tmp_path / 'out'}/t-000000.tar".encode() in resharded.stderr
+
+
+def test_transform_into_an_earlier_runs_outputs_refuses_or_replaces_them(data, tmp_path):
+    """Issue 67: `wds transform` into a pattern holding more shards than it writes refuses (naming them and
+    --overwrite), replaces the set with --overwrite, and prints the spec of its outputs."""
+    spec = data[0]
+    out = tmp_path / "tr"
+    out.mkdir()
+    for old in range(5):
+        write_shard(out / f"o-{old:03d}.tar", make_samples(f"old{old}-", 2))
+    args = ["transform", "tests.core.tools.shard_functions:shout", spec, "-o", out / "o-%03d.tar", "--engine", "serial"]
+    refused = wds_cli(*args, check=False)
+    assert refused.returncode == 1 and b"2 shards of the outputs" in refused.stderr
+    assert b"o-003.tar" in refused.stderr and b"--overwrite" in refused.stderr
+    done = wds_cli(*args, "--overwrite")
+    assert done.stdout.decode() == f"{out}/o-{{000..002}}.tar\n", done.stdout
+    assert sorted(os.listdir(out)) == ["o-000.tar", "o-001.tar", "o-002.tar"]
+    assert sum(1 for _ in wds.WebDataset(f"{out}/o-{{000..002}}.tar")) == 21
