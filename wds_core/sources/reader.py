@@ -440,6 +440,7 @@ class ShardReader(StageIterator):
                 if first is not _END:
                     self.barren = 0
                     yield first
+                    del first  # not held while the rest of the shard is read (a lane of interleave holds one)
                     yield from items
             else:
                 while self.left > 0:
