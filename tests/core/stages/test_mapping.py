@@ -1,4 +1,5 @@
 import copy
+import functools
 
 import numpy as np
 import pytest
@@ -58,7 +59,10 @@ def test_batched_collation_and_unbatched():
     assert len(run(wds.to_tuple("jpg;png"), wds.batched(4, partial=False))) == 1
     arrays = run(wds.map(lambda s: (np.full((2, 2), int(s["__key__"][1:])),)), wds.batched(3))
     assert arrays[0][0].shape == (3, 2, 2)
-    ragged = run(wds.map(lambda s: (np.zeros(int(s["__key__"][1:])),)), wds.batched(3))
+    with pytest.raises(SampleError, match="all shapes must be equal in collation"):
+        run(wds.map(lambda s: (np.zeros(int(s["__key__"][1:])),)), wds.batched(3))
+    lists = functools.partial(wds.default_collation_fn, combine_tensors=False)
+    ragged = run(wds.map(lambda s: (np.zeros(int(s["__key__"][1:])),)), wds.batched(3, collation_fn=lists))
     assert isinstance(ragged[0][0], list)
     dicts = run(wds.select(lambda s: "jpg" in s), wds.batched(3))
     assert dicts[0]["jpg"].tolist() == [0, 1, 2] and dicts[0]["__key__"] == ["k0", "k1", "k2"]
