@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .io.cache import ShardCache
-from .io.storage import Storage
+from .io.storage import STORAGE_SPELLING, Storage
 from .sources.readoptions import ShardReadOptions
 from .sources.shardlists import split_by_node, split_by_worker
 
@@ -72,7 +72,7 @@ NATIVE_SPELLING = {
     "select_files": "reading=ShardReadOptions(select_files=...)",
     "rename_files": "reading=ShardReadOptions(rename_files=...)",
     "zero_copy": "reading=ShardReadOptions(zero_copy=True)",
-    "storage_options": "storage=... (storage options, or a Storage)",
+    "storage_options": STORAGE_SPELLING,
     "retry": "storage=Storage(options, retry=...)",
     "read_ahead": "storage=Storage(options, read_ahead=...)",
     "cache_dir": "storage=Storage(options, cache=ShardCache(cache_dir, ...))",

@@ -25,7 +25,7 @@ from .fieldcodecs import FieldEncoder
 from .io import files
 from .io.destinations import CommitOnExit, CompressedSink, compression_of
 from .io.locks import PatternLock
-from .io.storage import Storage, local_path
+from .io.storage import Storage, local_path, storage_argument
 from .limits import parse_size
 from .sources.descriptor import write_descriptor
 from .tar.tarindex import ShardIndex
@@ -78,7 +78,7 @@ _SHOWN_KEYS = 100  # keys a lost shard's error shows in its message (all are in 
 class TarWriter(CommitOnExit):
     """Write samples to one tar shard: ``with TarWriter("out.tar") as sink: sink.write(sample)``.
 
-    ``dest`` is a path, a URL (through fsspec, with ``storage_options``), ``-``,
+    ``dest`` is a path, a URL (through fsspec, with ``storage``), ``-``,
     ``pipe:CMD`` or a binary stream (left open).  ``encoder``: ``True`` encodes
     by extension, ``False`` expects bytes or str, a dict ``{extension: fn}``
     replaces the encoders, a callable maps whole samples.  ``compress`` (or a
@@ -106,8 +106,9 @@ class TarWriter(CommitOnExit):
         group: str = "",
         keep_meta: bool = False,
         allow_pickle: bool = False,
-        storage_options: Storage | dict | None = None,
+        storage: Storage | dict | None = None,
         format: Any = None,
+        storage_options: Storage | dict | None = None,
     ) -> None:
         if format not in (None, tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
             raise SpecError(
@@ -117,7 +118,7 @@ class TarWriter(CommitOnExit):
         self._packer = MemberPacker(mtime=int(mtime), mode=mode, uid=uid, gid=gid, uname=user, gname=group)
         kind = compression_of(dest, compress)
         self.keep_meta = keep_meta
-        sink = Storage.of(storage_options).create(dest)
+        sink = Storage.of(storage_argument(type(self).__name__, storage, storage_options)).create(dest)
         self.url = sink.url
         self._sink: Any = CompressedSink(sink, kind) if kind else sink
         self._pending: list[Any] = []

@@ -383,7 +383,8 @@ STORAGE_ENTRY_POINTS = {
     "wds_core.writer": {"__init__"},  # TarWriter (ShardWriter passes it on)
     "wds_core.tools.parallel": {"map_shards"},
     "wds_core.tools.makeshards": {"make_shards"},
-    "wds_core.io.storage": {"of", "open_shard", "open_random_access", "create_shard", "read_bytes"},
+    # the native entry points take storage=, and webdataset's word for it with a DeprecationWarning (storage_argument)
+    "wds_core.io.storage": {"storage_argument", "open_shard", "open_random_access", "create_shard", "read_bytes"},
     "wds_core.dropin.gopen": {"gopen", "_gopen_storage"},  # webdataset's signatures
     "wds_core.dropin.tariterators": {"url_opener", "tarfile_to_samples"},  # webdataset's, with wds's options
     "wds_core.dropin.writer": {"__init__"},

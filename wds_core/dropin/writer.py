@@ -85,7 +85,7 @@ class TarWriter(_CoreTarWriter):
         super().__init__(
             fileobj, encoder=encoder, compress=compress, mtime=0 if mtime is None else mtime, mode=mode,
             user=user, group=group, keep_meta=keep_meta, allow_pickle=allow_pickle,
-            storage_options=storage_options, format=format,
+            storage=storage_options, format=format,
         )  # fmt: skip
 
     def close(self) -> None:

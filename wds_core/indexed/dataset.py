@@ -47,7 +47,7 @@ from ..io.decompress import is_compressed
 from ..io.forklocks import ForkSafeLock
 from ..io.remote.retries import DEFAULT_RETRY, RetryPolicy
 from ..io.secure import check_allowed
-from ..io.storage import RandomAccess, Storage, local_path, local_random_access
+from ..io.storage import RandomAccess, Storage, local_path, local_random_access, storage_argument
 from ..io.urls import expand_urls
 from ..limits import DecodeLimits
 from ..sources.descriptor import load_descriptor
@@ -76,7 +76,7 @@ class ShardListDataset:
         *,
         cache_dir: str | os.PathLike | None = None,
         cache_size: int | None = None,
-        storage_options: Storage | dict | None = None,
+        storage: Storage | dict | None = None,
         remote: str = "ranges",
         decode: Any = None,
         transformations: Iterable[Callable[[dict], Any]] = (),
@@ -85,12 +85,14 @@ class ShardListDataset:
         use_stored_indexes: bool = True,
         limits: Any = None,
         allow_pipe: bool = False,
+        storage_options: Storage | dict | None = None,
     ) -> None:
+        storage = storage_argument("ShardListDataset", storage, storage_options)
         if remote not in ("ranges", "download"):
             raise SpecError(f"remote must be 'ranges' or 'download', got {remote!r}")
         if remote == "download" and cache_dir is None:
             raise SpecError("remote='download' needs a cache_dir to download the shards into")
-        self.storage, self.remote = Storage.of(storage_options, retry=retry), remote
+        self.storage, self.remote = Storage.of(storage, retry=retry), remote
         self.cache_dir = None if cache_dir is None else os.path.abspath(os.fspath(cache_dir))
         self.cache = None if self.cache_dir is None else ShardCache(self.cache_dir, cache_size)
         self.decoder = Decoder(decode) if isinstance(decode, str) else decode

@@ -18,13 +18,14 @@ registered openers and backends):
   :mod:`.commands`);
 * :meth:`Storage.read_bytes` / :func:`read_bytes` -- a whole (small) object.
 
-The functions take ``storage_options`` as the public interface always has: a :class:`Storage`, or the explicit
-options from which one is made.
+The functions take ``storage``: a :class:`Storage`, or the explicit options from which one is made (webdataset's
+word, ``storage_options=``, still works in the native API with a ``DeprecationWarning``: :func:`storage_argument`).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
@@ -56,6 +57,7 @@ __all__ = [
     "open_shard",
     "pipe_failure",
     "read_bytes",
+    "storage_argument",
     "register_backend",
     "register_opener",
     "remote_url",
@@ -92,14 +94,14 @@ class Storage:
             raise TypeError(f"cache must be a ShardCache, got {type(self.cache).__name__}")
 
     @classmethod
-    def of(cls, storage_options: Any = None, **settings: Any) -> Storage:
-        """``storage_options`` as a context: a :class:`Storage` as it is (``settings`` replaced in a copy), or
+    def of(cls, given: Any = None, **settings: Any) -> Storage:
+        """``given`` as a context: a :class:`Storage` as it is (``settings`` replaced in a copy), or
         explicit options (or ``None``) with ``settings`` (``retry=``, ``read_ahead=``, ``cache=``; ``None`` for
         the default)."""
         settings = {name: value for name, value in settings.items() if value is not None}
-        if isinstance(storage_options, Storage):
-            return replace(storage_options, **settings) if settings else storage_options
-        return cls(storage_options, **settings)
+        if isinstance(given, Storage):
+            return replace(given, **settings) if settings else given
+        return cls(given, **settings)
 
     def with_options(self, options: dict[str, Any] | None, urls: list[str]) -> Storage:
         """This context with ``options`` over its own for the URLs ``urls`` (a dataset-spec source's own
@@ -210,38 +212,64 @@ class Storage:
         sink.commit()
 
 
+#: the native word for how shards are reached, which the DeprecationWarning of webdataset's ``storage_options=``
+#: gives (``wds_core.datasetplan``'s table of webdataset's keywords says it with these words)
+STORAGE_SPELLING = "storage=... (storage options, or a Storage)"
+
+
+def storage_argument(entry: str, storage: Any, storage_options: Any, stacklevel: int = 3) -> Any:
+    """What a native entry point ``entry`` was given for ``storage=``: ``storage``, or webdataset's word for it,
+    ``storage_options`` (the same value), with a ``DeprecationWarning`` naming the native one; both: a TypeError."""
+    if storage_options is None:
+        return storage
+    if storage is not None:
+        raise TypeError(f"{entry}() got both storage= and storage_options=: pass one")
+    warnings.warn(
+        f"{entry}(storage_options=...): webdataset's word is deprecated in the native API (the drop-in keeps it): "
+        f"storage_options= -> {STORAGE_SPELLING}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return storage_options
+
+
 def open_shard(
     url: str,
-    storage_options: Any = None,
+    storage: Any = None,
     cache: ShardCache | None = None,
     retry: RetryPolicy | None = None,
     stats: Counter[str] | None = None,
     rewritten: bool = False,
     plan: ReadAhead | None = None,
+    *,
+    storage_options: Any = None,
 ) -> BinaryIO:
     """Open ``url`` for reading as a binary stream; the caller closes it (:meth:`Storage.open`).
 
-    ``storage_options`` is a :class:`Storage`, or the explicit options (flat, or keyed by URL prefix) merged over
+    ``storage`` is a :class:`Storage`, or the explicit options (flat, or keyed by URL prefix) merged over
     the registered and configured ones; ``cache``, ``retry`` and ``plan`` (the read-ahead) replace the context's.
     """
-    return Storage.of(storage_options, cache=cache, retry=retry, read_ahead=plan).open(url, stats, rewritten)
+    storage = storage_argument("open_shard", storage, storage_options)
+    return Storage.of(storage, cache=cache, retry=retry, read_ahead=plan).open(url, stats, rewritten)
 
 
 def open_random_access(
-    url: str, storage_options: Any = None, retry: RetryPolicy | None = None, size: int | None = None
-) -> RandomAccess:
+    url: str, storage: Any = None, retry: RetryPolicy | None = None, size: int | None = None, *,
+    storage_options: Any = None,
+) -> RandomAccess:  # fmt: skip
     """Random access to a shard (:meth:`Storage.random_access`)."""
-    return Storage.of(storage_options, retry=retry).random_access(url, size)
+    storage = storage_argument("open_random_access", storage, storage_options)
+    return Storage.of(storage, retry=retry).random_access(url, size)
 
 
-def create_shard(dest: Any, storage_options: Any = None) -> ShardSink:
+def create_shard(dest: Any, storage: Any = None, *, storage_options: Any = None) -> ShardSink:
     """Start writing ``dest`` (:meth:`Storage.create`)."""
-    return Storage.of(storage_options).create(dest)
+    return Storage.of(storage_argument("create_shard", storage, storage_options)).create(dest)
 
 
-def read_bytes(url: str, storage_options: Any = None) -> bytes:
+def read_bytes(url: str, storage: Any = None, *, storage_options: Any = None) -> bytes:
     """The whole object at ``url`` (:meth:`Storage.read_bytes`)."""
-    return Storage.of(storage_options).read_bytes(url)
+    return Storage.of(storage_argument("read_bytes", storage, storage_options)).read_bytes(url)
 
 
 def remote_url(url: str) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import SpecError
 from ..io import files
 from ..io.commands import refuse_command
-from ..io.storage import Storage
+from ..io.storage import Storage, storage_argument
 from ..io.urls import folder_of, join_url, url_joiner
 
 __all__ = ["load_descriptor", "resolve_descriptor", "write_descriptor"]
@@ -96,18 +96,19 @@ def resolve_descriptor(
 
 
 def load_descriptor(
-    source: Any, storage_options: Storage | dict | None = None, allow_pipe: bool = False
-) -> dict[str, Any]:
+    source: Any, storage: Storage | dict | None = None, allow_pipe: bool = False, *,
+    storage_options: Storage | dict | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Read (when ``source`` is a path, URL or open file) and resolve a wids v1 descriptor.
 
-    ``storage_options``: a :class:`~wds_core.io.storage.Storage`, or the explicit options of one; ``allow_pipe``:
+    ``storage``: a :class:`~wds_core.io.storage.Storage`, or the explicit options of one; ``allow_pipe``:
     accept ``pipe:`` shard URLs in it (:func:`resolve_descriptor`).
 
     Relative shard URLs of a descriptor read from an open file resolve against
     the file's folder when it has a ``name`` that is a path, else against the
     current directory.
     """
-    storage = Storage.of(storage_options)
+    storage = Storage.of(storage_argument("load_descriptor", storage, storage_options))
     if isinstance(source, dict):
         return resolve_descriptor(source, None, storage, allow_pipe)
     if hasattr(source, "read"):

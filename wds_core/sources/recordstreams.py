@@ -23,7 +23,7 @@ from ..handlers import Handler, reraise_exception
 from ..io.cache import ShardCache
 from ..io.destinations import CommitOnExit
 from ..io.remote.rangestream import RetryPolicy
-from ..io.storage import Storage
+from ..io.storage import Storage, storage_argument
 from ..limits import DecodeLimits
 from ..state import RunContext
 from ..tar.resume import skip_to
@@ -221,15 +221,17 @@ class RecordsToSamples(ShardReading):
         self,
         format: str = "cbor",
         handler: Handler = reraise_exception,
-        storage_options: Storage | dict | None = None,
+        storage: Storage | dict | None = None,
         cache: ShardCache | None = None,
         retry: RetryPolicy | None = None,
         limits: Any = None,
+        *,
+        storage_options: Storage | dict | None = None,
     ):
         if format not in ("cbor", "msgpack"):
             raise ValueError(f"format must be 'cbor' or 'msgpack', got {format!r}")
         self.format = format
-        storage = Storage.of(storage_options, cache=cache, retry=retry)
+        storage = Storage.of(storage_argument("RecordsToSamples", storage, storage_options), cache=cache, retry=retry)
         self._read_with(ShardReadOptions(handler, storage=storage, limits=limits))
 
     def build(self, src: Any, ctx: RunContext) -> _RecordsIterator:
@@ -244,8 +246,9 @@ class _RecordsIterator(ShardReader):
 
 
 def cbors_to_samples(
-    handler: Handler = reraise_exception, storage_options: dict | None = None, limits: Any = None
-) -> RecordsToSamples:
+    handler: Handler = reraise_exception, storage: Storage | dict | None = None, limits: Any = None, *,
+    storage_options: Storage | dict | None = None,
+) -> RecordsToSamples:  # fmt: skip
     """Stage: the objects of concatenated-CBOR shards, as webdataset's ``cbors_to_samples()``.
 
     An object is at most ``limits``' ``sample_bytes`` (default: the configuration file's ``decode_limits``, else
@@ -253,19 +256,25 @@ def cbors_to_samples(
     can inflate to an object of any size, and a small object to many empty containers
     (:mod:`wds_core.fieldcodecs.structured`).
     """
-    return RecordsToSamples("cbor", handler, storage_options, limits=limits)
+    return RecordsToSamples(
+        "cbor", handler, storage_argument("cbors_to_samples", storage, storage_options), limits=limits
+    )
 
 
 def msgpacks_to_samples(
-    handler: Handler = reraise_exception, storage_options: dict | None = None, limits: Any = None
-) -> RecordsToSamples:
+    handler: Handler = reraise_exception, storage: Storage | dict | None = None, limits: Any = None, *,
+    storage_options: Storage | dict | None = None,
+) -> RecordsToSamples:  # fmt: skip
     """Stage: the objects of concatenated-MessagePack shards (``limits``: as :func:`cbors_to_samples`)."""
-    return RecordsToSamples("msgpack", handler, storage_options, limits=limits)
+    storage = storage_argument("msgpacks_to_samples", storage, storage_options)
+    return RecordsToSamples("msgpack", handler, storage, limits=limits)
 
 
 class _RecordWriter(CommitOnExit):
-    def __init__(self, dest: Any, storage_options: Storage | dict | None = None) -> None:
-        self._sink = Storage.of(storage_options).create(dest)
+    def __init__(
+        self, dest: Any, storage: Storage | dict | None = None, *, storage_options: Storage | dict | None = None
+    ) -> None:
+        self._sink = Storage.of(storage_argument(type(self).__name__, storage, storage_options)).create(dest)
         self.count = 0
         self.closed = False
 

@@ -39,7 +39,7 @@ from typing import Any
 from ..errors import SampleError, SpecError, install_hint
 from ..handlers import Handler, reraise_exception
 from ..io.commands import refuse_command
-from ..io.storage import Storage
+from ..io.storage import Storage, storage_argument
 from ..io.urls import expand_data, folder_of, join_url
 from ..rng import Rng, derive_seed
 from ..stages.mapping import PerSample
@@ -163,13 +163,15 @@ def _source(
 
 
 def load_spec(
-    spec: Any, allow_pipe: bool = False, storage_options: Storage | dict | None = None
-) -> tuple[list[Source], dict[str, Any]]:
+    spec: Any, allow_pipe: bool = False, storage: Storage | dict | None = None, *,
+    storage_options: Storage | dict | None = None,
+) -> tuple[list[Source], dict[str, Any]]:  # fmt: skip
     """The sources of a spec file, path, URL or parsed dict, and its top-level options."""
+    storage = storage_argument("load_spec", storage, storage_options)
     base = name = None
     if isinstance(spec, str):
         base, name = folder_of(spec), spec
-        spec = _parse(Storage.of(storage_options).read_bytes(spec), spec)
+        spec = _parse(Storage.of(storage).read_bytes(spec), spec)
     if isinstance(spec, list):
         spec = {"datasets": spec}
     if not isinstance(spec, dict):

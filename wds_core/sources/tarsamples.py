@@ -15,7 +15,7 @@ from ..io.cache import ShardCache
 from ..io.localfiles import file_descriptor, map_whole
 from ..io.remote.rangestream import RetryPolicy
 from ..io.remote.readahead import ReadAhead
-from ..io.storage import Storage
+from ..io.storage import Storage, storage_argument
 from ..state import RunContext
 from ..tar.cursor import name_digest
 from ..tar.grouping import group_members, is_meta
@@ -51,15 +51,18 @@ class TarfileToSamples(ShardReading):
         handler: Handler = reraise_exception,
         select_files: Callable[[str], bool] | None = None,
         rename_files: Callable[[str], str] | None = None,
-        storage_options: Storage | dict | None = None,
+        storage: Storage | dict | None = None,
         cache: ShardCache | None = None,
         retry: RetryPolicy | None = None,
         limits: Any = None,
         read_ahead: ReadAhead | None = None,
         zero_copy: bool = False,
         local_path: bool = False,
+        *,
+        storage_options: Storage | dict | None = None,
     ) -> None:
-        storage = Storage.of(storage_options, cache=cache, retry=retry, read_ahead=read_ahead)  # webdataset's spelling
+        given = storage_argument("TarfileToSamples", storage, storage_options)
+        storage = Storage.of(given, cache=cache, retry=retry, read_ahead=read_ahead)
         self._read_with(ShardReadOptions(handler, select_files, rename_files, storage, limits, bool(zero_copy),
                                          bool(local_path)))  # fmt: skip
 
@@ -86,16 +89,17 @@ def tarfile_to_samples(
     handler: Handler = reraise_exception,
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
-    storage_options: dict | None = None,
+    storage: Storage | dict | None = None,
     cache: ShardCache | None = None,
     retry: RetryPolicy | None = None,
     limits: Any = None,
     zero_copy: bool = False,
+    *,
+    storage_options: Storage | dict | None = None,
 ) -> TarfileToSamples:
     """webdataset's ``tarfile_to_samples()``: the stage that reads shards into samples (:class:`TarfileToSamples`)."""
-    return TarfileToSamples(
-        handler, select_files, rename_files, storage_options, cache, retry, limits, zero_copy=zero_copy
-    )
+    storage = storage_argument("tarfile_to_samples", storage, storage_options)
+    return TarfileToSamples(handler, select_files, rename_files, storage, cache, retry, limits, zero_copy=zero_copy)
 
 
 class _TarSamplesIterator(ShardReader):

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import SpecError, redact
 from ..io import files
-from ..io.storage import Storage, local_path
+from ..io.storage import Storage, local_path, storage_argument
 from ..limits import parse_size
 from ..writer import refuse_existing, remove_stale
 from .jobs import run_jobs
@@ -176,10 +176,11 @@ def make_shards(
     retries: int = 2,
     work_dir: str | None = None,
     descriptor: str | None = "auto",
-    storage_options: Storage | dict | None = None,
+    storage: Storage | dict | None = None,
     progress: bool | Callable[[MakeShardsSummary], None] = False,
     memory_limit: int | None = None,
     overwrite: bool = False,
+    storage_options: Storage | dict | None = None,
 ) -> MakeShardsSummary:
     """Run ``fn`` over ``inputs`` in parallel and write what it gives as shards ``output % n`` (see the module doc).
 
@@ -249,7 +250,7 @@ def make_shards(
     if summary.failures:  # nothing published: a rerun retries the failed jobs, then publishes
         summary.seconds = time.monotonic() - started
         return summary
-    storage = Storage.of(storage_options)
+    storage = Storage.of(storage_argument("make_shards", storage, storage_options))
     published = _publish([made[job] for job in sorted(made)], staging, output, storage)
     summary.shards = [url for url, _ in published]
     if overwrite:

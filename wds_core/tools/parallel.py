@@ -42,7 +42,7 @@ from typing import Any
 
 from ..errors import SpecError, redact, redact_url
 from ..io import files
-from ..io.storage import Storage, local_path
+from ..io.storage import Storage, local_path, storage_argument
 from ..io.urls import expand_urls
 from ..writer import existing_shards
 from .jobs import run_jobs
@@ -130,7 +130,7 @@ def process_shard(fn: Callable, per: str, src: str, dst: str, storage: Storage) 
             else:
                 yield from out
 
-    with TarWriter(dst, storage_options=storage) as sink:
+    with TarWriter(dst, storage=storage) as sink:
         for sample in results():
             sink.write({k: v for k, v in sample.items() if k == "__key__" or not k.startswith("__")})
             counts[1] += 1
@@ -195,10 +195,11 @@ def map_shards(
     scheduler: str | None = None,
     retries: int = 2,
     overwrite: bool = False,
-    storage_options: Storage | dict | None = None,
+    storage: Storage | dict | None = None,
     progress: Callable[[ShardJobSummary], None] | None = None,
     log: str | os.PathLike | None = None,
     memory_limit: int | None = None,
+    storage_options: Storage | dict | None = None,
 ) -> ShardJobSummary:
     """Apply ``fn`` to every shard of ``inputs`` and write ``outputs`` (see the module doc).
 
@@ -218,7 +219,7 @@ def map_shards(
             "overwrite=True (wds transform --overwrite) redoes the outputs and removes them, or write elsewhere"
         )
     summary = ShardJobSummary(inputs=len(urls))
-    storage = Storage.of(storage_options)
+    storage = Storage.of(storage_argument("map_shards", storage, storage_options))
     record = JobLog(log) if log is not None else None
     try:
         jobs = []

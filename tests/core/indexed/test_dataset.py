@@ -254,7 +254,7 @@ def test_remote_ranges_and_download_against_s3(s3, tmp_path, shards):
         fs.put_file(path, f"team-a/idx/{os.path.basename(path)}")
     urls = [f"s3://team-a/idx/{os.path.basename(p)}" for p in paths]
     local = wds.ShardListDataset(paths)
-    ranged = wds.ShardListDataset(urls, storage_options=options)
+    ranged = wds.ShardListDataset(urls, storage=options)
 
     def fields(sample):
         return {k: v for k, v in plain(sample).items() if k not in ("__url__", "__local_path__")}
@@ -265,14 +265,14 @@ def test_remote_ranges_and_download_against_s3(s3, tmp_path, shards):
     assert fields(sample) == fields(local[60]) and sample["__url__"] == urls[2]
     assert all(fields(ranged[i]) == fields(local[i]) for i in range(len(local)))
     cache = tmp_path / "cache"
-    downloaded = wds.ShardListDataset(urls, storage_options=options, remote="download", cache_dir=cache)
+    downloaded = wds.ShardListDataset(urls, storage=options, remote="download", cache_dir=cache)
     assert downloaded[99]["txt"] == local[99]["txt"]
     assert len([n for _, _, names in os.walk(cache) for n in names if n.endswith(".tar")]) == 4
     # a descriptor stored next to the shards, with relative URLs, loads through the same options
     body = {"wids_version": 1, "shardlist": [{"url": os.path.basename(p), "nsamples": 25} for p in paths]}
     with fs.open("team-a/idx/ds.json", "w") as out:
         out.write(json.dumps(body))
-    described = wds.ShardListDataset("s3://team-a/idx/ds.json", storage_options=options)
+    described = wds.ShardListDataset("s3://team-a/idx/ds.json", storage=options)
     assert [s["url"] for s in described.shards] == urls and described[77]["txt"] == local[77]["txt"]
 
 

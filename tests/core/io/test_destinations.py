@@ -75,7 +75,7 @@ def test_s3_object_appears_only_when_complete(s3):
     fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3["team-a"].client_options("team-a"))
     url = "s3://team-a/atomic/big.tar"
     with pytest.raises(RuntimeError, match="stop here"):
-        with wds_core.TarWriter(url, storage_options=options) as sink:
+        with wds_core.TarWriter(url, storage=options) as sink:
             for sample in _samples(12, 1 << 20):
                 sink.write(sample)
             fs.invalidate_cache()
@@ -84,7 +84,7 @@ def test_s3_object_appears_only_when_complete(s3):
     fs.invalidate_cache()
     assert not fs.exists(url)
     assert fs.list_multipart_uploads("team-a") == []  # the upload was cancelled, not left behind
-    with wds_core.TarWriter(url, storage_options=options) as sink:
+    with wds_core.TarWriter(url, storage=options) as sink:
         for sample in _samples(12, 1 << 20):
             sink.write(sample)
     fs.invalidate_cache()

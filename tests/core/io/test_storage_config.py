@@ -105,7 +105,7 @@ def test_storage_options_repr_hides_secrets():
     )
     text = repr(options)
     assert "s3cr3t" not in text and "AKID" not in text and "T0KVALUE" not in text and "anon" in text
-    stage = TarfileToSamples(storage_options={"secret": "s3cr3t"})
+    stage = TarfileToSamples(storage={"secret": "s3cr3t"})
     assert "s3cr3t" not in repr(stage.options.storage.options)
 
 

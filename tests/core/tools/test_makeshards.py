@@ -92,10 +92,10 @@ def test_a_stopped_run_resumes_and_gives_the_bytes_of_a_clean_one(tmp_path, monk
 def test_remote_outputs_go_up_from_a_local_work_dir(tmp_path, s3):
     options = s3["team-a"].client_options("team-a")
     with pytest.raises(SpecError, match="give work_dir="):
-        wds.make_shards(fns.row_to_sample, range(10), "s3://team-a/made/train-%02d.tar", storage_options=options)
+        wds.make_shards(fns.row_to_sample, range(10), "s3://team-a/made/train-%02d.tar", storage=options)
     summary = wds.make_shards(fns.row_to_sample, range(30), "s3://team-a/made/train-%02d.tar", engine="serial",
                               per_job=10, maxcount=12, work_dir=str(tmp_path / "work"),
-                              storage_options=options)  # fmt: skip
+                              storage=options)  # fmt: skip
     assert summary.ok and summary.descriptor == "s3://team-a/made/train.json"
     assert not (tmp_path / "work").exists()
     spec = f"s3://team-a/made/train-{{00..{len(summary.shards) - 1:02d}}}.tar"

@@ -249,8 +249,9 @@ _DENIED = re.compile(
     re.IGNORECASE,
 )
 CREDENTIALS_HINT = (
-    "to give credentials or an endpoint: storage_options={'s3://bucket/': {'key': ..., 'secret': ..., "
-    "'endpoint_url': ...}} by URL prefix, a WDS_CONFIG file, or AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+    "to give credentials or an endpoint: storage={'s3://bucket/': {'key': ..., 'secret': ..., "
+    "'endpoint_url': ...}} by URL prefix (webdataset's storage_options=), a WDS_CONFIG file, or AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY, "
     "AWS_PROFILE and AWS_ENDPOINT_URL (GCS: GOOGLE_APPLICATION_CREDENTIALS); wds commands take --storage-options "
     "JSON and --endpoint-url"
 )

@@ -67,11 +67,11 @@ def test_a_bucket_in_another_region_says_so(server):
 
 
 def test_writing_into_a_missing_bucket_says_the_bucket_not_the_shard(server):
-    writer = wds.TarWriter("s3://never-made/train/out.tar", storage_options=options(server))
+    writer = wds.TarWriter("s3://never-made/train/out.tar", storage=options(server))
     writer.write({"__key__": "a", "txt": "x"})
     with pytest.raises(ShardOpenError, match=r"cannot upload the shard: no such bucket 'never-made'"):
         writer.close()
-    writer = wds.TarWriter("s3://made/train/out.tar", storage_options=options(server, wrong_key=True))
+    writer = wds.TarWriter("s3://made/train/out.tar", storage=options(server, wrong_key=True))
     writer.write({"__key__": "a", "txt": "x"})
     with pytest.raises(ShardOpenError, match=r"access denied: the store knows no such access key ID"):
         writer.close()
