@@ -102,6 +102,17 @@ WIDS: dict[str, types.ModuleType] = wids.wids_modules(
 )
 
 MODULES: dict[str, types.ModuleType] = {name: _with_torch(name, core) for name, core in dropin.MODULES.items()}
+# a module's names for its sibling modules (webdataset's ``filters.utils``, ``compat.shardlists``...) are the
+# siblings with the PyTorch classes too
+_SIBLINGS = {id(core): MODULES[name] for name, core in dropin.MODULES.items()}
+for _module in MODULES.values():
+    _module.__dict__.update(
+        {
+            k: _SIBLINGS[id(v)]
+            for k, v in vars(_module).items()
+            if isinstance(v, types.ModuleType) and id(v) in _SIBLINGS
+        }
+    )
 NAMESPACE: dict[str, Any] = dropin.top_level(MODULES)  # webdataset's top-level names, from these modules
 
 

@@ -28,6 +28,7 @@ SUITES = {
     "test_layout": "this file",
     "dropin/test_codecs": "webdataset's autodecode and writer over wds's codecs",
     "dropin/test_install": "install_as_webdataset in a fresh interpreter",
+    "dropin/test_names": "every module-level name of webdataset 0.2.31, 0.2.86 and 1.0.2: there, or refused saying why",
     "dropin/test_subclassing": "training code that subclasses webdataset's classes",
     "dropin/test_webdataset_behaviour": "what webdataset's own suite pins down",
     "fieldcodecs/test_jpeg_region": "the compiled region decoder against whole decodes",

@@ -193,3 +193,124 @@ def test_no_shuffle_placement_duplicates_or_drops_across_two_ranks_and_two_worke
         for epoch in range(2):
             seen = Counter(ranks[0][name][epoch] + ranks[1][name][epoch])
             assert seen == Counter(keys), f"{name}, epoch {epoch}: duplicated or missing samples"
+
+
+# A resharder written for webdataset 0.2.31 (issue 68): its writer module's `gopen` is the gopen module, whose Pipe
+# it subclasses, and whose `info` dict its pipe reads when a child fails.
+RESHARDER_0_2 = r"""
+import sys
+import webdataset as wds
+
+Pipe = wds.writer.gopen.Pipe  # 0.2.x: writer.gopen is the module (1.0.2: the function, and this fails)
+from webdataset.gopen import info
+
+
+class Checked(Pipe):
+    def wait_for_child(self):
+        info["shard"] = "s-1"  # what the error should say
+        super().wait_for_child()
+
+
+out = wds.writer.gopen.gopen(sys.argv[1], "wb")
+out.write(b"payload")
+out.close()
+with wds.TarWriter(sys.argv[1] + ".tar") as sink:  # 0.2.31's writer opens through the module's gopen
+    sink.write({"__key__": "a", "txt": "x"})
+with Checked(["cat", sys.argv[1]], mode="rb") as pipe:
+    print(pipe.read(), wds.writer.gopen.info is info, wds.writer.gopen.set_options(pipe, timeout=5), pipe.timeout)
+try:
+    failing = Checked("exit 3", mode="rb", shell=True)
+    failing.read()
+    failing.close()
+except Exception as exn:  # 0.2.31 raises Exception, 1.0.2 and wds OSError
+    print("error", "exit" in str(exn), "s-1" in str(exn))
+print(sorted(s["__key__"] for s in wds.WebDataset(sys.argv[1] + ".tar")))
+"""
+
+
+def _run_script(script_path, argv, pythonpath=None, switch=False):
+    """``python SCRIPT ARGV`` (with ``pythonpath`` first on the path), or through the switch."""
+    env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    runner = ["-m", "wds_torch.run", "--quiet"] if switch else []
+    command = [sys.executable, *runner, str(script_path), *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_code_written_for_webdataset_0_2_runs_through_the_switch(tmp_path):
+    """Issue 68.1 and 68.2: `wds.writer.gopen.Pipe` (0.2.x's module under the writer's name) and `gopen.info`
+    raised AttributeError through the switch; the same script runs on webdataset 0.2.31 (where CI installs it
+    beside 1.0.2: WDS_WEBDATASET_0_2_31) and through the switch, with the same output."""
+    script = tmp_path / "reshard.py"
+    script.write_text(RESHARDER_0_2)
+    ours = _run_script(script, [str(tmp_path / "out.bin")], switch=True)
+    assert ours.returncode == 0, ours.stderr
+    expected = "b'payload' True True 5\nerror True True\n['a']\n"
+    assert ours.stdout == expected
+    old = os.environ.get("WDS_WEBDATASET_0_2_31")
+    if old:
+        theirs = _run_script(script, [str(tmp_path / "theirs.bin")], pythonpath=old)
+        assert theirs.returncode == 0, theirs.stderr
+        assert theirs.stdout == expected
+
+
+def test_the_torch_modules_hold_webdataset_s_names_as_the_core_s_do():
+    """Issue 68: the names the drop-in gives webdataset's modules, in wds_torch's copies, with the siblings they name
+    being wds_torch's (``webdataset.filters.utils is webdataset.utils`` through the switch)."""
+    from wds_core import dropin
+
+    for name, core in dropin.MODULES.items():
+        ours = getattr(wds_torch, name) if name != "gopen" else sys.modules["wds_torch.gopen"]
+        assert set(vars(core)) - {"__spec__", "__loader__"} <= set(vars(ours)), name
+    assert wds_torch.filters.utils is sys.modules["wds_torch.utils"]
+    assert wds_torch.compat.shardlists is sys.modules["wds_torch.shardlists"]
+    assert wds_torch.shardlists.IterableDataset is torch.utils.data.IterableDataset
+    assert wds_torch.filters.TorchTensor is torch.Tensor
+    assert wds_torch.writer.gopen.Pipe is sys.modules["wds_torch.gopen"].Pipe
+
+
+# Issue 68.3 and 68.4, as one script run on webdataset itself and through the switch.
+COMPOSE_AND_COLLATE = r"""
+import sys
+import numpy as np
+import webdataset as wds
+
+source = [{"__key__": f"k{i}", "json": {"i": i}, "npy": np.zeros(i + 1)} for i in range(3)]
+dataset = wds.DataPipeline(lambda: iter(source))
+meta = dataset.compose(wds.to_tuple("json"))
+print("aliased", len(dataset.pipeline) == len(meta.pipeline))  # 0.2.31's compose shared the stage list
+try:
+    next(iter(wds.DataPipeline(lambda: iter(source), wds.to_tuple("npy"), wds.batched(3))))
+except Exception as exn:
+    print("ragged", type(exn).__name__ in ("AssertionError", "ShapeMismatch"), "all shapes must be equal" in str(exn))
+"""
+
+
+def _same_script(tmp_path, script, env_var=None):
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    ours = _run_script(path, [], switch=True)
+    assert ours.returncode == 0, ours.stderr
+    theirs = None
+    if env_var is None:
+        pytest.importorskip("webdataset")
+        theirs = _run_script(path, [])
+    elif os.environ.get(env_var):
+        theirs = _run_script(path, [], pythonpath=os.environ[env_var])
+    if theirs is not None:
+        assert theirs.returncode == 0, theirs.stderr
+    return ours.stdout, None if theirs is None else theirs.stdout
+
+
+def test_compose_gives_a_new_pipeline_where_0_2_31_shared_the_stages(tmp_path):
+    """Issue 68.3: on 0.2.31 `meta = ds.compose(...)` (what `ds.to_tuple(...)` does) changed `ds` too; wds, as 1.0.2,
+    gives a new pipeline (the migration guide says so, with the symptom and the fix). Ragged arrays raise on both."""
+    ours, theirs = _same_script(tmp_path, COMPOSE_AND_COLLATE, "WDS_WEBDATASET_0_2_31")
+    assert ours == "aliased False\nragged True True\n"
+    if theirs is not None:  # (0.2.31's collation fails on ragged arrays too, inside numpy, in other words)
+        assert theirs.startswith("aliased True\nragged ")
+
+
+def test_arrays_of_different_shapes_fail_to_batch_as_on_webdataset_1_0_2(tmp_path):
+    """Issue 68.4: webdataset raises `all shapes must be equal in collation`; wds returned a list."""
+    ours, theirs = _same_script(tmp_path, COMPOSE_AND_COLLATE)
+    assert ours == theirs == "aliased False\nragged True True\n"

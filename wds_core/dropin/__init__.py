@@ -23,7 +23,6 @@ import types
 import warnings
 from typing import Any
 
-from ..fieldcodecs import tenbin
 from ..spellings import TOP_LEVEL_NAMES
 from . import (
     autodecode,
@@ -40,6 +39,7 @@ from . import (
     pytorch,
     shardlists,
     tariterators,
+    tenbin,
     utils,
     writer,
 )
@@ -134,6 +134,12 @@ MODULES: dict[str, types.ModuleType] = {
 }
 hooks.register(MODULES)
 
+#: webdataset's modules the drop-in does not have, and why
+LEFT_OUT_MODULES = {
+    "bench": "webdataset 0.2's benchmark command; `wds bench` measures reading",
+    "typecheck": "webdataset 1.0.2's checks of its own functions' arguments",
+}
+
 __all__ = [  # webdataset's top-level names (:mod:`wds_core.spellings`), then the drop-in's own
     *TOP_LEVEL_NAMES,
     "MODULES",
@@ -184,9 +190,11 @@ class _RefuseUnknownSubmodules(importlib.abc.MetaPathFinder):
         if fullname in sys.modules:  # a stand-in reloaded: its own spec, never the real package on sys.path
             return stand_in_spec(fullname)
         if fullname.startswith("webdataset."):
+            why = LEFT_OUT_MODULES.get(fullname.partition(".")[2])
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: `import webdataset` is wds's drop-in here, which has "
-                f"webdataset's modules {', '.join(sorted(MODULES))} (see wds's docs/guides/moving-from-webdataset.md)",
+                f"webdataset's modules {', '.join(sorted(MODULES))}{f' ({why})' if why else ''} (see wds's "
+                "docs/guides/moving-from-webdataset.md)",
                 name=fullname,
             )
         if fullname.startswith("wids."):

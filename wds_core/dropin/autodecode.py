@@ -26,7 +26,7 @@ from ..fieldcodecs.images import IMAGE_SPECS
 from ..fieldcodecs.tenbin import decode_buffer
 from ..io.secure import secure_mode
 from ..stages import decode as _decode
-from . import hooks
+from . import hooks, utils  # noqa: F401 - utils: webdataset's module imports it, and code reaches it here
 from ._refuse import refused_function
 
 __all__ = [

@@ -25,7 +25,28 @@ from ..io import files
 from ..io.cache import ShardCache
 from ..io.storage import Storage, local_path, open_shard, url_of
 from ..sources.tarsamples import TarfileToSamples
-from . import hooks
+from . import filters, hooks  # noqa: F401 - filters: as webdataset 0.2's module imports it
+from ._refuse import refuse_missing
+from .gopen import as_module as gopen  # noqa: F401 - 0.2's ``cache.gopen``, the module
+from .tariterators import group_by_keys, tar_file_expander, tarfile_to_samples  # noqa: F401 - 0.2's names here
+from .utils import obsolete  # noqa: F401 - 1.0.2's import
+
+#: webdataset's defaults for its cache, from the same variables (``WDS_CACHE``, ``WDS_CACHE_SIZE`` in bytes,
+#: ``WDS_VERBOSE_CACHE``); wds's own cache takes its folder and size from ``Storage`` (remote-storage guide)
+default_cache_dir = os.environ.get("WDS_CACHE", "./_cache")
+default_cache_size = float(os.environ.get("WDS_CACHE_SIZE", "1e18"))
+verbose_cache = int(os.environ.get("WDS_VERBOSE_CACHE", "0"))
+
+__getattr__ = refuse_missing(
+    __name__,
+    {
+        "cached_url_opener": "a piece of webdataset 0.2's cache; FileCache and cached_tarfile_to_samples do its job",
+        "get_file_cached": "a piece of webdataset 0.2's cache; FileCache(cache_dir).get_file(url) does its job",
+        "get_filetype": "it runs the `file` command on each download; wds checks a shard's tar header itself "
+        "(check_tar_format)",
+        "magic_filetype": "it needs python-magic; wds checks a shard's tar header itself (check_tar_format)",
+    },
+)
 
 __all__ = [
     "FileCache",
@@ -85,8 +106,8 @@ def url_to_cache_name(url: str, ndir: int = 0) -> str:
 def download(url: str, dest: str, chunk_size: int = 1 << 20, verbose: bool = False) -> None:
     """Copy ``url`` (anything wds opens; ``gopen.gopen`` when code replaced it) to the file ``dest``, which appears
     only when complete."""
-    gopen = hooks.replacement("gopen", "gopen")
-    with gopen(url) if gopen is not None else open_shard(url) as source:
+    replaced = hooks.replacement("gopen", "gopen")
+    with replaced(url) if replaced is not None else open_shard(url) as source:
         files.copy_stream(source, dest, chunk_size)
     if verbose:
         print(f"# downloaded {redact_url(url)} to {dest}", file=sys.stderr)
@@ -163,9 +184,9 @@ class StreamingOpen:
         self.verbose, self.handler, self.storage = verbose, handler, storage
 
     def _open(self, url: str) -> Any:
-        gopen = hooks.replacement("gopen", "gopen")
-        if gopen is not None and local_path(url) is None:  # webdataset opens local files itself
-            return gopen(url)
+        replaced = hooks.replacement("gopen", "gopen")
+        if replaced is not None and local_path(url) is None:  # webdataset opens local files itself
+            return replaced(url)
         return self.storage.open(url) if self.storage is not None else open_shard(url)
 
     def __call__(self, urls: Iterable[Any]) -> Iterator[dict[str, Any]]:

@@ -19,12 +19,15 @@ from ..dataset import WebDataset as CoreWebDataset
 from ..datasetplan import NATIVE_KEYWORDS, webdataset_plan
 from ..errors import EmptyDatasetError
 from ..handlers import Handler, reraise_exception
+from ..pipeline.datapipeline import DataPipeline  # noqa: F401 - webdataset's ``compat.DataPipeline``
 from ..pipeline.fluid import FluidInterface as CoreFluidInterface
 from ..sources.readoptions import ShardReadOptions
 from ..sources.shardlists import split_by_node, split_by_worker
 from ..stages.batching import ReadAheadBatch
-from . import cache, filters, hooks
+from . import autodecode, cache, filters, hooks, shardlists, tariterators, utils  # noqa: F401 - as webdataset's
 from ._refuse import refused_class
+from .filters import pipelinefilter  # noqa: F401
+from .pytorch import DataLoader, IterableDataset  # noqa: F401 - PyTorch's with wds_torch
 from .shardlists import SPLITTERS
 from .tariterators import group_by_keys, tar_file_expander
 

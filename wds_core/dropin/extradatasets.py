@@ -13,8 +13,10 @@ from typing import Any
 from ..mock import MockDataset
 from ..pipeline.datapipeline import DataPipeline
 from ..stages.batching import Slice
+from . import utils  # noqa: F401 - webdataset's module imports it, and code reaches it here
 from .compat import FluidWrapper
-from .utils import repeatedly
+from .pytorch import IterableDataset  # noqa: F401
+from .utils import PipelineStage, repeatedly  # noqa: F401
 
 __all__ = ["MockDataset", "repeatedly", "with_epoch", "with_length"]
 

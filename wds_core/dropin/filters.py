@@ -31,8 +31,11 @@ from ..stages.sampling import RandomSample
 from ..stages.shuffle import DetShuffle, Shuffle
 from ..stages.tracing import Info, LogKeys
 from ..stages.xdecode import XDECODE_DEFAULTS, XDecode, decode_bin, decode_pickle, decode_text
+from . import autodecode, utils  # noqa: F401 - webdataset's module imports them, and code reaches them here
 from ._refuse import refused_class
 from .autodecode import Decoder
+from .pytorch import TorchTensor  # noqa: F401 - webdataset's ``filters.TorchTensor`` (torch.Tensor with wds_torch)
+from .utils import PipelineStage  # noqa: F401
 
 __all__ = [
     "Cached",

@@ -27,6 +27,7 @@ from ..io.commands import start_process
 from ..io.secure import check_allowed, secure_mode
 from ..io.storage import OPENERS, Storage, local_path, open_shard, register_opener
 from ..io.storage_config import rewrite_url as _rewrite
+from . import utils  # noqa: F401 - 1.0.2's module imports it, and code reaches it here
 
 __all__ = [
     "Pipe",
@@ -40,9 +41,15 @@ __all__ = [
     "gopen_htgs",
     "gopen_pipe",
     "gopen_schemes",
+    "info",
     "reader",
     "rewrite_url",
+    "set_options",
 ]
+
+#: webdataset's module-level dict of what code wants said when a pipe fails (a ``Pipe``'s exit-status error shows
+#: it); code writes entries into it, as webdataset's callers do.
+info: dict[str, Any] = {}
 
 
 class Pipe:
@@ -83,7 +90,7 @@ class Pipe:
         if self.status is None:
             self.status = self.proc.wait(self.timeout)
         if self.status not in self.ignore_status and not self.ignore_errors:
-            raise OSError(f"{self.args}: exit status {self.status}")
+            raise OSError(f"{self.args}: exit status {self.status}" + (f" {info}" if info else ""))
 
     def read(self, *args: Any) -> bytes:
         data = self.stream.read(*args)
@@ -113,6 +120,46 @@ class Pipe:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def set_options(
+    obj: Any,
+    timeout: float | None = None,
+    ignore_errors: bool | None = None,
+    ignore_status: list[int] | None = None,
+    handler: Any = None,
+) -> bool:
+    """webdataset's: set the given options of ``obj`` when it is a :class:`Pipe` (``True``), else nothing
+    (``False``)."""
+    if not isinstance(obj, Pipe):
+        return False
+    if timeout is not None:
+        obj.timeout = timeout
+    if ignore_errors is not None:
+        obj.ignore_errors = ignore_errors
+    if ignore_status is not None:
+        obj.ignore_status = [0, *ignore_status]  # webdataset sets the list as given: exit 0 then an error
+    if handler is not None:
+        obj.handler = handler  # type: ignore[attr-defined]
+    return True
+
+
+class GopenModule:
+    """``webdataset.writer.gopen``: 1.0.2's function, ``gopen(url, mode)``, which also carries the names of the
+    ``gopen`` module (``writer.gopen.Pipe``, ``writer.gopen.gopen(...)``, ``writer.gopen.info``), as code written for
+    webdataset 0.2.x reads them: its ``writer`` imported the module under that name.  The names are looked up when
+    read, so a replaced ``gopen.gopen`` or a patched table is what they give."""
+
+    def __call__(self, url: str, mode: str = "rb", bufsize: int = 8192, **kw: Any) -> Any:
+        return sys.modules[__name__].gopen(url, mode, bufsize, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(sys.modules[__name__], name)
+
+    def __repr__(self) -> str:
+        return "<webdataset.writer.gopen: the gopen function, with the gopen module's names>"
 
 
 class _Writer(io.RawIOBase):
@@ -315,6 +362,10 @@ class _Buffered(io.RawIOBase):
         if not self.closed:
             self._stream.close()
             super().close()
+
+
+#: ``webdataset.writer.gopen`` and the other modules' ``gopen`` (0.2.x's ``from . import gopen``): see GopenModule
+as_module = GopenModule()
 
 
 def reader(url: str, **kw: Any) -> Any:

@@ -6,6 +6,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..pipeline.mixing import RandomMix, RoundRobin
+from . import autodecode, utils  # noqa: F401 - 0.2's module imported them, and code reaches them here
+from .pytorch import IterableDataset, TorchTensor  # noqa: F401
+from .utils import PipelineStage  # noqa: F401
 
 __all__ = ["RandomMix", "RoundRobin", "random_samples", "round_robin_longest", "round_robin_shortest"]
 

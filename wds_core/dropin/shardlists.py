@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import re
+import sys
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..io.processes import process_running
 from ..io.urls import expand_env, expand_urls
 from ..sources import shardlists as _core
 from ..sources.dirshards import DirectoryShardList, MultiShardSample
 from ..sources.shardlists import ResampledShards, SimpleShardList
 from ..stages.mapping import NonEmpty
 from ..stages.sampling import Resample
-from . import hooks
-from .utils import is_iterable
+from . import hooks, utils  # noqa: F401 - utils: webdataset's module imports it, and code reaches it here
+from .filters import pipelinefilter  # noqa: F401 - webdataset's import
+from .pytorch import IterableDataset  # noqa: F401 - PyTorch's with wds_torch
+from .utils import is_iterable, obsolete  # noqa: F401
 
 __all__ = [
     "DirectoryShardList",
@@ -79,6 +85,32 @@ SPLITTERS = {id(_core.split_by_node): split_by_node, id(_core.split_by_worker): 
 
 ResampledShardList = ResampledShards
 resampled = Resample
+
+
+def resampled_(src: Any, n: int = sys.maxsize) -> Any:
+    """webdataset's function behind ``resampled``: every item of ``src``, then ``n`` drawn with replacement."""
+    return Resample(n)(src)
+
+
+#: webdataset's module-level random generator (its shard lists draw from their own: so do wds's)
+default_rng = random.Random()
+
+
+@dataclass
+class MSSource:
+    """webdataset's description of one source of a ``MultiShardSample`` spec."""
+
+    name: str = ""
+    perepoch: int = -1
+    resample: bool = False
+    urls: list[str] = field(default_factory=list)
+
+
+def check_pid_is_running(pid: int) -> bool:
+    """webdataset's: whether process ``pid`` exists."""
+    return process_running(pid)
+
+
 non_empty = NonEmpty()
 
 

@@ -37,7 +37,8 @@ from ..io.storage import Storage
 from ..sources.tarsamples import TarfileToSamples
 from ..tar.grouping import is_meta, split_key
 from ..tar.tario import iter_members, open_decompressed
-from . import hooks
+from . import filters, hooks  # noqa: F401 - filters: webdataset's module imports it, and code reaches it here
+from .gopen import as_module as gopen  # noqa: F401 - webdataset's ``tariterators.gopen``
 
 __all__ = [
     "base_plus_ext",
@@ -86,11 +87,11 @@ def url_opener(
     unbuffered with its own read-ahead.
     """
     storage = Storage.of(storage_options)
-    gopen = hooks.replacement("gopen", "gopen")  # webdataset opens with gopen.gopen(url, **kw)
+    replaced = hooks.replacement("gopen", "gopen")  # webdataset opens with gopen.gopen(url, **kw)
     for item in data:
         sample = dict(item) if isinstance(item, dict) else {"url": item}
         try:
-            sample["stream"] = gopen(sample["url"], **kw) if gopen is not None else storage.open(sample["url"])
+            sample["stream"] = replaced(sample["url"], **kw) if replaced is not None else storage.open(sample["url"])
         except Exception as exn:
             if handler(exn):
                 continue

@@ -22,7 +22,7 @@ from ..writer import ShardWriter as _CoreShardWriter
 from ..writer import TarWriter as _CoreTarWriter
 from . import hooks
 from ._refuse import refused_function
-from .gopen import gopen
+from .gopen import as_module as gopen  # 1.0.2's function and 0.2.x's module in one name (gopen.GopenModule)
 
 __all__ = [
     "ShardWriter",

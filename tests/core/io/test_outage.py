@@ -59,7 +59,9 @@ def test_down_for_good_a_clear_error_within_the_budget_then_the_checkpoint_resum
     assert time.monotonic() - started < 30, "given up for the budget, not after 100 attempts"
     assert "outage/shard-00" in str(failure.value) and "secret-of" not in str(failure.value)
     server.come_back()
-    again = wds_core.WebDataset(URL, storage=wds_core.Storage(options, retry=short))
+    # the resumed run with the default budget: a 2 s one is what the first half tests, and on a loaded machine the
+    # first request after the server came back can take that long (CI saw it)
+    again = wds_core.WebDataset(URL, storage=wds_core.Storage(options))
     again.load_state_dict(checkpoint)
     rest = list(again)
     assert contents(before + rest) == expected and len(before) + len(rest) == 120
