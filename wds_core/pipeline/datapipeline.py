@@ -213,9 +213,9 @@ class DataPipeline:
         ``tf.data`` users (``TFSource`` asks for it).  Without ``with_epoch``, the copy is the same pipeline.
 
         Each reader reads its own shards, again from their start when its share is more than they hold: a rank's
-        epoch is each of its samples once only when every reader's shards hold its share.  Where the shards are
-        split among the readers (not balanced, not resampled) and their number does not divide by the readers,
-        :func:`check_shared_epoch` refuses it; a reader whose shards hold fewer samples than its share warns."""
+        epoch is each of its samples once only when every reader's shards hold its share.  Where ``split_by_worker``
+        gives the readers unequal numbers of shards (not balanced, not resampled), :meth:`check_shared_epoch`
+        refuses it; of several readers, one whose shards hold fewer samples than its share warns."""
         shared = self.compose()
         n = self.items_per_epoch()
         if n is not None:
@@ -224,7 +224,8 @@ class DataPipeline:
 
     def check_shared_epoch(self, readers: int, who: str = "workers") -> None:
         """Refuse a ``with_epoch(n)`` epoch shared by ``readers`` (:meth:`shared_epoch`) that cannot hold each
-        sample once: the pipeline reads a finite shard list that the readers split unevenly, or do not split."""
+        sample once: the pipeline reads a finite shard list that ``split_by_worker`` gives the readers in unequal
+        numbers (:class:`SpecError`, naming the layout and the remedies)."""
         if readers < 2 or getattr(self, "epoch_split", None) is None:
             return
         counts = _reader_shards(self.pipeline, readers)
