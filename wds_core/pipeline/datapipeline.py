@@ -22,7 +22,7 @@ from typing import Any
 from ..dist import worker_info
 from ..errors import CheckpointError, SpecError
 from ..rng import fresh_seed
-from ..stages.batching import Batch, batches_of
+from ..stages.batching import Batch, batched_items, batches_of
 from ..stages.collate import default_collation_fn
 from ..state import RUN_HOOKS, Recipe, describe, stage_names
 from .run import (
@@ -67,16 +67,8 @@ def _reader_shards(stages: list[Any], readers: int) -> list[int] | None:
 
 
 def _in_batches(items: Iterator[Any], recipe: Batch) -> Iterator[Any]:
-    size, collate = recipe.batchsize, recipe.collation_fn
-    batch: list[Any] = []
     try:
-        for item in items:
-            batch.append(item)
-            if len(batch) == size:
-                yield collate(batch) if collate is not None else batch
-                batch = []
-        if batch and recipe.partial:
-            yield collate(batch) if collate is not None else batch
+        yield from batched_items(items, recipe)
     finally:
         closer = getattr(items, "close", None)
         if closer is not None:

@@ -15,7 +15,7 @@ from ..state import Recipe, RunContext, StageIterator, replayed, state_of, state
 from .collate import default_collation_fn
 from .shuffle import positive
 
-__all__ = ["Batch", "ReadAheadBatch", "Slice", "Unbatch", "batch_stage_of", "batches_of"]
+__all__ = ["Batch", "ReadAheadBatch", "Slice", "Unbatch", "batch_stage_of", "batched_items", "batches_of"]
 
 _READ_AHEAD_SNAPSHOT_EVERY = 1024
 _END = object()
@@ -51,15 +51,20 @@ class _BatchIterator(StageIterator):
         self.recipe = recipe
 
     def _run(self) -> Iterator[Any]:
-        size, collate = self.recipe.batchsize, self.recipe.collation_fn
-        batch: list[Any] = []
-        for item in iter(self.src):
-            batch.append(item)
-            if len(batch) == size:
-                yield collate(batch) if collate is not None else batch
-                batch = []
-        if batch and self.recipe.partial:
+        yield from batched_items(iter(self.src), self.recipe)
+
+
+def batched_items(items: Iterator[Any], recipe: Batch) -> Iterator[Any]:
+    """``items`` in the batches ``recipe`` makes (its size, collation and ``partial``)."""
+    size, collate = recipe.batchsize, recipe.collation_fn
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
             yield collate(batch) if collate is not None else batch
+            batch = []
+    if batch and recipe.partial:
+        yield collate(batch) if collate is not None else batch
 
 
 class ReadAheadBatch(Batch):
