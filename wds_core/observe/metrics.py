@@ -93,6 +93,14 @@ _METRICS = (
 )
 
 
+_REMOTE = (
+    ("wds_remote_throttled_total", "throttled", "Answers that said the store's rate limit was passed"),
+    ("wds_remote_throttled_seconds_total", "throttled_s", "Seconds requests waited for a store's rate limit"),
+    ("wds_remote_retries_total", "retries", "Remote requests repeated after a transient failure"),
+    ("wds_remote_hedged_total", "hedged", "Ranges asked for twice because the first request straggled"),
+)
+
+
 def prometheus_text(reports: Iterable[dict[str, Any]]) -> str:
     """Reports (as :func:`write_report` writes them, or a profile's own with no labels) in the Prometheus text
     exposition format: counters per stage, labelled with ``stage``, ``rank``, ``worker`` and ``pid``, and
@@ -110,6 +118,11 @@ def prometheus_text(reports: Iterable[dict[str, Any]]) -> str:
         out += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
         for report in reports:
             out.append(f"{metric}{{{_labels(report, None)}}} {float(report.get(key) or 0):.6g}")
+    for metric, key, help_text in _REMOTE:
+        out += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
+        for report in reports:
+            value = (report.get("remote") or {}).get(key) or 0
+            out.append(f"{metric}{{{_labels(report, None)}}} {float(value):.6g}")
     return "\n".join(out) + "\n"
 
 

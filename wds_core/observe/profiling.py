@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..io.forklocks import fork_safe_event
+from ..io.remote.retries import retry_stats
 from ..state import StageIterator, count_items
 
 __all__ = ["Profile"]
@@ -111,6 +112,7 @@ class Profile:
             raise ValueError("the thread to profile has not started")
         self._counting = count_items()
         self._counting.__enter__()
+        self._remote_before = retry_stats()
         self._running = True
         self._started = self._last = self._reported = time.perf_counter()
         if target is threading.main_thread() and threading.current_thread() is target and _alarm_is_free():
@@ -262,8 +264,11 @@ class Profile:
         samples = stages[-1]["items"] if stages else None
         bound = max(stages, key=lambda s: s["seconds"])["name"] if stages and sampled > 0 else None
         split = self._device_split()
+        before = getattr(self, "_remote_before", None) or {}
+        remote = {key: round(value - before.get(key, 0), 3) for key, value in retry_stats().items()}
         return {
             **({"device_split": split} if split is not None else {}),
+            "remote": remote,
             "wall_seconds": wall,
             "samples": samples,
             "outside_seconds": self.seconds.get(OUTSIDE, 0.0) * scale,
@@ -310,6 +315,13 @@ class Profile:
         split = report.get("device_split")
         if split is not None:
             lines.append(_split_line(split))
+        remote = report.get("remote") or {}
+        if any(remote.get(key) for key in ("retries", "gave_up", "hedged", "throttled")):
+            lines.append(
+                f"remote: {remote.get('throttled', 0):g} answers throttled by the store (requests waited "
+                f"{remote.get('throttled_s', 0):.1f} s for its rate limit), {remote.get('retries', 0):g} retries, "
+                f"{remote.get('hedged', 0):g} ranges hedged, {remote.get('gave_up', 0):g} given up"
+            )
         return "\n".join(lines)
 
 

@@ -82,3 +82,14 @@ def test_prometheus_text_and_the_metrics_endpoint(shards, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_time_throttled_by_a_store_is_a_metric():
+    """Issue 69: a store's rate limit shows in the metrics (answers throttled, seconds waited), per process."""
+    report = {"pid": 7, "stages": [], "wall_seconds": 2.0, "samples": 5,
+              "remote": {"throttled": 3, "throttled_s": 1.5, "retries": 1, "hedged": 0}}  # fmt: skip
+    text = metrics.prometheus_text([report])
+    assert 'wds_remote_throttled_total{pid="7"} 3' in text
+    assert 'wds_remote_throttled_seconds_total{pid="7"} 1.5' in text
+    older = {key: value for key, value in report.items() if key != "remote"}  # a report written before: zeros
+    assert 'wds_remote_throttled_total{pid="7"} 0' in metrics.prometheus_text([older])

@@ -22,6 +22,7 @@ from typing import Any
 
 from ...errors import ShardChangedError, ShardNotFoundError, ShardOpenError, WdsError, redact, redact_url
 from ..forklocks import ForkSafeLock
+from .throttle import THROTTLE, throttled
 
 __all__ = ["DEFAULT_RETRY", "IDLE_TIMEOUT", "Attempts", "Pace", "RetryPolicy", "ShortRead", "count", "cut_off",
            "describe_error", "is_transient", "retry_stats", "with_retries"]  # fmt: skip
@@ -64,6 +65,9 @@ class RetryPolicy:
     The default, 1 KiB/s over 30 s, is far below any working link (64
     connections over a 1 Mbit/s line get 2 KiB/s each); ``min_rate=0`` turns it
     off.
+
+    A rate limit (429, 503 with ``Retry-After`` or ``SlowDown``) spends no
+    attempt and no budget: ``throttle_patience`` bounds it (:mod:`.throttle`).
     """
 
     attempts: int = 6
@@ -72,6 +76,7 @@ class RetryPolicy:
     budget: float | None = None
     min_rate: float = 1024.0
     rate_window: float = 30.0
+    throttle_patience: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -80,6 +85,8 @@ class RetryPolicy:
             raise ValueError("retry delays must be >= 0")
         if self.budget is not None and self.budget < 0:
             raise ValueError("the retry budget must be >= 0 seconds")
+        if not self.throttle_patience > 0:
+            raise ValueError(f"throttle_patience must be > 0 seconds, got {self.throttle_patience}")
         if self.min_rate < 0 or self.rate_window <= 0:
             raise ValueError(f"min_rate must be >= 0 and rate_window > 0, got {self.min_rate} and {self.rate_window}")
 
@@ -277,10 +284,14 @@ _said_lock = ForkSafeLock()
 _count_lock = ForkSafeLock()
 
 
-def retry_stats() -> dict[str, int]:
-    """Retries made in this process, requests that succeeded after retrying, requests given up, and ranges asked
-    for twice because the first request straggled (``hedged``)."""
-    return {key: RETRIES[key] for key in ("retries", "recovered", "gave_up", "hedged")}
+def retry_stats() -> dict[str, float]:
+    """Retries made in this process, requests that succeeded after retrying, requests given up, ranges asked
+    for twice because the first request straggled (``hedged``), answers that said the store's rate limit was
+    passed (``throttled``) and the seconds requests waited for it (``throttled_s``, summed over requests)."""
+    counts: dict[str, float] = {key: RETRIES[key] for key in ("retries", "recovered", "gave_up", "hedged")}
+    counts["throttled"] = RETRIES["throttled"]
+    counts["throttled_s"] = round(THROTTLE.waited, 3)
+    return counts
 
 
 def count(key: str, stats: Counter[str] | None) -> None:
@@ -322,21 +333,41 @@ def with_retries(
     answer), a failure ends the request without a retry, a count or a message.
     """
     started = time.monotonic()
-    for attempt in range(policy.attempts):
+    attempt = 0  # attempts spent: a throttled answer spends none
+    paused = 0.0  # seconds waited for the store's rate limit: no part of the budget
+    calm_since = started  # when this request was last answered by anything but a rate limit
+    while True:
+        paused += THROTTLE.enter(stopped)
         tried = time.monotonic()
-        left = None if policy.budget is None else max(policy.budget - (tried - started), 0.001)
+        left = None if policy.budget is None else max(policy.budget - (tried - started - paused), 0.001)
         try:
             result = call(left)
         except NotInStore as exn:  # the store said what is missing: the bucket, the key
+            THROTTLE.leave("failed")
             raise ShardNotFoundError(f"cannot {what}: {redact(str(exn))}", url=url) from None
         except FileNotFoundError:
+            THROTTLE.leave("failed")
             raise ShardNotFoundError("shard not found", url=url) from None
         except Exception as exn:
+            limited, wait = throttled(exn)
+            THROTTLE.leave("throttled" if limited else "failed", wait)
+            if limited and not (stopped is not None and stopped()):
+                count("throttled", stats)
+                since = max(calm_since, THROTTLE.last_ok)
+                if time.monotonic() - since < policy.throttle_patience:
+                    continue  # the throttle holds the next try back: no attempt spent, no budget
+                raise ShardOpenError(
+                    f"cannot {what}: the store kept answering that its rate limit was passed for "
+                    f"{time.monotonic() - since:.0f} s (RetryPolicy.throttle_patience); last answer "
+                    f"{describe_error(exn)}",
+                    url=url, offset=offset,
+                ) from None  # fmt: skip
+            calm_since = time.monotonic()
             if not is_transient(exn) or (stopped is not None and stopped()):
                 kind = ShardChangedError if isinstance(exn, ShardChangedError) else ShardOpenError
                 raise kind(f"cannot {what}: {describe_error(exn)}", url=url, offset=offset) from None
             delay = policy.delay(attempt)
-            spent = time.monotonic() - started
+            spent = time.monotonic() - started - paused
             over = policy.budget is not None and spent + delay > policy.budget
             if attempt + 1 == policy.attempts or over:
                 count("gave_up", stats)
@@ -351,8 +382,9 @@ def with_retries(
             count("retries", stats)
             _say_retry(what, url, attempt, policy, exn, delay)
             time.sleep(delay)
+            attempt += 1
         else:
+            THROTTLE.leave("ok")
             if attempt:
                 count("recovered", stats)
             return result
-    raise AssertionError("unreachable")  # pragma: no cover
