@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import io
+import json
 import logging
 import os
 import random
@@ -483,6 +484,7 @@ class HttpServer:
         self.ranges: list[str] = []  # the Range header of each GET ("" for none)
         self.headers: list[dict[str, str]] = []  # the headers of each GET
         self.redirect_to: str | None = None  # GET /moved/<path> answers 302 to <redirect_to>/<path>
+        self.asked: dict[str, list[int]] = {}  # path -> [requests, bytes asked for] (GET /__stats__ says them)
         self.conditional = True  # If-Match and If-Unmodified-Since are honoured (412), as object stores do
         server = self
 
@@ -517,6 +519,14 @@ class HttpServer:
         self._thread.start()
 
     def _get(self, handler: Any, head: bool = False) -> None:
+        if handler.path == "/__stats__":  # what was asked for, by path, for a benchmark in another process
+            body = json.dumps(self.asked).encode()
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            return
+        self._count(handler, head)
         if not head:
             self.gets += 1
             self.ranges.append(handler.headers.get("Range", ""))
@@ -546,6 +556,20 @@ class HttpServer:
             self._answer(handler, head, fault, slow, stream, stat)
         finally:
             stream.close()
+
+    def _count(self, handler: Any, head: bool) -> None:
+        """One more request for its path, and the bytes it asks for (a GET without a range: the whole file)."""
+        counted = self.asked.setdefault(handler.path, [0, 0])
+        counted[0] += 1
+        if head:
+            return
+        match = re.fullmatch(r"bytes=(\d+)-(\d*)", handler.headers.get("Range", ""))
+        path = handler.translate_path(handler.path)
+        size = os.path.getsize(path) if os.path.isfile(path) else 0
+        if match:
+            counted[1] += max(0, min(size, int(match.group(2)) + 1 if match.group(2) else size) - int(match.group(1)))
+        else:
+            counted[1] += size
 
     def _answer(self, handler: Any, head: bool, fault: Any, slow: Any, stream: Any, stat: os.stat_result) -> None:
         size = stat.st_size

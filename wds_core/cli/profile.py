@@ -151,9 +151,9 @@ def _trials(make: Callable[..., Any], from_shards: bool, args: argparse.Namespac
     if "read_ahead" in wanted and from_shards and reader is not None and "://" in args.target:
         from ..io.remote.readahead import ReadAhead
 
-        more = dataclasses.replace(ReadAhead(), shards_ahead=8, in_flight=48, budget=128 << 20)
+        more = dataclasses.replace(ReadAhead(), shards_ahead=16, in_flight=48, budget=256 << 20)
         setting = (
-            "storage=wds_core.Storage(read_ahead=wds_core.ReadAhead(shards_ahead=8, in_flight=48, budget=128 * 2**20))"
+            "storage=wds_core.Storage(read_ahead=wds_core.ReadAhead(shards_ahead=16, in_flight=48, budget=256 * 2**20))"
         )
         code = f"dataset = {_dataset_code(args, '', setting)}"
         tried.append(_trial(setting, code, lambda: make(read_ahead=more), args))

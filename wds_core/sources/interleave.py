@@ -55,7 +55,7 @@ _END = object()
 def lane_ranges(plan: ReadAhead, lanes: int) -> int:
     """The range a remote lane requests: up to a quarter of its part of the budget (so that it keeps four in flight),
     at least ``LANE_RANGE`` and at most the plan's ranges.  Few lanes read as one shard does (4 lanes of the default
-    64 MiB budget: 2 MiB ranges); many lanes split the budget into small ranges (200 lanes: 256 KiB)."""
+    128 MiB budget: 2 MiB ranges); many lanes split the budget into small ranges (200 lanes: 256 KiB)."""
     return min(plan.range_bytes, max(LANE_RANGE, plan.budget // max(lanes, 1) // 4))
 
 
@@ -67,8 +67,9 @@ def lane_read_ahead(plan: ReadAhead, lanes: int) -> ReadAhead:
     ranges = lane_ranges(plan, lanes)
     window = max(plan.budget // max(lanes, 1), ranges)
     return dataclasses.replace(
-        plan, range_bytes=ranges, first_range=min(plan.first_range, ranges), window_bytes=window, ramp=0
-    )
+        plan, range_bytes=ranges, first_range=min(plan.first_range, ranges), window_bytes=window, ramp=0,
+        max_range=ranges,
+    )  # fmt: skip
 
 
 def lanes_allowance(plan: ReadAhead, lanes: int) -> ReadAhead:
@@ -126,7 +127,9 @@ class _InterleaveIterator(StageIterator):
         self.numbers: list[int] = []  # which of those each lane reads
         self.before: dict[int, Any] = {}  # the upstream's state before each shard still held was taken
         self.bytes_done = 0  # read by lanes that are finished
-        self.allowance = Allowance(lanes_allowance(recipe.plan, recipe.lanes))  # the remote lanes' requests, together
+        # the remote lanes' requests, together; every lane's first range at once (no start-up bound: a lane's first
+        # sample needs its own shard's first range, whatever the others asked for)
+        self.allowance = Allowance(dataclasses.replace(lanes_allowance(recipe.plan, recipe.lanes), ramp=0))
         # (item, stream opened and requested ahead, its number) for the next lanes
         self.ahead: list[tuple[Any, Any, int]] = []
 

@@ -24,6 +24,7 @@ copied since with new modification times; the header at the offset is checked al
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -32,6 +33,7 @@ import warnings
 from collections.abc import Generator, Iterator
 from typing import Any
 
+from ..dist import node_info, worker_info
 from ..errors import (
     CheckpointError,
     EmptyDatasetError,
@@ -348,7 +350,7 @@ class ShardReader(StageIterator):
         if implements(self.src, BalancedPart) or not hasattr(stream, "attach"):
             return False
         if self._allowance is None:
-            self._allowance = Allowance(self.recipe.options.storage.read_ahead)
+            self._allowance = Allowance(_start_plan(self.recipe.options.storage.read_ahead))
         stream.attach(self._allowance, first=True)
         if start == 0:  # a restore inside the shard seeks first: its first request is at the offset
             stream.prefetch(size_too=False)
@@ -518,3 +520,11 @@ def _position(stream: Any) -> int:
 
 class _HandlerRaised(Exception):
     """Carries (as its cause) what a handler raised about a refusal out of the reader, past its own handling."""
+
+
+def _start_plan(plan: Any) -> Any:
+    """``plan`` for a reader that is one of many (a loader's worker, a rank): its start bounded (``ReadAhead.ramp``),
+    so that they do not all ask the store for everything at once; a reader alone starts at full speed."""
+    if plan.ramp and worker_info()[1] <= 1 and node_info()[1] <= 1:
+        return dataclasses.replace(plan, ramp=0)
+    return plan

@@ -168,13 +168,14 @@ def test_remote_lanes_read_every_sample_once_in_the_local_order_and_resume(http_
 
 def test_remote_lanes_share_the_budget_and_each_keeps_within_its_window():
     plan = lane_read_ahead(ReadAhead(), 200)
-    assert plan.range_bytes == 256 << 10 and plan.budget == 64 << 20 and plan.ramp == 0
-    assert plan.window_bytes == (64 << 20) // 200  # an equal part of the budget: less than two ranges
+    assert plan.range_bytes == 256 << 10 and plan.budget == 128 << 20 and plan.ramp == 0
+    assert plan.window_bytes == (128 << 20) // 200  # an equal part of the budget: less than three ranges
+    assert plan.max_range == plan.range_bytes  # a lane's ranges do not grow past its part
     few = lane_read_ahead(ReadAhead(), 8)  # lanes draw on the budget by need: few lanes read as one shard does
-    assert few.window_bytes == 8 << 20 and few.range_bytes == 2 << 20  # an eighth of the budget, in four ranges
-    assert lane_read_ahead(ReadAhead(), 32).range_bytes == 512 << 10  # a quarter of each lane's 2 MiB
+    assert few.window_bytes == 16 << 20 and few.range_bytes == 2 << 20  # an eighth of the budget, in eight ranges
+    assert lane_read_ahead(ReadAhead(), 64).range_bytes == 512 << 10  # a quarter of each lane's 2 MiB
     assert lanes_allowance(ReadAhead(), 4).in_flight == 24  # 2 MiB ranges: as many as one shard keeps in flight
-    assert lanes_allowance(ReadAhead(), 32).in_flight == 64  # 4 x 24 ranges of 512 KiB, up to the pool's threads
+    assert lanes_allowance(ReadAhead(), 64).in_flight == 64  # 4 x 24 ranges of 512 KiB, up to the pool's threads
     crowded = lane_read_ahead(ReadAhead(budget=16 << 20), 200)
     assert crowded.window_bytes == crowded.first_range  # an equal part of the budget, at least a first range
 

@@ -28,11 +28,14 @@ import functools
 import http.client
 import re
 import ssl
+import time
 import urllib.parse
 from typing import Any
 
 from ...errors import ShardChangedError, ShardOpenError
+from ..remote.links import link_for
 from ..remote.retries import DEFAULT_RETRY, Attempts, Pace, RetryPolicy
+from ..remote.throttle import retry_after
 from .httpconn import (
     CONNECTIONS,
     HARMLESS_HEADERS,
@@ -52,11 +55,14 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)")
 
 
 class RequestError(OSError):
-    """A request answered with an HTTP error status (``status``); 408, 429 and 5xx are retried."""
+    """A request answered with an HTTP error status (``status``); 408, 429 and 5xx are retried, a rate limit (429,
+    503 with ``Retry-After`` or a ``SlowDown`` code) after the wait it asked for (:mod:`..remote.throttle`)."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after: float | None = None  # seconds the answer's Retry-After asked for
+        self.store_code = ""  # the error code of an object store's answer (SlowDown)
 
 
 class HttpSource:
@@ -85,7 +91,13 @@ class HttpSource:
         """The reader is done with the object: requests still under way (ranges read ahead) end now."""
         self.attempts.stop()
 
-    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
+    def range_hint(self, least: int, most: int) -> int | None:
+        """The range size that keeps a connection to where the object is read from busy (:mod:`..remote.links`)."""
+        parts = urllib.parse.urlsplit(self.location)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return link_for(parts.scheme, parts.hostname or "", port).target(least, most)
+
+    def get(self, start: int, end: int, left: float | None) -> tuple[bytes | bytearray, int | None]:
         if end <= start:
             return b"", None
         asked = {"Range": f"bytes={start}-{end - 1}", **self._conditions()}
@@ -154,7 +166,7 @@ class HttpSource:
 
     def _request(
         self, method: str, extra: dict[str, str], wanted: int, left: float | None, start: int
-    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    ) -> tuple[int, http.client.HTTPMessage, bytes | bytearray]:
         pace = self.attempts.begin(left)  # one clock for the attempt, redirects included
         try:
             return self._follow(method, extra, wanted, pace, start)
@@ -163,7 +175,7 @@ class HttpSource:
 
     def _follow(
         self, method: str, extra: dict[str, str], wanted: int, pace: Pace, start: int
-    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    ) -> tuple[int, http.client.HTTPMessage, bytes | bytearray]:
         url = self.location
         for _ in range(_MAX_REDIRECTS + 1):
             try:
@@ -186,7 +198,7 @@ class HttpSource:
 
     def _once(
         self, method: str, url: str, extra: dict[str, str], wanted: int, pace: Pace, start: int
-    ) -> tuple[int, http.client.HTTPMessage, bytes, str | None]:
+    ) -> tuple[int, http.client.HTTPMessage, bytes | bytearray, str | None]:
         parts = urllib.parse.urlsplit(url)
         scheme, host = parts.scheme, parts.hostname or ""
         port = parts.port or (443 if scheme == "https" else 80)
@@ -208,6 +220,7 @@ class HttpSource:
             if proxy.authorization:
                 headers["Proxy-Authorization"] = proxy.authorization
         for attempt in range(2):
+            asked = time.monotonic()
             connection, kept = CONNECTIONS.take(place)
             connection.timeout = pace.wait()  # connecting (a kept connection's socket is set by each read)
             connection.response_class = functools.partial(PacedResponse, pace=pace)  # type: ignore[assignment]
@@ -223,6 +236,7 @@ class HttpSource:
                 connection.close()
                 raise
             break
+        answered = time.monotonic()
         try:
             status = response.status
             if status in (301, 302, 303, 307, 308) and response.getheader("Location"):
@@ -241,19 +255,24 @@ class HttpSource:
                     error = PermissionError(f"HTTP {status}{said}")
                 else:
                     error = RequestError(f"HTTP {status} {response.reason}{said}", status)
+                    error.retry_after = retry_after(response.getheader("Retry-After"))
+                    error.store_code = said.strip(" ()")
                 # what an object store said, for its backend to say in its words (no such bucket...)
                 region = response.getheader("x-amz-bucket-region") or ""
                 error.answer = (status, said.strip(" ()"), region)  # type: ignore[union-attr]
                 raise error
+            body: bytes | bytearray
             if method == "HEAD":
                 response.read()
                 body = b""
             elif status == 200:  # the whole object is coming: read up to the end of the range, drop the rest
-                body = read_body(response.read, start, wanted)
+                body = read_body(response.read, start, wanted, response.readinto)
             else:
-                body = read_body(response.read, 0, wanted)
+                body = read_body(response.read, 0, wanted, response.readinto)
                 if len(body) < wanted and response.length:
                     raise ConnectionError(f"the response stopped after {len(body)} of {wanted} bytes")
+            if method == "GET":
+                link_for(scheme, host, port).record(len(body), answered - asked, time.monotonic() - answered)
         except http.client.HTTPException as exn:  # IncompleteRead and the like: the connection broke mid-body
             connection.close()
             raise ConnectionError(f"{type(exn).__name__}: {exn}") from None

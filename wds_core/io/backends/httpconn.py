@@ -91,13 +91,13 @@ class _Connections:
             if kept:
                 return kept.pop(), True
         scheme, host, port, tls, proxy = place
+        if scheme == "http":  # no TLS settings made: loading the system's certificates delays a process's first request
+            if proxy is None:
+                return http.client.HTTPConnection(host, port), False
+            return http.client.HTTPConnection(proxy.host, proxy.port), False  # asked for the whole URL
         context = tls if isinstance(tls, ssl.SSLContext) else _tls(tls)
         if proxy is None:
-            if scheme == "https":
-                return http.client.HTTPSConnection(host, port, context=context), False
-            return http.client.HTTPConnection(host, port), False
-        if scheme == "http":  # the proxy is asked for the whole URL (request_target)
-            return http.client.HTTPConnection(proxy.host, proxy.port), False
+            return http.client.HTTPSConnection(host, port, context=context), False
         connection = http.client.HTTPSConnection(proxy.host, proxy.port, context=context)
         tunnel = {"Proxy-Authorization": proxy.authorization} if proxy.authorization else None
         connection.set_tunnel(host, port, headers=tunnel)  # TLS with the host itself, through the proxy
@@ -158,14 +158,28 @@ class PacedResponse(http.client.HTTPResponse):
         self.fp = io.BufferedReader(PacedSocket(self.fp.detach(), sock, pace))  # nothing was read from it yet
 
 
-def read_body(read: Callable[[int], bytes], skip: int, wanted: int) -> bytes:
+def read_body(
+    read: Callable[[int], bytes], skip: int, wanted: int, readinto: Callable[[Any], int] | None = None
+) -> bytes | bytearray:
     """At most ``wanted`` bytes of a response body that ``read(n)`` gives (up to ``n`` bytes, ``b""`` at its end),
-    after its first ``skip`` (read and dropped piece by piece)."""
+    after its first ``skip`` (read and dropped piece by piece).  With ``readinto`` (the response's), the body is
+    read into one buffer of its size: pieces joined at the end would hold a large range twice for a moment."""
     while skip > 0:
         dropped = len(read(min(PIECE, skip)))
         if not dropped:
             return b""
         skip -= dropped
+    if readinto is not None and wanted > PIECE:
+        buffer = bytearray(wanted)
+        view, got = memoryview(buffer), 0
+        while got < wanted:
+            count = readinto(view[got : min(wanted, got + PIECE)])
+            if not count:
+                break
+            got += count
+        view.release()
+        del buffer[got:]
+        return buffer
     pieces, got = [], 0
     while got < wanted:
         piece = read(min(PIECE, wanted - got))

@@ -96,7 +96,7 @@ class SignedS3Source(HttpSource):
         self.bucket, self.key = "", ""  # the object's, for errors in the store's words
         self._keys: tuple[str, bytes] = ("", b"")  # (day, signing key of that day)
 
-    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
+    def get(self, start: int, end: int, left: float | None) -> tuple[bytes | bytearray, int | None]:
         try:
             return super().get(start, end, left)
         except OSError as exn:
@@ -247,7 +247,7 @@ def read_paced(body: Any, wanted: int, pace: Pace) -> bytes:
             pace.arrived(len(piece))
         return piece
 
-    return read_body(read, 0, wanted)
+    return bytes(read_body(read, 0, wanted))  # pieces joined: bytes already (no copy)
 
 
 def s3_source(

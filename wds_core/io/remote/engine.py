@@ -113,7 +113,7 @@ def _forked() -> None:  # a child holds none of its parent's requests
 os.register_at_fork(after_in_child=_forked)
 
 
-def _run(request: Future, fetch: Callable[[int, int], bytes], start: int, length: int) -> None:
+def _run(request: Future, fetch: Callable[[int, int], bytes | bytearray], start: int, length: int) -> None:
     """Answer ``request`` (a range booked by a window) on a pool thread, unless it was cancelled before."""
     if not request.set_running_or_notify_cancel():
         return
@@ -125,7 +125,7 @@ def _run(request: Future, fetch: Callable[[int, int], bytes], start: int, length
         request.set_result(data)
 
 
-def start_jobs(jobs: list[tuple[Future, Callable[[int, int], bytes], int, int]]) -> None:
+def start_jobs(jobs: list[tuple[Future, Callable[[int, int], bytes | bytearray], int, int]]) -> None:
     """Hand booked ranges to the pool, outside the bookkeeping lock (starting a pool thread takes a while: the
     reader must not wait for it to take the range it needs)."""
     for at, job in enumerate(jobs):

@@ -45,7 +45,7 @@ class RangeSource(Protocol):
 
     sizes_in_ranges: bool  # a range's answer says the object's size (no separate request needed for it)
 
-    def get(self, start: int, end: int, left: float | None) -> tuple[bytes, int | None]:
+    def get(self, start: int, end: int, left: float | None) -> tuple[bytes | bytearray, int | None]:
         """Bytes ``[start, end)`` and the object's size if the response said it, within ``left`` seconds."""
         ...
 
@@ -144,7 +144,8 @@ class RangeStream(ReadStream):
         never waits for the engine's budget, which counts its bytes while it runs."""
         ENGINE.hold(length)
         try:
-            return self._fetch(start, length)
+            data = self._fetch(start, length)
+            return data if isinstance(data, bytes) else bytes(data)
         finally:
             ENGINE.release(length)
 
@@ -160,14 +161,14 @@ class RangeStream(ReadStream):
             self.size = self._lookup_size()
         return self.size
 
-    def _fetch(self, start: int, length: int) -> bytes:
+    def _fetch(self, start: int, length: int) -> bytes | bytearray:
         known = self.size
         if known is not None and start >= known:
             return b""
         end = start + length if known is None else min(known, start + length)
         learned: list[int] = []
 
-        def get(left: float | None) -> bytes:
+        def get(left: float | None) -> bytes | bytearray:
             data, total = self.source.get(start, end, left)
             if known is None and total is not None:  # the response said the size (Content-Range)
                 learned.append(total)
@@ -190,22 +191,26 @@ class RangeStream(ReadStream):
             self.size = learned[0]  # else the window asks for it once its first range is here
         return data
 
-    def _next_range(self, start: int) -> bytes:
+    def _next_range(self, start: int) -> bytes | bytearray:
         return self._window_at(start).take(start)
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             size = sys.maxsize
-        out = []
+        out, start = [], self._pos
         while size > 0 and (self._buffer or self._refill()):
             piece = self._buffer[:size]
             self._buffer = self._buffer[len(piece) :]
             self._pos += len(piece)
             size -= len(piece)
             out.append(piece)
+        if self._window is not None:
+            self._window.allowance.consume(self._pos - start)
         if len(out) == 1:
-            whole = out[0].obj
-            return whole if len(out[0]) == len(whole) else out[0].tobytes()  # type: ignore[arg-type, return-value]
+            whole = out[0].obj  # a range read whole is handed out as it is (a large one comes as a bytearray)
+            if isinstance(whole, bytes) and len(out[0]) == len(whole):
+                return whole
+            return out[0].tobytes()
         return b"".join(out)
 
     def _window_at(self, start: int) -> RangeWindow:
@@ -213,7 +218,7 @@ class RangeStream(ReadStream):
             sized = getattr(self.source, "sizes_in_ranges", False)
             self._window = RangeWindow(
                 self._fetch, lambda: self.size, self._learn_size, start, self.read_ahead, self._count, self._allowance,
-                sized,
+                sized, getattr(self.source, "range_hint", None),
             )  # fmt: skip
             if self._first:
                 self._window.allowance.adopt(self._window, first=True)
@@ -258,6 +263,8 @@ class RangeStream(ReadStream):
         piece = self._buffer[:size]
         self._buffer = self._buffer[len(piece) :]
         self._pos += len(piece)
+        if self._window is not None:
+            self._window.allowance.consume(len(piece))
         return piece.tobytes()
 
     def close(self) -> None:

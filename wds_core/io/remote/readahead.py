@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine import BOOKKEEPING, ENGINE, io_pool, start_jobs
+from .throttle import THROTTLE
 
 __all__ = ["READ_AHEAD", "Allowance", "ReadAhead", "RangeWindow"]
 
@@ -59,10 +60,16 @@ class ReadAhead:
     range is asked for again and the first answer is used (the other is
     dropped); ``None`` never repeats one.
 
-    A reader's first ``ramp`` bytes (over all its shards) are asked for in
-    ranges of twice ``first_range``, several at once, so that its first
-    samples (a DataLoader worker's first batch) do not wait for whole large
-    ranges; ``0`` goes straight to ``range_bytes``.
+    Ranges grow with the connection (:mod:`.links`): once the host's answers
+    are timed, to the size that keeps a connection busy, between
+    ``range_bytes`` and ``max_range``, the rest of a shard in equal parts (no
+    short last range); a shard ahead starts with such a range.
+
+    Until a reader has read ``ramp`` bytes, it has asked for at most four
+    times what it read plus ``first_range``, a range at a time once that room
+    is twice what it asked (256 KiB, 512 KiB, 1.5 MiB, 4.5 MiB...), shards
+    ahead from the same room: a DataLoader worker's first batch before
+    anything ahead.  ``0`` lifts this bound.
 
     ``window_bytes`` caps what one shard has requested and not yet read
     (``None``: only ``budget`` does; one range is always allowed), so that a
@@ -74,11 +81,12 @@ class ReadAhead:
     first_range: int = 256 << 10
     range_bytes: int = 2 << 20
     in_flight: int = 24
-    budget: int = 64 << 20
+    budget: int = 128 << 20  # the process's (engine.Engine.budget): one reader alone may use all of it
     hedge_after: float | None = 0.1
-    shards_ahead: int = 4
+    shards_ahead: int = 8
     ramp: int = 8 << 20
     window_bytes: int | None = None
+    max_range: int = 16 << 20
 
     def __post_init__(self) -> None:
         for name in ("shards_ahead", "ramp"):
@@ -86,7 +94,7 @@ class ReadAhead:
                 raise ValueError(f"ReadAhead.{name} must be >= 0, got {getattr(self, name)}")
         if self.window_bytes is not None and self.window_bytes < 1:
             raise ValueError(f"ReadAhead.window_bytes must be >= 1 or None, got {self.window_bytes}")
-        for name in ("first_range", "range_bytes", "in_flight", "budget"):
+        for name in ("first_range", "range_bytes", "in_flight", "budget", "max_range"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ReadAhead.{name} must be >= 1, got {getattr(self, name)}")
         if self.hedge_after is not None and self.hedge_after <= 0:
@@ -109,10 +117,13 @@ class Allowance:
         self._held = 0  # bytes requested and not yet taken, all windows (the engine counts them too)
         self.pending = 0  # ranges requested and not yet taken, all windows
         self.running = 0  # ranges requested and not yet answered: the connections in use
-        self.asked = 0  # bytes requested so far, all windows
+        self.asked = 0  # bytes requested so far, all windows (less those cancelled before they were answered)
+        self.consumed = 0  # bytes the reader has read, all windows (the start-up bound's measure: ReadAhead.ramp)
+        self.next_fill = 0  # what consumed must reach for the start-up bound to allow the next range
+        self.typical = 0  # the size of the last shard whose size was learned: a guess at the next one's
         self.windows: list[RangeWindow] = []
         self.filling = self.again = False
-        self.jobs: list[tuple[Future, Callable[[int, int], bytes], int, int]] = []  # booked, not yet handed over
+        self.jobs: list[tuple[Future, Callable[[int, int], bytes | bytearray], int, int]] = []  # booked, not sent
 
     @property
     def held(self) -> int:
@@ -124,11 +135,28 @@ class Allowance:
         ENGINE.held += value - self._held
         self._held = value
 
+    def starting(self) -> int | None:
+        """While the reader starts (it has read less than ``plan.ramp``): the bytes it may still ask for, ``0``
+        until that is twice what it asked for so far (see :class:`ReadAhead`); ``None`` once it has started."""
+        plan = self.plan
+        if not plan.ramp or self.consumed >= plan.ramp:
+            return None
+        room = 4 * self.consumed + plan.first_range - self.asked
+        return room if room >= max(plan.first_range, 2 * self.asked) or room >= plan.range_bytes << 3 else 0
+
+    def consume(self, nbytes: int) -> None:
+        """The reader read ``nbytes`` more: the start-up bound may now allow another range."""
+        self.consumed += nbytes
+        if self.consumed >= self.next_fill:
+            self.fill()
+
     def room(self) -> bool:
         """Whether one more range may be requested (one may always be, when nothing is pending): within the
         reader's budget and the engine's (held back by the engine's, the allowance is served again when bytes
-        are taken: :meth:`~.engine.Engine.wait_for_room`)."""
+        are taken: :meth:`~.engine.Engine.wait_for_room`), and while it starts within what it has read."""
         if self.running >= self.plan.in_flight:
+            return False
+        if self.starting() == 0 and self.pending:
             return False
         if self.pending == 0:
             return True
@@ -159,17 +187,29 @@ class Allowance:
                         if self.pending and engine.held >= engine.budget:
                             engine.wait_for_room(self)
                             break
+                        if self.starting() == 0:
+                            break
                         cap, ahead = window.plan.window_bytes, window.ahead
                         if cap is not None and ahead and ahead + window.plan.range_bytes > cap:
                             continue
                         window._request()
                     if not self.again:
                         break
+                self._next_fill()
             finally:
                 self.filling = False
         self.start()
         if wake and ENGINE.waiting:
             ENGINE.wake()
+
+    def _next_fill(self) -> None:
+        """What ``consumed`` must reach for the start-up bound to allow another range (under the lock)."""
+        plan = self.plan
+        if not plan.ramp or self.consumed >= plan.ramp:
+            self.next_fill = 1 << 62
+            return
+        wanted = max(plan.first_range, 2 * self.asked)  # 4c + first - asked >= wanted
+        self.next_fill = min(plan.ramp, -(-(wanted + self.asked - plan.first_range) // 4))
 
     def start(self) -> None:
         """Hand the ranges booked so far to the pool (called without the lock held)."""
@@ -193,6 +233,7 @@ class Allowance:
                 self.held += sum(moved)
                 self.running += window.running
                 window.allowance = self
+            window.reading = window.reading or first
             if not window.cancelled and not window.exhausted:
                 self.windows.insert(0, window) if first else self.windows.append(window)
 
@@ -211,7 +252,7 @@ class RangeWindow:
 
     def __init__(
         self,
-        fetch: Callable[[int, int], bytes],
+        fetch: Callable[[int, int], bytes | bytearray],
         known: Callable[[], int | None],
         lookup: Callable[[], int | None],
         start: int,
@@ -219,8 +260,12 @@ class RangeWindow:
         count: Callable[[str], None] = lambda what: None,
         allowance: Allowance | None = None,
         sizes_in_ranges: bool = False,
+        hint: Callable[[int, int], int | None] | None = None,
     ) -> None:
         self.fetch, self.known, self.lookup, self.plan = fetch, known, lookup, plan
+        self.hint = hint  # the range size that keeps a connection busy, once measured (links.Link.target)
+        self.primed = False  # asked for before its reader came to it (a shard ahead)
+        self.reading = False  # the shard its reader reads (served first)
         self.sizes_in_ranges = sizes_in_ranges  # the first range's answer says the size: never asked for apart
         self.count = count  # count("hedged") for each range asked for twice
         self.took: deque[float] = deque(maxlen=16)  # seconds the last ranges took, for what a straggler is
@@ -244,7 +289,7 @@ class RangeWindow:
         """Request ranges while the allowance allows (under the lock); one more when the reader ``needed`` it and
         the shards ahead hold every connection of the allowance (the budget is then passed by one range)."""
         size = self.known()
-        plan, allowance = self.plan, self.allowance
+        allowance = self.allowance
         while (
             not self.cancelled
             and not ENGINE.exiting
@@ -254,14 +299,9 @@ class RangeWindow:
                 return  # one range until the size is known (asking past the end is an error on some stores)
             if size is not None and self.next >= size:
                 break
-            if self.first:
-                length = plan.first_range
-            elif allowance.asked < plan.ramp:  # a reader's first bytes sooner: in small ranges at once
-                length = max(plan.first_range, min(plan.range_bytes, 2 * plan.first_range))
-            else:
-                length = plan.range_bytes
             if size is not None:
-                length = min(length, size - self.next)
+                allowance.typical = size
+            length = self._length(size, allowance.starting(), needed)
             self.first = False
             asked = time.monotonic()
             request: Future = Future()  # handed to the pool once the lock is released (Allowance.start)
@@ -278,14 +318,47 @@ class RangeWindow:
         if size is not None and self.next >= size:
             self._done_requesting()
 
+    def _length(self, size: int | None, starting: int | None, needed: bool) -> int:
+        """The next range's length: the first after an open or a seek small (the first sample after one round
+        trip), unless the shard is one ahead and the connection is timed; else the size that keeps a connection
+        busy, the rest of the shard cut in equal parts of about that; while the reader starts, within what it
+        may still ask for (see :class:`ReadAhead`)."""
+        plan = self.plan
+        # a shard asked for ahead grows its ranges; one its reader waits for comes in ranges of range_bytes, several
+        # at once, so that its first bytes arrive soon
+        ahead = self.primed and not self.reading
+        grown = self.hint(plan.range_bytes, plan.max_range) if self.hint is not None and ahead else None
+        target = grown or plan.range_bytes
+        if self.first and not (self.allowance.consumed > 0 and target > plan.range_bytes):
+            length = plan.first_range
+        elif target <= plan.range_bytes or (size is None and not self._guess()):
+            length = target
+        else:  # grown: the rest in equal parts of about the target, no short last range
+            rest = (size if size is not None else self._guess()) - self.next
+            length = -(-rest // -(-rest // target)) if rest > 0 else target
+        if starting is not None:
+            length = min(length, max(starting, plan.first_range))
+        if size is not None:
+            length = min(length, size - self.next)
+        return max(length, 1)
+
+    def _guess(self) -> int:
+        """What this shard's size may be while unknown: the size of the reader's last shard, where asking past
+        an object's end is harmless (a range's answer says the size: HTTP(S), S3); ``0``: no guess."""
+        return self.allowance.typical if self.sizes_in_ranges and self.hint is not None else 0
+
     def full(self) -> bool:
         """Whether another range would pass ``plan.window_bytes`` (one range may always be requested)."""
         cap = self.plan.window_bytes
         return cap is not None and self.ahead > 0 and self.ahead + self.plan.range_bytes > cap
 
     def _may_guess(self) -> bool:
-        """Whether a range may be requested while the size is unknown: the first one, or the next one once the
-        size was asked for and the store did not say it (one at a time, under the lock)."""
+        """Whether a range may be requested while the size is unknown: the first one, the next one once the
+        size was asked for and the store did not say it (one at a time, under the lock), or, in a shard ahead,
+        any up to the size the reader's last shard had."""
+        guess = self._guess()
+        if guess and self.next < guess and self.primed and not self.first:
+            return True
         if self.pending:
             return False
         lookup = self.size_lookup
@@ -301,6 +374,7 @@ class RangeWindow:
         """Request the first ranges as the allowance allows; the size, when unknown, is asked for beside them
         (``size_too``, unless the first range's answer will say it) and the window filled from the pool once it
         is known."""
+        self.primed = True
         self.allowance.fill()
         with self.lock:
             if size_too and self.known() is None and self.size_lookup is None and not self.sizes_in_ranges:
@@ -310,8 +384,9 @@ class RangeWindow:
         self.lookup()
         self.allowance.fill()
 
-    def take(self, position: int) -> bytes:
+    def take(self, position: int) -> bytes | bytearray:
         """The range that starts at ``position`` (``b""`` at the end of the object)."""
+        self.reading = True
         with self.lock:
             if self.pending and self.pending[0][0] != position:  # pragma: no cover - a seek makes a new window
                 raise AssertionError(f"the window is at {self.pending[0][0]}, the reader at {position}")
@@ -367,10 +442,11 @@ class RangeWindow:
             self.running -= 1
         self.allowance.fill()
 
-    def _wait(self, start: int, length: int, request: Future, asked: float) -> bytes:
+    def _wait(self, start: int, length: int, request: Future, asked: float) -> bytes | bytearray:
         """The bytes of ``request``; asked for again when it straggles (see :class:`ReadAhead`), first answer wins."""
         after = self.plan.hedge_after
-        if after is not None and len(self.took) >= 4 and not request.done():  # what is usual is known
+        if after is not None and len(self.took) >= 4 and not request.done() and THROTTLE.calm():  # (not while
+            # the store is asking for fewer requests)
             took = sorted(self.took)
             left = max(4 * took[len(took) // 2], after) - (time.monotonic() - asked)
             if not wait([request], timeout=max(left, 0)).done:
@@ -395,6 +471,7 @@ class RangeWindow:
                 future.cancel()
                 allowance.held -= length
                 allowance.pending -= 1
+                allowance.asked -= length
             self.pending.clear()
             self.ahead = 0
             if self in allowance.windows:

@@ -97,7 +97,7 @@ def test_window_bytes_spread_the_requests_over_the_windows():
     """With window_bytes, no window holds more than its cap (one range always), so that the first windows of a
     reader of many shards at once do not take the budget from the others; every window reads all its bytes."""
     data = os.urandom(64 * 1024)
-    plan = ReadAhead(4096, 4096, 64, budget=1 << 20, window_bytes=6000)  # one range ahead (a second passes it)
+    plan = ReadAhead(4096, 4096, 64, budget=1 << 20, window_bytes=6000, ramp=0)  # one range ahead (a second passes)
     allowance = Allowance(plan)
     windows = [window_over(data, plan, allowance) for _ in range(8)]
     for window in windows:
