@@ -61,7 +61,7 @@ __all__ = [
     "set_secure",
 ]
 
-DEFAULT_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "http", "https"})
+DEFAULT_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "http", "https", "hf"})
 _TRUE = ("1", "true", "yes", "on")
 _HOW = "secure mode is on (WDS_SECURE, the config file's secure: true, set_secure() or enforce_security)"
 

@@ -205,6 +205,21 @@ class PermutedNames(_Names):
         return self.names.pick(inner) if isinstance(self.names, _Names) else [self.names[p] for p in inner]
 
 
+def _listed(parts: list[Any]) -> list[Any]:
+    """``parts`` with each glob over the Hugging Face Hub listed (once, here: the list travels with the dataset)."""
+    import glob as _glob
+
+    from .backends.hf import expand_hf
+
+    out: list[Any] = []
+    for part in parts:
+        if isinstance(part, str) and part.startswith("hf://") and _glob.has_magic(part):
+            out += [url for name in braceexpand.braceexpand(part) for url in expand_hf(name)]
+        else:
+            out.append(part)
+    return out
+
+
 def shard_names(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> Sequence[str]:
     """The URLs ``expand_urls(spec)`` gives, as a :class:`ShardNames` when there are many, else as a list."""
     if isinstance(spec, ShardNames):
@@ -214,6 +229,8 @@ def shard_names(spec: str | os.PathLike | Iterable[str | os.PathLike]) -> Sequen
         return [
             url for part in parts for url in ([part] if isinstance(part, DataURL) else braceexpand.braceexpand(part))
         ]
+    if any(isinstance(part, str) and part.startswith("hf://") for part in parts):
+        parts = _listed(parts)
     patterns: list[_Pattern] = []
     plain: list[str] = []  # consecutive names without braces: one factor, not one pattern each
     for part in parts:

@@ -8,7 +8,8 @@ storage context (:class:`~wds_core.io.storage.Storage`) hands it to that backend
 * ``-``: standard input and output, and local paths and ``file://`` URLs: :mod:`.local`;
 * ``pipe:COMMAND``: :mod:`.pipe`;
 * a scheme given a backend with :func:`register_backend`;
-* ``http``/``https``: :mod:`.http`; ``s3``/``s3a``: :mod:`.s3` (both read straight from the I/O pool's threads);
+* ``http``/``https``: :mod:`.http`; ``s3``/``s3a``: :mod:`.s3`; ``hf``: :mod:`.hf` (the Hugging Face Hub); all
+  three read straight from the I/O pool's threads;
 * any other scheme: every filesystem fsspec knows, read by ranges through the remote engine
   (:mod:`.ranged`, :mod:`.fsspec`).
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from ..localfiles import local_path
 from ..registry import OPENERS, register_opener, registered_backend, registered_scheme, scheme_opener, set_backend
 from .base import Backend, Settings
+from .hf import HF
 from .http import HTTP
 from .local import LOCAL, STDIO
 from .opener import OpenerBackend
@@ -55,6 +57,7 @@ _BUILT_IN: dict[str, Backend] = {
     "https": HTTP,
     "s3": S3,
     "s3a": S3,
+    "hf": HF,
 }
 
 
