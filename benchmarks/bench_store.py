@@ -6,7 +6,14 @@ Sections (``--rows``, all by default), each one table of benchmarks/README.md:
   before each response, ``--bandwidth`` MB/s per connection, ``--stragglers`` of the responses 10x slower;
   tests/servers.py's ``Shape``, in a process of its own): plain concurrent GETs (1, 4, 8, 16 connections), wds one
   range at a time and with its read-ahead window, and webdataset 1.0.2 (curl through a pipe), each with its MB/s
-  and time to the first sample; ``--interleave 4,16`` adds wds reading K of the shards at once;
+  and time to the first sample, its MB/s after the first shard (the steady state), the requests per GB the server
+  counted (all, and after the first shard) and the ranges hedged; ``--interleave 4,16`` adds wds reading K of the
+  shards at once;
+* ``startup``: a PyTorch DataLoader with 4 and 16 workers over the same shards, wds and webdataset 1.0.2: the
+  requests and bytes the server was asked for before the first batch (50 samples), against the batches' bytes;
+* ``ratelimit``: 64 readers (4 processes x 16 threads, wds) against a store that admits ``--rate`` requests a
+  second and answers 429 with Retry-After, then 503 SlowDown, beyond (``tests/hubserver.py``'s ``LimitedStore``):
+  readers failed, samples lost or repeated, requests admitted a second against the rate;
 * ``objectstore``: the same samples (64 KB and a label) in each system's own format -- webdataset tars, LitData
   ``optimize`` chunks, mosaic-streaming MDS shards, 16 MB pieces -- read back through the shaped server the way
   each system's documentation shows, a fresh process per run: wds ``s3://`` with ``storage_options``, webdataset
@@ -24,7 +31,8 @@ Sections (``--rows``, all by default), each one table of benchmarks/README.md:
 The peers are not wds's dependencies: ``pip install litdata mosaicml-streaming webdataset==1.0.2``; a system that
 is missing is skipped and said so.
 
-    python benchmarks/bench_store.py [--rows shaped,objectstore,s3,imports] [--repeats N] [--latency 40]
+    python benchmarks/bench_store.py [--rows shaped,startup,ratelimit,objectstore,s3,imports] [--repeats N]
+        [--latency 40] [--rate 50]
         [--bandwidth 40] [--stragglers 0] [--interleave 4,16] [--workers 2] [--only wds,webdataset,litdata,mosaic]
         [--moto] [--svg FILE]
 """
@@ -93,19 +101,8 @@ def shaped(args):
     import wds_core.io.storage
     from wds_core.io.remote.readahead import ReadAhead
 
-    root = os.path.join(args.data, "remote", "shaped")
-    os.makedirs(root, exist_ok=True)
-    names = []
-    for s in range(16):
-        name = f"shaped-{s:04d}.tar"
-        path = os.path.join(root, name)
-        if not os.path.exists(path):
-            with open(path, "wb") as out:
-                for i in range(256):
-                    out.write(encode_member(f"s{s}_{i:05d}.bin", os.urandom(SAMPLE)))
-                out.write(end_of_archive())
-        names.append(name)
-    total = sum(os.path.getsize(os.path.join(root, n)) for n in names)
+    root, names, sizes = shaped_shards(args)
+    total = sum(sizes)
     latency, bandwidth = args.latency / 1000, args.bandwidth * 1e6
     servers = harness.servers()
 
@@ -128,19 +125,29 @@ def shaped(args):
             with concurrent.futures.ThreadPoolExecutor(connections) as pool:
                 return sum(pool.map(fetch, urls))
 
+        from wds_core.io.remote.retries import retry_stats
+
         def read(make):
+            before, hedged = asked_of(base), retry_stats()["hedged"]
             started = time.perf_counter()
-            first, n = None, 0
+            first, n, second, opening = None, 0, None, None
             for sample in make():
                 n += len(sample["bin"])
                 if first is None:
-                    first = time.perf_counter() - started
-            return time.perf_counter() - started, first, n
+                    first, opening = time.perf_counter() - started, sample["__url__"]
+                elif second is None and sample["__url__"] != opening:  # the second shard's first sample
+                    second = time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            steady = (total - sizes[0]) / (seconds - second) if second is not None else None
+            asked = requests_per_gb(before, asked_of(base), names, sizes)
+            return seconds, first, n, asked, retry_stats()["hedged"] - hedged, steady
 
         rows = []
         for connections in (1, 4, 8, 16):
+            before = asked_of(base)
             seconds, _ = _best(functools.partial(gets, connections), 1)
-            rows.append((f"plain GETs, {connections} connection{'s' if connections > 1 else ''}", seconds, None))
+            label = f"plain GETs, {connections} connection{'s' if connections > 1 else ''}"
+            rows.append((label, seconds, None, requests_per_gb(before, asked_of(base), names, sizes), 0, None))
         one = rows[0][1]
 
         def wds_with(plan):
@@ -150,34 +157,210 @@ def shaped(args):
             ("wds, one 32 MiB range at a time (the old plan)", ReadAhead(32 << 20, 32 << 20, 1, 64 << 20, None, 0)),
             (
                 "wds, 256 KiB then 8 x 4 MiB in flight, this shard only",
-                ReadAhead(256 << 10, 4 << 20, 8, shards_ahead=0),
+                ReadAhead(256 << 10, 4 << 20, 8, shards_ahead=0, max_range=4 << 20),
+            ),
+            (
+                "wds, fixed 2 MiB ranges, 64 MiB, 4 shards ahead (the previous default)",
+                ReadAhead(budget=64 << 20, max_range=2 << 20, ramp=0, shards_ahead=4),
             ),
             ("wds, the default without hedging", ReadAhead(hedge_after=None)),
-            ("wds (default: 256 KiB, then 2 MiB ranges, 24 in flight, 4 shards ahead)", ReadAhead()),
+            ("wds (default: ranges grow with the link up to 16 MiB, 8 shards ahead)", ReadAhead()),
         ]:
             runs = [wds_with(plan) for _ in range(repeats)]
-            seconds, first, n = min(runs)
+            seconds, first, n, per_gb, hedged, steady = min(runs)
             assert n == 16 * 256 * SAMPLE, n
-            rows.append((label, seconds, first))
+            rows.append((label, seconds, first, per_gb, hedged, steady))
         for lanes in args.interleave:  # K shards at once, each lane drawing on the reader's one budget
             make = functools.partial(wds_core.WebDataset, urls, shardshuffle=False, interleave=lanes)
             runs = [read(make) for _ in range(repeats)]
-            seconds, first, n = min(runs)
+            seconds, first, n, per_gb, hedged, steady = min(runs)
             assert n == 16 * 256 * SAMPLE, n
-            rows.append((f"wds, interleave={lanes} (default read-ahead)", seconds, first))
+            rows.append((f"wds, interleave={lanes} (default read-ahead)", seconds, first, per_gb, hedged, steady))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 import webdataset
             runs = [read(lambda: webdataset.WebDataset(urls, shardshuffle=False)) for _ in range(repeats)]
-            rows.append(("webdataset 1.0.2 (curl through a pipe)", *min(runs)[:2]))
+            seconds, first, _, per_gb, _, steady = min(runs)
+            rows.append(("webdataset 1.0.2 (curl through a pipe)", seconds, first, per_gb, 0, steady))
         except ImportError:
             print("# webdataset not installed; skipped")
-    print("| reader | MB/s | x one connection | first sample |")
-    print("|---|---|---|---|")
-    for label, seconds, first in rows:
+    sixteen = rows[3][1]
+    print(
+        "| reader | MB/s | x one connection | of 16 GETs | after the first shard: MB/s, of 16 GETs "
+        "| requests per GB (after the first shard) | hedged | first sample |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for label, seconds, first, (per_gb, later), hedged, steady in rows:
         shown = "-" if first is None else f"{first:.2f} s"
-        print(f"| {label} | {total / seconds / 1e6:.0f} | {one / seconds:.1f}x | {shown} |")
+        after = "-" if steady is None else f"{steady / 1e6:.0f}, {steady / (total / sixteen):.2f}"
+        print(
+            f"| {label} | {total / seconds / 1e6:.0f} | {one / seconds:.1f}x | {sixteen / seconds:.2f} | {after} "
+            f"| {per_gb:.0f} ({later:.0f}) | {hedged} | {shown} |"
+        )
+
+
+def shaped_shards(args) -> tuple[str, list[str], list[int]]:
+    """The shaped section's 16 shards of 256 samples of 64 KB (written once): folder, names, sizes."""
+    root = os.path.join(args.data, "remote", "shaped")
+    os.makedirs(root, exist_ok=True)
+    names = []
+    for s in range(16):
+        name = f"shaped-{s:04d}.tar"
+        path = os.path.join(root, name)
+        if not os.path.exists(path):
+            with open(path, "wb") as out:
+                for i in range(256):
+                    out.write(encode_member(f"s{s}_{i:05d}.bin", os.urandom(SAMPLE)))
+                out.write(end_of_archive())
+        names.append(name)
+    return root, names, [os.path.getsize(os.path.join(root, n)) for n in names]
+
+
+STARTUP_BATCH = 50  # samples of 64 KB: a first batch of 3.3 MB
+
+
+def _first_batch(system: str, urls: list[str], workers: int) -> float:
+    """A DataLoader(workers) over ``urls`` read by ``system``, until its first batch: the seconds it took."""
+    import torch
+
+    if system == "wds":
+        import wds_torch
+
+        dataset = wds_torch.WebDataset(urls)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import webdataset
+
+        dataset = webdataset.WebDataset(urls, shardshuffle=False)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=STARTUP_BATCH, num_workers=workers,
+                                         collate_fn=lambda samples: len(samples))  # fmt: skip
+    started = time.perf_counter()
+    stream = iter(loader)
+    assert next(stream) == STARTUP_BATCH
+    seconds = time.perf_counter() - started
+    return seconds
+
+
+def startup(args) -> None:
+    """What a DataLoader(W) asks the store for before its first batch (W = 4, 16): requests and bytes."""
+    root, names, sizes = shaped_shards(args)
+    servers = harness.servers()
+    latency, bandwidth = args.latency / 1000, args.bandwidth * 1e6
+    batch = STARTUP_BATCH * (SAMPLE + 512)
+    print(f"# a first batch of {STARTUP_BATCH} samples ({batch / 1e6:.1f} MB) from 16 shards of "
+          f"{sizes[0] / 1e6:.1f} MB; {args.latency:g} ms and {args.bandwidth:g} MB/s a connection")  # fmt: skip
+    print(
+        "| reader | workers | requests before the first batch | a worker | MB asked for | x the batches' bytes "
+        "| first batch |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for workers in (4, 16):
+        for system in ("wds", "webdataset"):
+            if system == "webdataset":
+                try:
+                    import webdataset  # noqa: F401
+                except ImportError:
+                    continue
+            # a fresh server each run: what it counts before the first batch is this run's alone
+            with servers.http_server_process(root, servers.Shape(latency=latency, bandwidth=bandwidth)) as base:
+                seconds = _first_batch(system, [f"{base}/{n}" for n in names], workers)
+                counted = asked_of(base)
+            requests = sum(c[0] for c in counted.values())
+            nbytes = sum(c[1] for c in counted.values())
+            label = "wds" if system == "wds" else "webdataset 1.0.2 (curl)"
+            print(
+                f"| {label} | {workers} | {requests} | {requests / workers:.1f} | {nbytes / 1e6:.1f} "
+                f"| {nbytes / (workers * batch):.2f} | {seconds:.2f} s |"
+            )
+
+
+RATE_READER = r"""
+import json, sys, threading, time
+import wds_core
+from wds_core.io.remote.retries import retry_stats
+
+base, shards = sys.argv[1], json.loads(sys.argv[2])
+keys, errors = [], []
+
+def read(names):
+    try:
+        for sample in wds_core.WebDataset([f"{base}/{name}" for name in names]):
+            keys.append(sample["__key__"])
+    except Exception as exn:
+        errors.append(f"{type(exn).__name__}: {exn}")
+
+threads = [threading.Thread(target=read, args=(names,)) for names in shards]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+stats = retry_stats()
+print(json.dumps({"keys": keys, "errors": errors, "throttled": stats["throttled"],
+                  "throttled_s": stats["throttled_s"]}))
+"""
+
+
+def ratelimit(args) -> None:
+    """64 readers (4 processes x 16 threads) against a store admitting ``--rate`` requests a second."""
+    sys.path.insert(0, harness.REPO)
+    from tests.hubserver import LimitedStore
+
+    root = os.path.join(args.data, "remote", "limited")
+    os.makedirs(root, exist_ok=True)
+    names, expected = [], 0
+    for s in range(256):
+        name = f"lim-{s:04d}.tar"
+        if not os.path.exists(os.path.join(root, name)):
+            with open(os.path.join(root, name), "wb") as out:
+                for i in range(16):
+                    out.write(encode_member(f"l{s}_{i:03d}.bin", os.urandom(SAMPLE)))
+                out.write(end_of_archive())
+        names.append(name)
+        expected += 16
+    print(f"# 256 shards of 16 samples of 64 KB; the store admits {args.rate:g} requests a second (1 s windows)")
+    print(
+        "| store answers beyond the rate | readers failed | samples (of 4,096) | repeated | requests a second "
+        "admitted | of the rate | MB/s | requests throttled | seconds waited (summed) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for slowdown in (False, True):
+        store = LimitedStore(root, rate=args.rate, slowdown=slowdown)
+        try:
+            started = time.perf_counter()
+            processes = []
+            for p in range(4):
+                mine = [names[(p * 16 + r) * 4 : (p * 16 + r) * 4 + 4] for r in range(16)]
+                processes.append(subprocess.Popen([sys.executable, "-c", RATE_READER, store.url, json.dumps(mine)],
+                                                  stdout=subprocess.PIPE, text=True))  # fmt: skip
+            outputs = [json.loads(process.communicate()[0]) for process in processes]
+            seconds = time.perf_counter() - started
+        finally:
+            store.stop()
+        keys = [k for out in outputs for k in out["keys"]]
+        failed = sum(1 for out in outputs for _ in out["errors"])
+        admitted = store.window.admitted / seconds
+        label = "503 SlowDown (no Retry-After)" if slowdown else "429 with Retry-After"
+        print(
+            f"| {label} | {failed} | {len(set(keys)):,} | {len(keys) - len(set(keys))} | {admitted:.1f} "
+            f"| {admitted / args.rate:.2f} | {store.served / seconds / 1e6:.1f} "
+            f"| {sum(o['throttled'] for o in outputs):g} | {sum(o['throttled_s'] for o in outputs):.0f} |"
+        )
+
+
+def asked_of(base: str) -> dict[str, list[int]]:
+    """What the shaped server was asked for so far, by path: [requests, bytes] (tests/servers.py's /__stats__)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{base}/__stats__") as response:
+        return json.loads(response.read())
+
+
+def requests_per_gb(before: dict, after: dict, names: list[str], sizes: list[int]) -> tuple[float, float]:
+    """Requests per GB read between two counts, over all shards and over those after the first (steady state)."""
+    counts = [after.get(f"/{n}", [0, 0])[0] - before.get(f"/{n}", [0, 0])[0] for n in names]
+    return sum(counts) / (sum(sizes) / 1e9), sum(counts[1:]) / (sum(sizes[1:]) / 1e9)
 
 
 def s3(args):
@@ -598,7 +781,13 @@ def options(parser):
     parser.add_argument("--only", default="", help="systems to run: wds,webdataset,litdata,mosaic (objectstore)")
     parser.add_argument("--moto", action="store_true", help="moto's S3 behind a shaping proxy (objectstore)")
     parser.add_argument("--svg", default="", help="also draw the objectstore table as bars into this SVG file")
+    parser.add_argument("--rate", type=float, default=50, help="requests a second the store admits (ratelimit)")
 
 
 if __name__ == "__main__":
-    harness.run(__doc__, {"shaped": shaped, "objectstore": objectstore, "s3": s3, "imports": imports}, options)
+    harness.run(
+        __doc__,
+        {"shaped": shaped, "startup": startup, "ratelimit": ratelimit, "objectstore": objectstore, "s3": s3,
+         "imports": imports},
+        options,
+    )  # fmt: skip
