@@ -154,6 +154,16 @@ def _prepare(block: str, ns: dict, root: Path) -> list:
         wds_core.register_rewrite("s3://bucket/", str(root / "bucket") + "/")
     if "install_as_webdataset" in block:  # (imported here: run alone, nothing has imported the drop-in yet)
         undo.append(importlib.import_module("wds_core.dropin").uninstall)
+    if "hf://" in block:  # the Hub: tests/hubserver.py's stand-in, its repository holding the data folder's shards
+        from tests.hubserver import HubServer
+
+        hub = HubServer()
+        for name in sorted(os.listdir(root / "data")):
+            if name.endswith(".tar"):
+                hub.add("dataset", "ORG/REPO", f"train/{name}", (root / "data" / name).read_bytes())
+        old = os.environ.get("HF_ENDPOINT")
+        os.environ["HF_ENDPOINT"] = hub.url
+        undo += [hub.stop, lambda: os.environ.pop("HF_ENDPOINT") if old is None else os.environ.update(HF_ENDPOINT=old)]
     return undo
 
 
