@@ -166,9 +166,9 @@ class HfSource(HttpSource):
             self.location, self.resolved = kept[0], True
 
     def _follow(self, method: str, extra: dict[str, str], wanted: int, pace: Any, start: int) -> Any:
-        if not self.resolved or self.location == self.url:
+        if not self.resolved:
             with self.resolving:
-                if not self.resolved or self.location == self.url:
+                if not self.resolved:
                     self._resolve(pace)
         answer = super()._follow(method, extra, wanted, pace, start)
         if self.location != self.url:

@@ -208,6 +208,18 @@ def test_hf_shards_read_by_offset_and_through_gopen(hub, tmp_path):
     access.close()
 
 
+def test_a_file_the_hub_serves_itself_is_asked_for_once(hub, tmp_path):
+    """A small file the Hub answers without a redirect: its ranges go to the Hub, with no HEAD before each."""
+    expected = put_shards(hub, tmp_path, n=1)
+    data = hub.files[("dataset", REPO, "data/shard-000.tar")]
+    hub.direct = True
+    got = keys(wds_core.WebDataset("hf://datasets/team/shards/data/shard-000.tar", storage=wds_core.Storage(
+        read_ahead=SMALL)))  # fmt: skip
+    assert got == expected
+    heads = [r for r in hub.hub.requests if r[0] == "HEAD"]
+    assert len(heads) == 1 and len([r for r in hub.hub.requests if r[0] == "GET"]) >= len(data) // 8192
+
+
 def test_buckets_are_read_without_a_revision(hub, tmp_path):
     expected = put_shards(hub, tmp_path, n=2, kind="bucket", repo="ns/ckpts", folder="run1")
     got = keys(wds_core.WebDataset("hf://buckets/ns/ckpts/run1/shard-{000..001}.tar"))
