@@ -108,6 +108,7 @@ def test_hf_shards_stream_with_one_resolution_each_and_the_token_stays_on_the_hu
     assert hub.resolves == 3
 
 
+@pytest.mark.slow  # waits for a signed URL to expire
 def test_a_signed_url_that_expires_is_resolved_again_mid_shard(hub, tmp_path):
     hub.expires = 1  # each signed URL holds one second; kept for less than the margin: asked again at each open
     expected = put_shards(hub, tmp_path, n=2, size=6000)
@@ -183,6 +184,7 @@ def test_a_glob_is_listed_once_and_travels_with_the_dataset(hub, tmp_path):
         wds_core.WebDataset("hf://datasets/team/shards/data/*.parquet")
 
 
+@pytest.mark.slow  # three resolutions a second
 def test_the_hubs_rate_limit_slows_the_reader_and_loses_nothing(hub, tmp_path):
     expected = put_shards(hub, tmp_path, n=8, per=5, size=500)
     hub.window.rate = 3  # three resolutions a second, then 429 with Retry-After
