@@ -249,8 +249,12 @@ def shards(tmp_path):
 
 @pytest.fixture(autouse=True)
 def _clean_storage_registry(tmp_path_factory, monkeypatch):
-    """Every test starts with no registered storage options, rewrites or scheme openers, and no config file."""
+    """Every test starts with no registered storage options, rewrites or scheme openers, and no config file; and
+    with the process's rate-limit throttle fresh (a test that met a store's limit leaves it slowed down)."""
+    from wds_core.io.remote.throttle import THROTTLE
+
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+    THROTTLE.__init__(THROTTLE.most)  # type: ignore[misc]
     yield
     wds_core.unregister_storage()
     wds_core.unregister_rewrite()

@@ -208,6 +208,7 @@ print(json.dumps({"keys": [k for i in sorted(results) for k in results[i]], "err
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # 64 readers in 4 processes take the machine: not beside tests that time a request
 @pytest.mark.parametrize("slowdown", [False, True])
 def test_sixty_four_readers_against_a_rate_limit_lose_nothing_and_fail_nowhere(tmp_path, slowdown):
     root = tmp_path / "store"
