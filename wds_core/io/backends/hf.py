@@ -39,7 +39,7 @@ from ...errors import SpecError
 from ..forklocks import ForkSafeLock
 from ..provenance import DataURL
 from ..remote.retries import DEFAULT_RETRY, RetryPolicy, with_retries
-from .http import HttpSource, http_settings
+from .http import HttpSource, http_settings, redirected
 from .ranged import RangedBackend
 
 __all__ = ["HF", "RESOLVED", "HfBackend", "HfPath", "HfSource", "expand_hf", "hf_endpoint", "hf_token", "parse_hf"]
@@ -181,22 +181,12 @@ class HfSource(HttpSource):
         return answer
 
     def _resolve(self, pace: Any) -> None:
-        """Ask the Hub where the file is (a ``HEAD`` of its resolve URL, the redirect not followed) and keep it."""
-        status, headers, _, moved = self._once("HEAD", self.url, {}, 0, pace, 0)
+        """Ask the Hub where the file is (a ``HEAD`` of its resolve URL, the redirect not followed); the read that
+        follows keeps it in :data:`RESOLVED` (:meth:`_follow`)."""
+        status, _, _, moved = self._once("HEAD", self.url, {}, 0, pace, 0)
+        # a file the Hub serves itself (a small one) is read from the resolve URL
+        self.location = self.url if moved is None else redirected(self.url, moved, status)
         self.resolved = True
-        if moved is None:  # served by the Hub itself (a small file): read from the resolve URL
-            self.location = self.url
-            return
-        location = urllib.parse.urljoin(self.url, moved)
-        parts = urllib.parse.urlsplit(location)
-        if parts.scheme not in ("http", "https") or (parts.scheme == "http" and self.url.startswith("https:")):
-            raise PermissionError(f"HTTP {status}: refused the Hub's redirect to a {parts.scheme}: URL")
-        if urllib.parse.urlsplit(location)._replace(query="") != urllib.parse.urlsplit(self.url)._replace(query=""):
-            self.location = location
-            with _resolved_lock:
-                RESOLVED[self.key] = (location, time.monotonic() + _expires(location))
-        else:
-            self.location = location
 
 
 class HfBackend(RangedBackend):

@@ -47,7 +47,7 @@ from .httpconn import (
 )
 from .ranged import RangedBackend
 
-__all__ = ["HTTP", "HttpBackend", "HttpSource", "RequestError", "http_settings", "http_source"]
+__all__ = ["HTTP", "HttpBackend", "HttpSource", "RequestError", "http_settings", "http_source", "redirected"]
 
 _MAX_REDIRECTS = 5
 _PINNED = {"etag": "ETag", "size": "size", "modified": "Last-Modified"}
@@ -63,6 +63,18 @@ class RequestError(OSError):
         self.status = status
         self.retry_after: float | None = None  # seconds the answer's Retry-After asked for
         self.store_code = ""  # the error code of an object store's answer (SlowDown)
+
+
+def redirected(was: str, moved: str, status: int) -> str:
+    """Where a redirect from ``was`` to ``moved`` (its ``Location``) leads; a ``PermissionError`` when that is not
+    an http(s) URL with a host (file:, data:...) or goes from https down to http."""
+    url = urllib.parse.urljoin(was, moved)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:  # file:, data:, a host-less URL...
+        raise PermissionError(f"HTTP {status}: refused a redirect to a {parts.scheme or 'relative'}: URL")
+    if parts.scheme == "http" and urllib.parse.urlsplit(was).scheme == "https":
+        raise PermissionError(f"HTTP {status}: refused a redirect from https to http (a downgrade)")
+    return url
 
 
 class HttpSource:
@@ -188,12 +200,7 @@ class HttpSource:
             if moved is None:
                 self.location = url
                 return status, headers, body
-            was, url = url, urllib.parse.urljoin(url, moved)
-            parts = urllib.parse.urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:  # file:, data:, a host-less URL...
-                raise PermissionError(f"HTTP {status}: refused a redirect to a {parts.scheme or 'relative'}: URL")
-            if parts.scheme == "http" and urllib.parse.urlsplit(was).scheme == "https":
-                raise PermissionError(f"HTTP {status}: refused a redirect from https to http (a downgrade)")
+            url = redirected(url, moved, status)
         raise RequestError(f"more than {_MAX_REDIRECTS} redirects", 310)
 
     def _once(

@@ -138,11 +138,18 @@ class Allowance:
     def starting(self) -> int | None:
         """While the reader starts (it has read less than ``plan.ramp``): the bytes it may still ask for, ``0``
         until that is twice what it asked for so far (see :class:`ReadAhead`); ``None`` once it has started."""
-        plan = self.plan
-        if not plan.ramp or self.consumed >= plan.ramp:
+        if self._started():
             return None
+        plan = self.plan
         room = 4 * self.consumed + plan.first_range - self.asked
-        return room if room >= max(plan.first_range, 2 * self.asked) or room >= plan.range_bytes << 3 else 0
+        return room if room >= self._step() or room >= plan.range_bytes << 3 else 0
+
+    def _started(self) -> bool:
+        return not self.plan.ramp or self.consumed >= self.plan.ramp
+
+    def _step(self) -> int:
+        """The room the start-up bound waits for before it allows the next range: twice what was asked."""
+        return max(self.plan.first_range, 2 * self.asked)
 
     def consume(self, nbytes: int) -> None:
         """The reader read ``nbytes`` more: the start-up bound may now allow another range."""
@@ -204,12 +211,11 @@ class Allowance:
 
     def _next_fill(self) -> None:
         """What ``consumed`` must reach for the start-up bound to allow another range (under the lock)."""
-        plan = self.plan
-        if not plan.ramp or self.consumed >= plan.ramp:
+        if self._started():
             self.next_fill = 1 << 62
             return
-        wanted = max(plan.first_range, 2 * self.asked)  # 4c + first - asked >= wanted
-        self.next_fill = min(plan.ramp, -(-(wanted + self.asked - plan.first_range) // 4))
+        plan = self.plan  # the least consumed c with 4c + first_range - asked >= the step
+        self.next_fill = min(plan.ramp, -(-(self._step() + self.asked - plan.first_range) // 4))
 
     def start(self) -> None:
         """Hand the ranges booked so far to the pool (called without the lock held)."""
